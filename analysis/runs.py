@@ -1,0 +1,255 @@
+"""Reading lm-eval output folders into capcal's per-question table.
+
+lm-eval writes ``<output>/<model>/results_<time>.json`` and, with ``--log_samples``,
+``samples_<task>_<time>.jsonl`` beside it. capcal's sampling tasks log their per-question record as metric
+fields of each samples line (see ``capcal_tasks.sampling``). ``load_run`` joins them into one row per
+(model, task, run, question):
+
+    model, task, run_id, doc_id, question_id, question, target, responses, extracted_answers, correctness,
+    n, expected_accuracy, majority_vote_accuracy, pass_at_1, pass_at_2, ...
+
+Anything malformed (invalid JSON, a truncated line, missing keys, a correctness vector that disagrees with its
+responses or with the logged expected accuracy) raises ``RunFormatError`` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from capcal_tasks.sampling import is_sampling_config
+
+__all__ = ["RunFormatError", "load_run", "summarize", "write_question_table"]
+
+_DATE_ID = r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?"
+_SAMPLES_NAME = re.compile(rf"^samples_(?P<task>.+)_(?P<date>{_DATE_ID})\.jsonl$")
+_RESULTS_NAME = re.compile(rf"^results_(?P<date>{_DATE_ID})\.json$")
+REQUIRED_SAMPLE_KEYS = ("doc_id", "doc", "resps", "correctness", "extracted_answers", "expected_accuracy")
+QUESTION_COLUMNS = [
+    "model",
+    "task",
+    "run_id",
+    "doc_id",
+    "question_id",
+    "question",
+    "target",
+    "responses",
+    "extracted_answers",
+    "correctness",
+    "n",
+    "expected_accuracy",
+]
+
+
+class RunFormatError(ValueError):
+    """A malformed or partial lm-eval log; the message names the file (and line)."""
+
+
+@dataclass(frozen=True)
+class _SamplesFile:
+    path: Path
+    task: str
+    run_id: str
+    model: str
+
+
+def _read_results(path: Path) -> dict:
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise RunFormatError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from None
+    except UnicodeDecodeError:
+        raise RunFormatError(f"{path}: not valid UTF-8") from None
+    if not isinstance(results, dict) or "results" not in results:
+        raise RunFormatError(f"{path}: not an lm-eval results file (no 'results' key)")
+    return results
+
+
+def _model_name(results: dict | None, folder: Path) -> str:
+    if results:
+        name = results.get("model_name") or (results.get("config") or {}).get("model_args")
+        if isinstance(name, dict):
+            name = name.get("pretrained") or name.get("model")
+        if name:
+            return str(name)
+    return folder.name
+
+
+def _samples_files(output_dir: Path) -> list[_SamplesFile]:
+    results_by_key: dict[tuple[Path, str], dict] = {}
+    for path in sorted(output_dir.rglob("results_*.json")):
+        match = _RESULTS_NAME.match(path.name)
+        if match:
+            results_by_key[(path.parent, match["date"])] = _read_results(path)
+
+    files = []
+    for path in sorted(output_dir.rglob("samples_*.jsonl")):
+        match = _SAMPLES_NAME.match(path.name)
+        if not match:
+            continue
+        results = results_by_key.get((path.parent, match["date"]))
+        files.append(_SamplesFile(path, match["task"], match["date"], _model_name(results, path.parent)))
+
+    for (folder, date), results in results_by_key.items():
+        for task, config in (results.get("configs") or {}).items():
+            if is_sampling_config(config):
+                expected = folder / f"samples_{task}_{date}.jsonl"
+                if not expected.is_file():
+                    raise RunFormatError(
+                        f"{folder / f'results_{date}.json'}: task {task} has no samples file "
+                        f"{expected.name}; run lm-eval with --log_samples"
+                    )
+    return files
+
+
+def _question_text(doc: dict, record: dict) -> str:
+    for key in ("question", "problem", "Question"):
+        if isinstance(doc.get(key), str):
+            return doc[key]
+    arguments = record.get("arguments") or {}
+    first = arguments.get("gen_args_0", {}) if isinstance(arguments, dict) else {}
+    return str(first.get("arg_0", ""))
+
+
+def _parse_line(file: _SamplesFile, line_number: int, line: str) -> dict | None:
+    where = f"{file.path}:{line_number}"
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise RunFormatError(
+            f"{where}: malformed or truncated JSON ({error.msg}); "
+            "the run may have been interrupted while writing"
+        ) from None
+    if not isinstance(record, dict):
+        raise RunFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    if "correctness" not in record:
+        return None  # not a capcal sampling line
+    missing = [key for key in REQUIRED_SAMPLE_KEYS if key not in record]
+    if missing:
+        raise RunFormatError(f"{where}: missing key(s) {', '.join(missing)}")
+
+    resps = record["resps"]
+    if not (isinstance(resps, list) and len(resps) == 1 and isinstance(resps[0], list)):
+        raise RunFormatError(f"{where}: 'resps' must hold one list of k responses")
+    responses = [str(response) for response in resps[0]]
+    correctness = record["correctness"]
+    if not isinstance(correctness, list) or any(z not in (0, 1) or isinstance(z, float) for z in correctness):
+        raise RunFormatError(f"{where}: 'correctness' must be a list of 0/1 integers")
+    extracted = record["extracted_answers"]
+    if not isinstance(extracted, list):
+        raise RunFormatError(f"{where}: 'extracted_answers' must be a list")
+    n = len(correctness)
+    if n == 0 or n != len(responses) or n != len(extracted):
+        raise RunFormatError(
+            f"{where}: {len(responses)} responses, {n} correctness values and {len(extracted)} extracted "
+            "answers; they must be equal and non-zero"
+        )
+    expected_accuracy = record["expected_accuracy"]
+    if not isinstance(expected_accuracy, (int, float)) or not math.isclose(
+        expected_accuracy, sum(correctness) / n, abs_tol=1e-9
+    ):
+        raise RunFormatError(
+            f"{where}: expected_accuracy {expected_accuracy!r} is not the mean of its correctness vector "
+            f"({sum(correctness)}/{n})"
+        )
+    doc = record["doc"] if isinstance(record["doc"], dict) else {}
+    question_id = doc.get("question_id") or f"{file.task}/doc-{record.get('doc_hash', record['doc_id'])}"
+    row = {
+        "model": file.model,
+        "task": file.task,
+        "run_id": file.run_id,
+        "doc_id": int(record["doc_id"]),
+        "question_id": str(question_id),
+        "question": _question_text(doc, record),
+        "target": str(record.get("target", "")),
+        "responses": responses,
+        "extracted_answers": extracted,
+        "correctness": [int(z) for z in correctness],
+        "n": n,
+        "expected_accuracy": float(expected_accuracy),
+    }
+    for key, value in record.items():
+        if key == "majority_vote_accuracy" or key.startswith("pass_at_"):
+            row[key] = value
+    return row
+
+
+def _read_samples(file: _SamplesFile) -> list[dict]:
+    rows = []
+    try:
+        with file.path.open(encoding="utf-8") as handle:
+            for line_number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                row = _parse_line(file, line_number, line)
+                if row is not None:
+                    rows.append(row)
+    except UnicodeDecodeError as error:
+        raise RunFormatError(f"{file.path}: not valid UTF-8 (byte {error.start})") from None
+    return rows
+
+
+def load_run(output_dir: str | Path) -> pd.DataFrame:
+    """The per-question table of every capcal sampling task logged under ``output_dir``.
+
+    One row per (model, task, run_id, question); columns as in the module docstring. Raises
+    ``RunFormatError`` for malformed logs and ``FileNotFoundError`` when the folder holds no capcal samples.
+    """
+    root = Path(output_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root} is not a folder")
+    rows = []
+    for file in _samples_files(root):
+        rows.extend(_read_samples(file))
+    if not rows:
+        raise FileNotFoundError(
+            f"no capcal sampling samples under {root} (expected samples_capcal_*.jsonl from --log_samples)"
+        )
+    table = pd.DataFrame(rows)
+    pass_columns = sorted((c for c in table.columns if c.startswith("pass_at_")), key=lambda c: int(c[8:]))
+    other = [c for c in table.columns if c not in QUESTION_COLUMNS and c not in pass_columns]
+    return table[QUESTION_COLUMNS + other + pass_columns].reset_index(drop=True)
+
+
+def summarize(table: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, task, run): questions, samples per question, mean expected accuracy with its standard
+    error, the share of questions solved sometimes but not always, and the answer-extraction rate."""
+
+    def one(group: pd.DataFrame) -> dict:
+        mu = group["expected_accuracy"].to_numpy(dtype=float)
+        extracted = [a is not None for answers in group["extracted_answers"] for a in answers]
+        return {
+            "questions": len(group),
+            "k_min": int(group["n"].min()),
+            "k_max": int(group["n"].max()),
+            "mean_expected_accuracy": float(mu.mean()),
+            "stderr": float(mu.std(ddof=1) / np.sqrt(len(mu))) if len(mu) > 1 else float("nan"),
+            "share_0_lt_mu_lt_1": float(np.mean((mu > 0) & (mu < 1))),
+            "extraction_rate": float(np.mean(extracted)),
+        }
+
+    keys = ["model", "task", "run_id"]
+    return pd.DataFrame(
+        [{**dict(zip(keys, key, strict=True)), **one(group)} for key, group in table.groupby(keys)]
+    )
+
+
+def write_question_table(table: pd.DataFrame, path: str | Path) -> Path:
+    """Write the table as JSON lines (``.jsonl``), CSV (``.csv``) or Parquet (``.parquet``), by suffix."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".jsonl":
+        table.to_json(path, orient="records", lines=True, force_ascii=False)
+    elif path.suffix == ".csv":
+        table.to_csv(path, index=False)
+    elif path.suffix == ".parquet":
+        table.to_parquet(path, index=False)
+    else:
+        raise ValueError(f"{path}: unsupported table format {path.suffix!r} (use .jsonl, .csv or .parquet)")
+    return path

@@ -1,0 +1,60 @@
+"""capcal_metrics: capability- and response-calibration metrics on numpy arrays (METHODS.md sections 1, 4, 5).
+
+Every metric takes 1-D arrays of N queries: ``confidence`` in [0, 1] and a ``target`` in [0, 1] — mu_hat
+(the fraction of a query's n sampled responses that are correct) for capability calibration, or the 0/1
+correctness z of one response for response calibration — or ``labels`` where 0/1 labels are required.
+Inputs are validated (ValueError naming the argument); a metric undefined on its input returns NaN with an
+:class:`UndefinedMetricWarning`. Functions named ``random_baseline_*`` give the expectation of a metric when
+every confidence is drawn i.i.d. from U(0, 1).
+"""
+
+from ._validation import UndefinedMetricWarning
+from .binning import ReliabilityDiagram, assign_bins, equal_width_bin_edges, reliability_diagram
+from .bootstrap import BootstrapCI, bootstrap_ci
+from .brier import brier_score, corrected_capability_brier_score, random_baseline_brier_score
+from .correlation import pearson_correlation, spearman_correlation
+from .ece import (
+    adaptive_calibration_error,
+    expected_calibration_error,
+    maximum_calibration_error,
+    random_baseline_calibration_error,
+)
+from .pass_at_k import pass_at_k, predicted_pass_at_k
+from .ranking import auroc, average_precision, random_baseline_average_precision, soft_label_auroc
+from .selective import (
+    RiskCoverageCurve,
+    area_under_risk_coverage_curve,
+    prediction_rejection_ratio,
+    random_baseline_aurc,
+    risk_coverage_curve,
+)
+
+__all__ = [
+    "BootstrapCI",
+    "ReliabilityDiagram",
+    "RiskCoverageCurve",
+    "UndefinedMetricWarning",
+    "adaptive_calibration_error",
+    "area_under_risk_coverage_curve",
+    "assign_bins",
+    "auroc",
+    "average_precision",
+    "bootstrap_ci",
+    "brier_score",
+    "corrected_capability_brier_score",
+    "equal_width_bin_edges",
+    "expected_calibration_error",
+    "maximum_calibration_error",
+    "pass_at_k",
+    "pearson_correlation",
+    "predicted_pass_at_k",
+    "prediction_rejection_ratio",
+    "random_baseline_aurc",
+    "random_baseline_average_precision",
+    "random_baseline_brier_score",
+    "random_baseline_calibration_error",
+    "reliability_diagram",
+    "risk_coverage_curve",
+    "soft_label_auroc",
+    "spearman_correlation",
+]

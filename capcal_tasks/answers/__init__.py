@@ -1,0 +1,1 @@
+"""Answer extraction and checking, one module per kind of answer."""

