@@ -30,19 +30,19 @@ class UndefinedMetricWarning(RuntimeWarning):
 
 
 def undefined_metric(metric: str, reason: str) -> float:
-    """Warn with :class:`UndefinedMetricWarning` and return NaN: the package-wide policy for undefined metrics."""
+    """Warn with :class:`UndefinedMetricWarning` and return NaN; the package-wide policy when undefined."""
     warnings.warn(f"{metric} is undefined: {reason}; returning nan", UndefinedMetricWarning, stacklevel=3)
     return float("nan")
 
 
-def _as_float_array(values: ArrayLike, name: str, ndim: int | None) -> np.ndarray:
+def _as_float_array(values: ArrayLike, name: str, ndim: int | None, allow_empty: bool = False) -> np.ndarray:
     try:
         array = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{name} must be numeric, could not convert it to float ({error})") from None
     if ndim is not None and array.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-D array, got shape {array.shape}")
-    if array.size == 0:
+    if array.size == 0 and not allow_empty:
         raise ValueError(f"{name} is empty")
     finite = np.isfinite(array)
     if not finite.all():
@@ -52,14 +52,16 @@ def _as_float_array(values: ArrayLike, name: str, ndim: int | None) -> np.ndarra
     return array
 
 
-def check_probabilities(values: ArrayLike, name: str, *, ndim: int | None = 1) -> np.ndarray:
-    """Non-empty, finite float array with every value in [0, 1] (``ndim=None`` allows any shape)."""
-    array = _as_float_array(values, name, ndim)
+def check_probabilities(
+    values: ArrayLike, name: str, *, ndim: int | None = 1, allow_empty: bool = False
+) -> np.ndarray:
+    """Finite floats in [0, 1], 1-D (``ndim=None``: any shape), non-empty unless ``allow_empty``."""
+    array = _as_float_array(values, name, ndim, allow_empty)
     outside = (array < 0.0) | (array > 1.0)
     if outside.any():
         where = np.unravel_index(np.argmax(outside), array.shape)
         position = where[0] if array.ndim == 1 else where
-        raise ValueError(f"{name} must lie in [0, 1]; found {array[where]!r} at index {position}")
+        raise ValueError(f"{name} must lie in [0, 1]; found {float(array[where])!r} at index {position}")
     return array
 
 
@@ -69,9 +71,8 @@ def check_binary_labels(values: ArrayLike, name: str) -> np.ndarray:
     not_binary = (array != 0.0) & (array != 1.0)
     if not_binary.any():
         position = int(np.argmax(not_binary))
-        raise ValueError(
-            f"{name} must be binary labels (0/1 or bool); found {array[position]!r} at index {position}"
-        )
+        found = float(array[position])
+        raise ValueError(f"{name} must be binary labels (0/1 or bool); found {found!r} at index {position}")
     return array
 
 

@@ -14,10 +14,11 @@ seed:
   and sort-based metrics sort once per chunk. 1000 resamples of 100,000 questions take about a second;
 * any other callable is evaluated resample by resample on the rows ``np.repeat(arange(N), counts)``.
 
-Before resampling, the rows are sorted once by the first array (normally the confidence) so that the sorts
-inside the metrics run on already ordered data. This reordering is harmless because the bootstrap treats
-questions as exchangeable and every metric here depends only on the values, not on the row order; a custom
-``metric_fn`` must have the same property.
+Before resampling, the rows are sorted once by the first array (normally the confidence; ties broken by the
+other arrays), so that the sorts inside the metrics run on already ordered data and the result does not
+depend on the input order of the rows. This reordering is harmless because the bootstrap treats questions as
+exchangeable and every metric here depends only on the values, not on the row order; a custom ``metric_fn``
+must have the same property.
 """
 
 from __future__ import annotations
@@ -97,8 +98,11 @@ def bootstrap_ci(
 
     estimate = np.asarray(metric_fn(*data), dtype=np.float64)  # also validates the inputs
 
-    if data[0].ndim == 1 and np.issubdtype(data[0].dtype, np.number):
-        order = np.argsort(data[0], kind="stable")
+    # Canonical row order: by the first array, ties broken by the following 1-D numeric arrays. The
+    # resamples then depend only on the multiset of rows, not on their input order.
+    sort_keys = [array for array in data if array.ndim == 1 and np.issubdtype(array.dtype, np.number)]
+    if sort_keys and sort_keys[0] is data[0]:
+        order = np.lexsort(sort_keys[::-1])
         data = [array[order] for array in data]
     kernel, keywords = _weighted_kernel(metric_fn)
     rng = np.random.default_rng(seed)
@@ -132,7 +136,9 @@ def bootstrap_ci(
     return BootstrapCI(estimate, np.asarray(low), np.asarray(high))
 
 
-def _weighted_kernel(metric_fn: Callable[..., Any]) -> tuple[Callable[..., np.ndarray] | None, dict[str, Any]]:
+def _weighted_kernel(
+    metric_fn: Callable[..., Any],
+) -> tuple[Callable[..., np.ndarray] | None, dict[str, Any]]:
     """The weighted kernel of a package metric (possibly wrapped in a keyword-only partial), else None."""
     keywords: dict[str, Any] = {}
     if isinstance(metric_fn, functools.partial) and not metric_fn.args:

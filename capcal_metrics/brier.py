@@ -65,7 +65,7 @@ def random_baseline_brier_score(target: ArrayLike) -> float:
     return float(np.mean(1.0 / 3.0 - target + target**2))
 
 
-# --- weighted kernels (see capcal_metrics.ranking for the convention) -------------------------------------------
+# --- weighted kernels (see capcal_metrics.ranking for the convention) -------------------------------------
 
 
 def _brier_score_weighted(confidence: ArrayLike, target: ArrayLike, *, weights: np.ndarray) -> np.ndarray:

@@ -43,8 +43,11 @@ def expected_calibration_error(
     """
     confidence, target = check_confidence_and_target(confidence, target)
     weights = _unit_weights(confidence.size)
-    return float(_expected_calibration_error_weighted(confidence, target, n_bins=n_bins, strategy=strategy,
-                                                      weights=weights)[0])
+    return float(
+        _expected_calibration_error_weighted(
+            confidence, target, n_bins=n_bins, strategy=strategy, weights=weights
+        )[0]
+    )
 
 
 def maximum_calibration_error(
@@ -57,8 +60,11 @@ def maximum_calibration_error(
     """MCE = max over non-empty bins b of |mean_b target - mean_b c| (Naeini et al. 2015)."""
     confidence, target = check_confidence_and_target(confidence, target)
     weights = _unit_weights(confidence.size)
-    return float(_maximum_calibration_error_weighted(confidence, target, n_bins=n_bins, strategy=strategy,
-                                                     weights=weights)[0])
+    return float(
+        _maximum_calibration_error_weighted(
+            confidence, target, n_bins=n_bins, strategy=strategy, weights=weights
+        )[0]
+    )
 
 
 def adaptive_calibration_error(confidence: ArrayLike, target: ArrayLike, *, n_bins: int = 10) -> float:
@@ -94,11 +100,15 @@ def random_baseline_calibration_error(
     return float(np.mean(draws))
 
 
-# --- weighted kernels (see capcal_metrics.ranking for the convention) -------------------------------------------
+# --- weighted kernels (see capcal_metrics.ranking for the convention) -------------------------------------
 
 
 def _expected_calibration_error_weighted(
-    confidence: ArrayLike, target: ArrayLike, *, n_bins: int = 10, strategy: str = "equal_width",
+    confidence: ArrayLike,
+    target: ArrayLike,
+    *,
+    n_bins: int = 10,
+    strategy: str = "equal_width",
     weights: np.ndarray,
 ) -> np.ndarray:
     gap, _ = _binned_gap_and_mass(confidence, target, n_bins, strategy, weights)
@@ -106,7 +116,11 @@ def _expected_calibration_error_weighted(
 
 
 def _maximum_calibration_error_weighted(
-    confidence: ArrayLike, target: ArrayLike, *, n_bins: int = 10, strategy: str = "equal_width",
+    confidence: ArrayLike,
+    target: ArrayLike,
+    *,
+    n_bins: int = 10,
+    strategy: str = "equal_width",
     weights: np.ndarray,
 ) -> np.ndarray:
     gap, mass = _binned_gap_and_mass(confidence, target, n_bins, strategy, weights)
@@ -118,8 +132,9 @@ def _maximum_calibration_error_weighted(
 def _adaptive_calibration_error_weighted(
     confidence: ArrayLike, target: ArrayLike, *, n_bins: int = 10, weights: np.ndarray
 ) -> np.ndarray:
-    return _expected_calibration_error_weighted(confidence, target, n_bins=n_bins, strategy="equal_mass",
-                                                weights=weights)
+    return _expected_calibration_error_weighted(
+        confidence, target, n_bins=n_bins, strategy="equal_mass", weights=weights
+    )
 
 
 def _binned_gap_and_mass(
@@ -131,22 +146,34 @@ def _binned_gap_and_mass(
     n_bins = check_positive_integer(n_bins, "n_bins")
     strategy = _check_strategy(strategy)
     n_rows = weights.shape[0]
-    row_offset = (np.arange(n_rows) * n_bins)[:, None]
-    if strategy == "equal_width":  # bins are fixed: one flat bincount over (row, bin) pairs
-        flat_bins = (row_offset + _assign_bins(confidence, n_bins, strategy)).ravel()
-        gap_values, mass_values = (weights * (target - confidence)).ravel(), weights.ravel()
-    else:  # equal mass: a tied run's bin depends on its (weighted) sorted position, so work per tied run
-        order, starts = _sorted_tie_runs(confidence)
-        sorted_weights = _weight_columns(weights, order)
-        run_mass = _run_sums(sorted_weights, None, starts)
-        run_gap = _run_sums(sorted_weights, (target - confidence)[order], starts)
-        run_end = np.cumsum(run_mass, axis=1)  # exclusive end position of each run
-        run_start = run_end - run_mass
-        total = run_end[:, -1:]
-        run_bin = np.clip(np.floor_divide(n_bins * (run_start + run_end - 1.0), 2.0 * total), 0, n_bins - 1)
-        flat_bins = (row_offset + run_bin.astype(np.intp)).ravel()
-        gap_values, mass_values = run_gap.ravel(), run_mass.ravel()
-    size = n_rows * n_bins
-    gap = np.bincount(flat_bins, weights=gap_values, minlength=size).reshape(n_rows, n_bins)
-    mass = np.bincount(flat_bins, weights=mass_values, minlength=size).reshape(n_rows, n_bins)
+    order = np.argsort(confidence, kind="stable")
+    sorted_weights = _weight_columns(weights, order)
+    sorted_gap = (target - confidence)[order]
+    if strategy == "equal_width":  # in sorted order every bin is a contiguous block
+        gap = np.zeros((n_rows, n_bins))
+        mass = np.zeros((n_rows, n_bins))
+        sorted_bins = _assign_bins(confidence[order], n_bins, strategy)
+        block_starts = np.flatnonzero(np.r_[True, sorted_bins[1:] != sorted_bins[:-1]])
+        present = sorted_bins[block_starts]
+        gap[:, present] = np.add.reduceat(sorted_weights * sorted_gap, block_starts, axis=1)
+        mass[:, present] = np.add.reduceat(sorted_weights, block_starts, axis=1)
+        return gap, mass
+    # Equal mass: a tied run's bin depends on its (weighted) sorted position. Run g spanning positions
+    # [start, end) goes to bin floor(n_bins (start + end - 1) / (2 total)); that index is nondecreasing along
+    # the runs, so each bin is a contiguous block of runs whose sums are differences of cumulative sums.
+    _, starts = _sorted_tie_runs(confidence[order])
+    run_mass = _run_sums(sorted_weights, None, starts)
+    cumulative_mass = np.cumsum(run_mass, axis=1)  # = exclusive end position of each run
+    cumulative_gap = np.cumsum(_run_sums(sorted_weights, sorted_gap, starts), axis=1)
+    scaled_midpoint = n_bins * (2.0 * cumulative_mass - run_mass - 1.0)  # n_bins (start + end - 1)
+    bin_thresholds = 2.0 * cumulative_mass[:, -1:] * np.arange(1, n_bins)  # run in bin >= b iff >= 2 total b
+    boundaries = np.zeros((n_rows, n_bins + 1), dtype=np.intp)
+    boundaries[:, -1] = run_mass.shape[1]
+    for row in range(n_rows):
+        boundaries[row, 1:-1] = np.searchsorted(scaled_midpoint[row], bin_thresholds[row], side="left")
+    # Cumulative sum before each boundary (0 before the first run), differenced into per-bin sums.
+    before = np.maximum(boundaries - 1, 0)
+    at_start = boundaries == 0
+    gap = np.diff(np.where(at_start, 0.0, np.take_along_axis(cumulative_gap, before, axis=1)), axis=1)
+    mass = np.diff(np.where(at_start, 0.0, np.take_along_axis(cumulative_mass, before, axis=1)), axis=1)
     return gap, mass

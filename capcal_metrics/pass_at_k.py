@@ -69,6 +69,6 @@ def pass_at_k(n_samples: ArrayLike, n_correct: ArrayLike, k: int) -> np.ndarray:
 
 def predicted_pass_at_k(confidence: ArrayLike, k: int) -> np.ndarray:
     """pass@k predicted from a capability confidence p: ``1 - (1 - p)^k`` (any shape)."""
-    p = check_probabilities(confidence, "confidence", ndim=None)
+    p = check_probabilities(confidence, "confidence", ndim=None, allow_empty=True)
     k = check_positive_integer(k, "k")
     return 1.0 - (1.0 - p) ** k

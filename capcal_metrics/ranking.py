@@ -4,9 +4,9 @@ All are O(N log N) (one sort) and treat tied confidences by value, never by row 
 depend on the order of the queries. Undefined cases (a single class) return NaN with an
 :class:`~capcal_metrics.UndefinedMetricWarning`, like every metric in this package.
 
-Random baselines (c_i ~ U(0, 1) i.i.d., where ties have probability zero): E[AUROC] = E[soft-label AUROC] = 1/2
-exactly for any target (every pair is ordered either way with probability 1/2); E[AP] is given exactly by
-:func:`random_baseline_average_precision`.
+Random baselines (c_i ~ U(0, 1) i.i.d., where ties have probability zero): E[AUROC] = E[soft-label AUROC]
+= 1/2 exactly for any target (every pair is ordered either way with probability 1/2); E[AP] is given
+exactly by :func:`random_baseline_average_precision`.
 
 Implementation note: every metric of this package is computed by a private "weighted" kernel that takes a
 ``weights`` matrix of shape (B, N) and returns B values, the metric of the data set in which query i appears
@@ -42,7 +42,9 @@ def soft_label_auroc(confidence: ArrayLike, target: ArrayLike) -> float:
     """
     confidence, target = check_confidence_and_target(confidence, target)
     if target.min() == target.max() and target[0] in (0.0, 1.0):
-        return undefined_metric("soft_label_auroc", "every target is 0 or every target is 1 (no pair to rank)")
+        return undefined_metric(
+            "soft_label_auroc", "every target is 0 or every target is 1 (no pair to rank)"
+        )
     return float(_soft_label_auroc_weighted(confidence, target, weights=_unit_weights(confidence.size))[0])
 
 
@@ -53,7 +55,9 @@ def auroc(confidence: ArrayLike, labels: ArrayLike) -> float:
     computation as :func:`soft_label_auroc` restricted to binary targets. NaN (with a warning) when only
     one class is present.
     """
-    confidence, labels = check_confidence_and_target(confidence, labels, binary_target=True, target_name="labels")
+    confidence, labels = check_confidence_and_target(
+        confidence, labels, binary_target=True, target_name="labels"
+    )
     if labels.min() == labels.max():
         return undefined_metric("auroc", "labels contain a single class")
     return float(_soft_label_auroc_weighted(confidence, labels, weights=_unit_weights(confidence.size))[0])
@@ -68,7 +72,9 @@ def average_precision(confidence: ArrayLike, labels: ArrayLike) -> float:
     enter at one threshold). Positives are correct responses (z = 1). NaN (with a warning) when there are
     no positives.
     """
-    confidence, labels = check_confidence_and_target(confidence, labels, binary_target=True, target_name="labels")
+    confidence, labels = check_confidence_and_target(
+        confidence, labels, binary_target=True, target_name="labels"
+    )
     if labels.max() == 0.0:
         return undefined_metric("average_precision", "labels contain no positive (z = 1)")
     return float(_average_precision_weighted(confidence, labels, weights=_unit_weights(confidence.size))[0])
@@ -77,12 +83,12 @@ def average_precision(confidence: ArrayLike, labels: ArrayLike) -> float:
 def random_baseline_average_precision(labels: ArrayLike) -> float:
     """E[AP] when every c_i ~ U(0, 1) i.i.d., i.e. under a uniformly random ranking (exact).
 
-    With N queries of which P are positive, the item at rank r is positive with probability P/N, and given that,
-    the expected precision at r is (1 + (r - 1)(P - 1)/(N - 1)) / r. Summing over r::
+    With N queries of which P are positive, the item at rank r is positive with probability P/N, and given
+    that, the expected precision at r is (1 + (r - 1)(P - 1)/(N - 1)) / r. Summing over r::
 
         E[AP] = (1/N) [H_N + (P - 1)/(N - 1) (N - H_N)],   H_N = sum_{r=1}^N 1/r
 
-    (for N = 1 the second term is dropped). This is not the prevalence P/N, although it tends to it for large N.
+    (for N = 1 the second term is dropped). This is not the prevalence P/N, though it tends to it for large N.
     NaN (with a warning) when there are no positives.
     """
     labels = check_binary_labels(labels, "labels")
@@ -94,7 +100,7 @@ def random_baseline_average_precision(labels: ArrayLike) -> float:
     return float((harmonic + spread) / n)
 
 
-# --- weighted kernels and shared tie-run helpers -------------------------------------------------------------
+# --- weighted kernels and shared tie-run helpers ----------------------------------------------------------
 
 
 def _unit_weights(n: int) -> np.ndarray:
@@ -123,38 +129,50 @@ def _weight_columns(weights: np.ndarray, order: np.ndarray) -> np.ndarray:
 def _run_sums(weights: np.ndarray, values: np.ndarray | None, starts: np.ndarray) -> np.ndarray:
     """Per-run totals of ``weights * values`` (or of ``weights``), shape (B, number of runs)."""
     weighted = weights if values is None else weights * values
+    if starts.size == weights.shape[1]:  # no ties: every run is a single element
+        return weighted
     return np.add.reduceat(weighted, starts, axis=1)
 
 
-def _soft_label_auroc_weighted(confidence: ArrayLike, target: ArrayLike, *, weights: np.ndarray) -> np.ndarray:
+def _soft_label_auroc_weighted(
+    confidence: ArrayLike, target: ArrayLike, *, weights: np.ndarray
+) -> np.ndarray:
     """Soft-label AUROC (and AUROC) for each row of ``weights``; NaN where one class has no mass."""
     confidence = np.asarray(confidence, dtype=np.float64)
     target = np.asarray(target, dtype=np.float64)
     order, starts = _sorted_tie_runs(confidence)
     sorted_weights = _weight_columns(weights, order)
-    mass = _run_sums(sorted_weights, None, starts)
     positive = _run_sums(sorted_weights, target[order], starts)
-    negative = mass - positive
-    negative_below = np.cumsum(negative, axis=1) - negative
-    numerator = np.sum(positive * (negative_below + 0.5 * negative), axis=1)
+    negative = _run_sums(sorted_weights, None, starts) - positive
+    # sum_g P_g (Q_{<g} + Q_g / 2) with Q_{<g} + Q_g / 2 = cumsum(Q)_g - Q_g / 2
+    below_or_tied = np.cumsum(negative, axis=1)
+    below_or_tied -= 0.5 * negative
+    numerator = np.einsum("ij,ij->i", positive, below_or_tied)
     denominator = positive.sum(axis=1) * negative.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(denominator > 0, numerator / denominator, np.nan)
 
 
-
-def _average_precision_weighted(confidence: ArrayLike, labels: ArrayLike, *, weights: np.ndarray) -> np.ndarray:
+def _average_precision_weighted(
+    confidence: ArrayLike, labels: ArrayLike, *, weights: np.ndarray
+) -> np.ndarray:
     """Average precision for each row of ``weights``; NaN where there is no positive."""
     confidence = np.asarray(confidence, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.float64)
     order, starts = _sorted_tie_runs(confidence)
     sorted_weights = _weight_columns(weights, order)
-    # Descending thresholds: the runs of the ascending sort, from the top.
-    mass = _run_sums(sorted_weights, None, starts)[:, ::-1]
-    positive = _run_sums(sorted_weights, labels[order], starts)[:, ::-1]
-    true_positives = np.cumsum(positive, axis=1)
-    predicted_positives = np.cumsum(mass, axis=1)
-    precision = true_positives / np.where(predicted_positives > 0, predicted_positives, 1.0)
-    total_positive = true_positives[:, -1]
+    positive = _run_sums(sorted_weights, labels[order], starts)
+    mass = _run_sums(sorted_weights, None, starts)
+    # Thresholds run over the distinct confidences from the top: predicted positives and true positives at
+    # run g are the totals over runs >= g (suffix sums of the ascending runs).
+    total_positive = positive.sum(axis=1, keepdims=True)
+    true_positives = total_positive - np.cumsum(positive, axis=1) + positive
+    predicted_positives = mass.sum(axis=1, keepdims=True) - np.cumsum(mass, axis=1) + mass
+    precision = np.divide(
+        true_positives, predicted_positives, out=np.zeros_like(true_positives), where=predicted_positives > 0
+    )
+    total_positive = total_positive[:, 0]
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(total_positive > 0, np.sum(positive * precision, axis=1) / total_positive, np.nan)
+        return np.where(
+            total_positive > 0, np.einsum("ij,ij->i", positive, precision) / total_positive, np.nan
+        )

@@ -83,7 +83,9 @@ def prediction_rejection_ratio(
     confidence, target = check_confidence_and_target(confidence, target)
     max_rejection = check_fraction(max_rejection, "max_rejection", include_one=True)
     weights = _unit_weights(confidence.size)
-    ratio = _prediction_rejection_ratio_weighted(confidence, target, max_rejection=max_rejection, weights=weights)
+    ratio = _prediction_rejection_ratio_weighted(
+        confidence, target, max_rejection=max_rejection, weights=weights
+    )
     if np.isnan(ratio[0]):
         return undefined_metric("prediction_rejection_ratio", "the oracle ranking is no better than random")
     return float(ratio[0])
@@ -95,7 +97,7 @@ def random_baseline_aurc(target: ArrayLike) -> float:
     return float(1.0 - target.mean())
 
 
-# --- weighted kernels (see capcal_metrics.ranking for the convention) -------------------------------------------
+# --- weighted kernels (see capcal_metrics.ranking for the convention) -------------------------------------
 
 
 def _area_under_risk_coverage_curve_weighted(
@@ -123,34 +125,46 @@ def _prediction_rejection_ratio_weighted(
 def _mean_risk_of_last_levels(
     confidence: ArrayLike, target: ArrayLike, weights: np.ndarray, n_levels: np.ndarray
 ) -> np.ndarray:
-    """Mean of risk(k) over k = K - L + 1, ..., K (K = total weight, L = n_levels), per row of weights.
+    """Mean of risk(k) over the last L kept counts k = K - L + 1, ..., K (K = total weight), for each row.
 
-    Weights must be whole numbers (counts). Within a tied run g (kept counts K_{g-1} < k <= K_g, run mean r_g),
-    the expected kept target is A_g + k r_g with A_g = S_{g-1} - K_{g-1} r_g (S = cumulative target), so
-    sum_k (A_g + k r_g) / k = A_g (H(hi) - H(lo)) + r_g (hi - lo) over the part (lo, hi] of the run inside the
-    window, with H the harmonic numbers: O(number of runs) per row instead of O(N).
+    Weights must be whole numbers (counts). Ranked by decreasing confidence, position j holds expected target
+    e_j = mean target of its tied run, and risk(k) = 1 - (1/k) sum_{j <= k} e_j. Exchanging the sums,
+
+        sum_{k=K-L+1}^{K} (1/k) sum_{j<=k} e_j = sum_j e_j (H_K - H_{max(j-1, K-L)})
+
+    with H the harmonic numbers. Over a run g of m_g positions after E_g more confident ones, the inner terms
+    sum to m_g H_K - (S(E_g + m_g) - S(E_g)), where S(x) = sum_{i<x} H_{max(i, K-L)} is tabulated once: a few
+    O(number of runs) passes per row.
     """
     confidence = np.asarray(confidence, dtype=np.float64)
     target = np.asarray(target, dtype=np.float64)
     order, starts = _sorted_tie_runs(confidence)
     sorted_weights = _weight_columns(weights, order)
-    run_mass = _run_sums(sorted_weights, None, starts)[:, ::-1]  # most confident run first
-    run_target = _run_sums(sorted_weights, target[order], starts)[:, ::-1]
-    kept_end = np.cumsum(run_mass, axis=1)
-    kept_start = kept_end - run_mass
-    target_before = np.cumsum(run_target, axis=1) - run_target
-    with np.errstate(invalid="ignore", divide="ignore"):
-        run_mean = np.where(run_mass > 0, run_target / run_mass, 0.0)
-    intercept = target_before - kept_start * run_mean
-    total = kept_end[:, -1:]
-    window_start = total - np.asarray(n_levels, dtype=np.float64).reshape(-1, 1)
-    low = np.maximum(kept_start, window_start)
-    high = np.maximum(kept_end, window_start)
-    harmonic = np.r_[0.0, np.cumsum(1.0 / np.arange(1, int(total.max()) + 1))]
-    expected_accuracy = intercept * (harmonic[high.astype(np.intp)] - harmonic[low.astype(np.intp)]) + run_mean * (
-        high - low
-    )
-    return 1.0 - expected_accuracy.sum(axis=1) / np.asarray(n_levels, dtype=np.float64).reshape(-1)
+    run_mass = _run_sums(sorted_weights, None, starts)  # runs in ascending confidence
+    run_target = _run_sums(sorted_weights, target[order], starts)
+    run_mean = np.divide(run_target, run_mass, out=np.zeros_like(run_mass), where=run_mass > 0)
+    total = run_mass.sum(axis=1)
+    total_target = run_target.sum(axis=1)
+    # E_g = weight of the runs above run g (more confident); E_{g-1} = E_g + m_g, E_{-1} = total.
+    above = total[:, None] - np.cumsum(run_mass, axis=1)
+    n_levels = np.broadcast_to(np.asarray(n_levels, dtype=np.float64), total.shape)
+    area = np.empty(total.shape)
+    pairs = set(zip(total.tolist(), n_levels.tolist(), strict=True))  # a single pair in practice
+    for kept, levels in pairs:
+        rows = slice(None) if len(pairs) == 1 else (total == kept) & (n_levels == levels)
+        kept_int, first_level = int(kept), int(kept - levels)
+        harmonic = np.r_[0.0, np.cumsum(1.0 / np.arange(1, kept_int + 1))]
+        table = np.r_[0.0, np.cumsum(harmonic[np.maximum(np.arange(kept_int), first_level)])]
+        at_above = table[above[rows].astype(np.intp)]  # S(E_g); S(E_g + m_g) = S(E_{g-1}), S(E_{-1}) = S(K)
+        means = run_mean[rows]
+        run_sums = (
+            means[:, 0] * table[kept_int]
+            + np.einsum("ij,ij->i", means[:, 1:], at_above[:, :-1])
+            - np.einsum("ij,ij->i", means, at_above)
+        )
+        expected_accuracy = total_target[rows] * harmonic[kept_int] - run_sums
+        area[rows] = 1.0 - expected_accuracy / levels
+    return area
 
 
 def _selective_risk(confidence: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -165,7 +179,8 @@ def _selective_risk(confidence: np.ndarray, target: np.ndarray) -> tuple[np.ndar
     target_before = np.cumsum(run_target) - run_target
     run_of_position = np.repeat(np.arange(run_size.size), run_size)
     kept = np.arange(1, n + 1)
-    expected_kept_target = target_before[run_of_position] + (kept - kept_before[run_of_position]) * (
-        run_target / run_size
-    )[run_of_position]
+    expected_kept_target = (
+        target_before[run_of_position]
+        + (kept - kept_before[run_of_position]) * (run_target / run_size)[run_of_position]
+    )
     return 1.0 - expected_kept_target / kept, run_value[run_of_position]

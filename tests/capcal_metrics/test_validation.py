@@ -1,0 +1,147 @@
+"""Input validation: shared checks and every public metric's reaction to bad input."""
+
+from __future__ import annotations
+
+import warnings
+from functools import partial
+
+import numpy as np
+import pytest
+
+import capcal_metrics as cm
+from capcal_metrics._validation import (
+    check_binary_labels,
+    check_fraction,
+    check_positive_integer,
+    check_probabilities,
+    check_same_length,
+    check_whole_numbers,
+    undefined_metric,
+)
+
+# Every public (confidence, target-like) metric; label metrics additionally require 0/1.
+PAIR_METRICS = {
+    "expected_calibration_error": cm.expected_calibration_error,
+    "maximum_calibration_error": cm.maximum_calibration_error,
+    "adaptive_calibration_error": cm.adaptive_calibration_error,
+    "brier_score": cm.brier_score,
+    "corrected_capability_brier_score": partial(cm.corrected_capability_brier_score, n_samples=10),
+    "soft_label_auroc": cm.soft_label_auroc,
+    "auroc": cm.auroc,
+    "average_precision": cm.average_precision,
+    "pearson_correlation": cm.pearson_correlation,
+    "spearman_correlation": cm.spearman_correlation,
+    "risk_coverage_curve": cm.risk_coverage_curve,
+    "area_under_risk_coverage_curve": cm.area_under_risk_coverage_curve,
+    "prediction_rejection_ratio": cm.prediction_rejection_ratio,
+    "reliability_diagram": cm.reliability_diagram,
+}
+LABEL_METRICS = {"auroc", "average_precision"}
+GOOD_CONFIDENCE = [0.1, 0.9, 0.4, 0.7]
+GOOD_TARGET = [0.0, 1.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("name", sorted(PAIR_METRICS))
+def test_public_metrics_accept_valid_input(name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # valid, non-degenerate input: no warning either
+        PAIR_METRICS[name](GOOD_CONFIDENCE, GOOD_TARGET)
+
+
+@pytest.mark.parametrize("name", sorted(PAIR_METRICS))
+@pytest.mark.parametrize(
+    ("confidence", "target", "message"),
+    [
+        ([0.1, 0.9, 0.4], GOOD_TARGET, "same length"),
+        ([], [], "confidence is empty"),
+        ([0.1, np.nan, 0.4, 0.7], GOOD_TARGET, "confidence contains NaN"),
+        ([0.1, np.inf, 0.4, 0.7], GOOD_TARGET, "confidence contains NaN or infinite"),
+        ([0.1, 1.2, 0.4, 0.7], GOOD_TARGET, r"confidence must lie in \[0, 1\]"),
+        ([-0.1, 0.2, 0.4, 0.7], GOOD_TARGET, r"confidence must lie in \[0, 1\]"),
+        (GOOD_CONFIDENCE, [0.0, 1.0, np.nan, 1.0], "contains NaN"),
+        (GOOD_CONFIDENCE, [0.0, 1.0, 2.0, 1.0], r"must (lie in \[0, 1\]|be binary)"),
+        ([[0.1, 0.9], [0.4, 0.7]], GOOD_TARGET, "1-D"),
+        (["a", "b", "c", "d"], GOOD_TARGET, "numeric"),
+    ],
+)
+def test_public_metrics_reject_invalid_input(name, confidence, target, message):
+    with pytest.raises(ValueError, match=message):
+        PAIR_METRICS[name](confidence, target)
+
+
+@pytest.mark.parametrize("name", sorted(LABEL_METRICS))
+def test_label_metrics_reject_soft_targets(name):
+    with pytest.raises(ValueError, match=r"labels must be binary.*0\.5.*index 2"):
+        PAIR_METRICS[name](GOOD_CONFIDENCE, [0.0, 1.0, 0.5, 1.0])
+
+
+def test_error_messages_name_the_argument_and_position():
+    with pytest.raises(ValueError, match=r"^mu_hat must lie in \[0, 1\]; found 1\.5 at index 1$"):
+        check_probabilities([0.2, 1.5], "mu_hat")
+    with pytest.raises(ValueError, match=r"^scores contains NaN or infinite values \(first at index 2\)$"):
+        check_probabilities([0.2, 0.5, np.nan], "scores")
+    with pytest.raises(ValueError, match=r"confidence=3, target=2"):
+        check_same_length(confidence=np.zeros(3), target=np.zeros(2))
+
+
+def test_probability_bounds_are_inclusive_and_tight():
+    np.testing.assert_array_equal(check_probabilities([0.0, 1.0], "c"), [0.0, 1.0])
+    for just_outside in (np.nextafter(1.0, 2.0), np.nextafter(0.0, -1.0)):
+        with pytest.raises(ValueError, match=r"must lie in \[0, 1\]"):
+            check_probabilities([0.5, just_outside], "c")
+
+
+def test_probability_check_returns_float_copy_of_clean_input():
+    out = check_probabilities([0, 1, True], "x")
+    assert out.dtype == np.float64
+    np.testing.assert_array_equal(out, [0.0, 1.0, 1.0])
+    assert check_probabilities(np.array(0.3), "x", ndim=None).shape == ()
+
+
+def test_binary_labels_accept_bool_and_integers():
+    np.testing.assert_array_equal(check_binary_labels(np.array([True, False]), "z"), [1.0, 0.0])
+    np.testing.assert_array_equal(check_binary_labels([0, 1, 1], "z"), [0.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "3", None])
+def test_positive_integer_rejects(bad):
+    with pytest.raises(ValueError, match="k must be a positive integer"):
+        check_positive_integer(bad, "k")
+
+
+@pytest.mark.parametrize("good", [1, 7, np.int64(3), 4.0])
+def test_positive_integer_accepts(good):
+    assert check_positive_integer(good, "k") == int(good)
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [([1, 2.5], "whole numbers"), ([1, np.nan], "NaN"), ([1, -2], ">= 0"), (["x"], "numeric")],
+)
+def test_whole_numbers_rejects(bad, message):
+    with pytest.raises(ValueError, match=message):
+        check_whole_numbers(bad, "n_correct")
+
+
+def test_fraction_bounds():
+    assert check_fraction(1.0, "max_rejection", include_one=True) == 1.0
+    with pytest.raises(ValueError, match=r"confidence_level must be in \(0, 1\)"):
+        check_fraction(1.0, "confidence_level", include_one=False)
+    with pytest.raises(ValueError, match="must be in"):
+        check_fraction(0.0, "max_rejection", include_one=True)
+
+
+def test_undefined_metric_warns_and_returns_nan():
+    with pytest.warns(cm.UndefinedMetricWarning, match="auroc is undefined: one class"):
+        assert np.isnan(undefined_metric("auroc", "one class"))
+
+
+@pytest.mark.parametrize("n_bins", [0, -3, 2.5])
+def test_invalid_bin_count(n_bins):
+    with pytest.raises(ValueError, match="n_bins must be a positive integer"):
+        cm.expected_calibration_error(GOOD_CONFIDENCE, GOOD_TARGET, n_bins=n_bins)
+
+
+def test_invalid_strategy():
+    with pytest.raises(ValueError, match="strategy must be one of"):
+        cm.expected_calibration_error(GOOD_CONFIDENCE, GOOD_TARGET, strategy="quantile")
