@@ -13,7 +13,7 @@ export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: demo test lint env clean
+.PHONY: demo test lint env browser clean
 
 env: $(STAMP)
 
@@ -31,7 +31,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+# The report tests render in headless Chromium (Debian's package).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+
+test: lint browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,15 @@ import pandas as pd
 
 from capcal_tasks.sampling import is_sampling_config
 
-__all__ = ["RunFormatError", "load_run", "summarize", "write_question_table"]
+__all__ = [
+    "RunFormatError",
+    "SamplesFile",
+    "find_samples_files",
+    "iter_sample_records",
+    "load_run",
+    "summarize",
+    "write_question_table",
+]
 
 _DATE_ID = r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?"
 _SAMPLES_NAME = re.compile(rf"^samples_(?P<task>.+)_(?P<date>{_DATE_ID})\.jsonl$")
@@ -52,11 +61,14 @@ class RunFormatError(ValueError):
 
 
 @dataclass(frozen=True)
-class _SamplesFile:
+class SamplesFile:
+    """One lm-eval samples file with what its results file says about it."""
+
     path: Path
     task: str
     run_id: str
     model: str
+    task_config: dict  # the task's config from the results file ({} when there is no results file)
 
 
 def _read_results(path: Path) -> dict:
@@ -72,6 +84,7 @@ def _read_results(path: Path) -> dict:
 
 
 def _model_name(results: dict | None, folder: Path) -> str:
+    """The results file's ``model_name`` (for hf: the checkpoint path), else the output sub-folder's name."""
     if results:
         name = results.get("model_name") or (results.get("config") or {}).get("model_args")
         if isinstance(name, dict):
@@ -81,7 +94,13 @@ def _model_name(results: dict | None, folder: Path) -> str:
     return folder.name
 
 
-def _samples_files(output_dir: Path) -> list[_SamplesFile]:
+def find_samples_files(output_dir: str | Path) -> list[SamplesFile]:
+    """Every lm-eval samples file under ``output_dir``, paired with its results file.
+
+    Raises ``RunFormatError`` for an unreadable results file, or a capcal sampling task in a results file
+    whose samples file is missing (the run was made without ``--log_samples``).
+    """
+    output_dir = Path(output_dir)
     results_by_key: dict[tuple[Path, str], dict] = {}
     for path in sorted(output_dir.rglob("results_*.json")):
         match = _RESULTS_NAME.match(path.name)
@@ -94,7 +113,9 @@ def _samples_files(output_dir: Path) -> list[_SamplesFile]:
         if not match:
             continue
         results = results_by_key.get((path.parent, match["date"]))
-        files.append(_SamplesFile(path, match["task"], match["date"], _model_name(results, path.parent)))
+        config = ((results or {}).get("configs") or {}).get(match["task"]) or {}
+        model = _model_name(results, path.parent)
+        files.append(SamplesFile(path, match["task"], match["date"], model, config))
 
     for (folder, date), results in results_by_key.items():
         for task, config in (results.get("configs") or {}).items():
@@ -117,17 +138,31 @@ def _question_text(doc: dict, record: dict) -> str:
     return str(first.get("arg_0", ""))
 
 
-def _parse_line(file: _SamplesFile, line_number: int, line: str) -> dict | None:
-    where = f"{file.path}:{line_number}"
+def iter_sample_records(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, record) of every non-empty line of a samples file; ``RunFormatError`` naming the file and
+    line for invalid UTF-8, malformed or truncated JSON, or a line that is not a JSON object."""
     try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise RunFormatError(
-            f"{where}: malformed or truncated JSON ({error.msg}); "
-            "the run may have been interrupted while writing"
-        ) from None
-    if not isinstance(record, dict):
-        raise RunFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
+        with path.open(encoding="utf-8") as handle:
+            for line_number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                where = f"{path}:{line_number}"
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as error:
+                    raise RunFormatError(
+                        f"{where}: malformed or truncated JSON ({error.msg}); "
+                        "the run may have been interrupted while writing"
+                    ) from None
+                if not isinstance(record, dict):
+                    raise RunFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
+                yield line_number, record
+    except UnicodeDecodeError as error:
+        raise RunFormatError(f"{path}: not valid UTF-8 (byte {error.start})") from None
+
+
+def _question_row(file: SamplesFile, line_number: int, record: dict) -> dict | None:
+    where = f"{file.path}:{line_number}"
     if "correctness" not in record:
         return None  # not a capcal sampling line
     missing = [key for key in REQUIRED_SAMPLE_KEYS if key not in record]
@@ -180,19 +215,11 @@ def _parse_line(file: _SamplesFile, line_number: int, line: str) -> dict | None:
     return row
 
 
-def _read_samples(file: _SamplesFile) -> list[dict]:
-    rows = []
-    try:
-        with file.path.open(encoding="utf-8") as handle:
-            for line_number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                row = _parse_line(file, line_number, line)
-                if row is not None:
-                    rows.append(row)
-    except UnicodeDecodeError as error:
-        raise RunFormatError(f"{file.path}: not valid UTF-8 (byte {error.start})") from None
-    return rows
+def _read_samples(file: SamplesFile) -> list[dict]:
+    rows = (
+        _question_row(file, line_number, record) for line_number, record in iter_sample_records(file.path)
+    )
+    return [row for row in rows if row is not None]
 
 
 def load_run(output_dir: str | Path) -> pd.DataFrame:
@@ -205,7 +232,7 @@ def load_run(output_dir: str | Path) -> pd.DataFrame:
     if not root.is_dir():
         raise FileNotFoundError(f"{root} is not a folder")
     rows = []
-    for file in _samples_files(root):
+    for file in find_samples_files(root):
         rows.extend(_read_samples(file))
     if not rows:
         raise FileNotFoundError(

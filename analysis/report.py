@@ -1,0 +1,150 @@
+"""Self-contained HTML report and Markdown summary.
+
+The HTML needs no network to open: figures are inline PNGs (``data:`` URIs), styles are inline, there is
+no script. Every piece of text that comes from data (model names, questions, model responses) is HTML-escaped,
+so a ``<script>`` in a response is shown as text. The Markdown summary holds the same tables and links the
+figures, which are also written as PNG files.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+__all__ = ["Figure", "ReportFiles", "ReportSection", "format_interval", "write_report"]
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }
+table { border-collapse: collapse; margin: .8em 0; font-size: .85em; }
+th, td { border: 1px solid #ddd; padding: .25em .5em; text-align: right; vertical-align: top;
+  white-space: nowrap; }
+th:first-child, td:first-child { text-align: left; }
+td.text { text-align: left; max-width: 40em; white-space: pre-wrap; word-break: break-word; }
+figure { display: inline-block; margin: .5em; vertical-align: top; }
+figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { font-size: .8em; color: #555; max-width: 60em; }
+.note { color: #555; font-size: .85em; }
+"""
+
+
+@dataclass(frozen=True)
+class Figure:
+    caption: str
+    png: bytes
+
+
+@dataclass
+class ReportSection:
+    """One block of the report: a title, key facts, tables and figures."""
+
+    title: str
+    facts: dict[str, object] = field(default_factory=dict)
+    tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    html: Path
+    markdown: Path
+    figures: list[Path]
+
+
+def format_interval(estimate: float, low: float, high: float, digits: int = 3) -> str:
+    """``0.123 [0.100, 0.150]``; just the estimate when there is no interval; ``n/a`` for NaN."""
+    if estimate is None or (isinstance(estimate, float) and math.isnan(estimate)):
+        return "n/a"
+    text = f"{estimate:.{digits}f}"
+    if low is not None and high is not None and not (math.isnan(low) or math.isnan(high)):
+        text += f" [{low:.{digits}f}, {high:.{digits}f}]"
+    return text
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return "n/a" if math.isnan(value) else f"{value:.4g}"
+    return str(value)
+
+
+def _html_table(frame: pd.DataFrame) -> str:
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    body = []
+    for row in frame.itertuples(index=False):
+        cells = []
+        for value in row:
+            text = html.escape(_cell(value))
+            css = ' class="text"' if isinstance(value, str) and len(value) > 40 else ""
+            cells.append(f"<td{css}>{text}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _markdown_table(frame: pd.DataFrame) -> str:
+    def clean(value: object) -> str:
+        return " ".join(_cell(value).split()).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(clean(c) for c in frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(clean(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "section"
+
+
+def write_report(
+    sections: Sequence[ReportSection], output_dir: str | Path, title: str = "capcal report"
+) -> ReportFiles:
+    """Write ``report.html``, ``report.md`` and ``figures/*.png`` into ``output_dir``."""
+    output_dir = Path(output_dir)
+    figure_dir = output_dir / "figures"
+    figure_dir.mkdir(parents=True, exist_ok=True)
+    html_parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+    ]
+    markdown = [f"# {title}", ""]
+    written: list[Path] = []
+    for number, section in enumerate(sections, start=1):
+        anchor = f"s{number}-{_slug(section.title)}"
+        html_parts.append(f"<h2 id='{anchor}'>{html.escape(section.title)}</h2>")
+        markdown += [f"## {section.title}", ""]
+        if section.facts:
+            facts = pd.DataFrame(
+                {"": list(section.facts), "value": [_cell(v) for v in section.facts.values()]}
+            )
+            html_parts.append(_html_table(facts))
+            markdown += [f"- {key}: {_cell(value)}" for key, value in section.facts.items()] + [""]
+        for note in section.notes:
+            html_parts.append(f"<p class='note'>{html.escape(note)}</p>")
+            markdown += [f"_{note}_", ""]
+        for caption, frame in section.tables:
+            html_parts.append(f"<h3>{html.escape(caption)}</h3>{_html_table(frame)}")
+            markdown += [f"### {caption}", "", _markdown_table(frame), ""]
+        for index, figure in enumerate(section.figures, start=1):
+            path = figure_dir / f"{anchor}-{index}.png"
+            path.write_bytes(figure.png)
+            written.append(path)
+            data = base64.b64encode(figure.png).decode("ascii")
+            alt = html.escape(figure.caption, quote=True)
+            html_parts.append(
+                f"<figure><img alt='{alt}' src='data:image/png;base64,{data}'>"
+                f"<figcaption>{html.escape(figure.caption)}</figcaption></figure>"
+            )
+            markdown += [f"![{figure.caption}](figures/{path.name})", ""]
+    html_parts.append("</body></html>")
+    html_path = output_dir / "report.html"
+    html_path.write_text("\n".join(html_parts), encoding="utf-8")
+    markdown_path = output_dir / "report.md"
+    markdown_path.write_text("\n".join(markdown) + "\n", encoding="utf-8")
+    return ReportFiles(html_path, markdown_path, written)

@@ -1,0 +1,180 @@
+"""Response consistency: encoding, both forms against brute force, the exact draw distribution, disjoint
+splits."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.estimators import (
+    consistency_from_table,
+    encode_answer_classes,
+    leakage_free_consistency,
+    modal_count,
+    response_consistency,
+)
+
+
+def _random_answers(rng: np.random.Generator, n_questions: int, n_min: int, n_max: int) -> list[list]:
+    """Ragged per-question answers: strings from a few classes, with None (unparseable) sometimes."""
+    rows = []
+    for _ in range(n_questions):
+        n = int(rng.integers(n_min, n_max + 1))
+        weights = rng.dirichlet(np.ones(5))
+        labels = rng.choice(["7", "8", "x", "42", None], size=n, p=weights)
+        rows.append([None if a is None else str(a) for a in labels])
+    return rows
+
+
+def _brute_modal(answers: list, singletons: bool = False) -> int:
+    keys = [("none", j) if (a is None and singletons) else a for j, a in enumerate(answers)]
+    return max(Counter(keys).values())
+
+
+def test_modal_count_matches_counter_on_random_rows():
+    rng = np.random.default_rng(0)
+    drawn = rng.integers(0, 4, size=(500, 7))
+    expected = [max(Counter(row.tolist()).values()) for row in drawn]
+    assert modal_count(drawn).tolist() == expected
+
+
+@pytest.mark.parametrize("unparseable", ["one_class", "singletons"])
+def test_k_equal_n_is_the_modal_share_of_all_answers(unparseable):
+    # k = n draws every response: deterministic max count / n, with None handled per policy
+    rng = np.random.default_rng(1)
+    rows = [row[:6] for row in _random_answers(rng, 300, 6, 6)]
+    answers = encode_answer_classes(rows, unparseable=unparseable)
+    got = response_consistency(answers, 6, seed=3)
+    expected = [_brute_modal(row, unparseable == "singletons") / 6 for row in rows]
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-15)
+
+
+def test_all_none_and_single_response_edge_cases():
+    answers = encode_answer_classes([[None, None, None], ["5"], [None, "5", "5"]])
+    assert answers.unparseable.sum() == 3 + 0 + 1
+    np.testing.assert_array_equal(response_consistency(encode_answer_classes([["5"], [None]]), 1), [1.0, 1.0])
+    singles = encode_answer_classes([[None, None, None]], unparseable="singletons")
+    np.testing.assert_allclose(response_consistency(singles, 3), [1 / 3])
+    np.testing.assert_allclose(response_consistency(encode_answer_classes([[None, None, None]]), 3), [1.0])
+
+
+def test_answer_class_merges_equal_answers():
+    rows = [["18", "18.0", "18.00", "3"]]
+    plain = encode_answer_classes(rows)
+    merged = encode_answer_classes(rows, answer_class=lambda a: float(a))
+    assert response_consistency(plain, 4)[0] == 0.25
+    assert response_consistency(merged, 4)[0] == 0.75
+
+
+def test_integer_labels_and_lists_give_identical_draws():
+    rng = np.random.default_rng(2)
+    labels = rng.integers(-1, 5, size=(400, 12))
+    as_lists = [[None if v == -1 else f"a{v}" for v in row] for row in labels]
+    from_ints, from_lists = encode_answer_classes(labels), encode_answer_classes(as_lists)
+    for k in (1, 5, 12):
+        np.testing.assert_array_equal(
+            response_consistency(from_ints, k, seed=7), response_consistency(from_lists, k, seed=7)
+        )
+    # labels that need relabelling (large and negative-free ids) take the compaction path: same result
+    np.testing.assert_array_equal(
+        response_consistency(encode_answer_classes(np.where(labels >= 0, labels * 1000, -1)), 5, seed=7),
+        response_consistency(from_ints, 5, seed=7),
+    )
+
+
+def test_paper_form_matches_the_exact_draw_distribution():
+    """One question repeated 40,000 times (each row an independent draw): the frequency of each consistency
+    value must match the exact distribution over all C(n, k) subsets (chi-square, 5 cells, p > 1e-4)."""
+    from scipy import stats
+
+    question = ["1", "1", "1", "2", "2", None, None, "3", "1"]
+    n, k = len(question), 5
+    exact = Counter(
+        Fraction(_brute_modal([question[j] for j in subset]), k)
+        for subset in itertools.combinations(range(n), k)
+    )
+    total = sum(exact.values())
+    answers = encode_answer_classes([question] * 40_000)
+    got = response_consistency(answers, k, seed=11)
+    values = sorted(exact)
+    observed = np.array([np.sum(np.isclose(got, float(v))) for v in values])
+    assert observed.sum() == got.size  # no value outside the exact support
+    expected = np.array([exact[v] / total for v in values]) * got.size
+    assert stats.chisquare(observed, expected).pvalue > 1e-4
+
+
+def test_seed_determinism_and_variation():
+    answers = encode_answer_classes(_random_answers(np.random.default_rng(3), 200, 8, 15))
+    first, again = response_consistency(answers, 5, seed=1), response_consistency(answers, 5, seed=1)
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, response_consistency(answers, 5, seed=2))
+
+
+def test_leakage_free_draws_are_disjoint_from_the_target_and_match_brute_force():
+    rng = np.random.default_rng(4)
+    rows = _random_answers(rng, 300, 12, 20)
+    correctness = [[int(a == "42") for a in row] for row in rows]
+    answers = encode_answer_classes(rows)
+    for k in (1, 3, 5):
+        free = leakage_free_consistency(answers, correctness, k, pool_size=6, seed=5)
+        valid = answers.valid
+        assert not np.any(free.pool_mask & free.target_mask)
+        np.testing.assert_array_equal(free.pool_mask | free.target_mask, valid)
+        np.testing.assert_array_equal(free.pool_mask.sum(axis=1), 6)
+        for i, row in enumerate(rows):
+            drawn = free.draw_indices[i]
+            assert len(set(drawn.tolist())) == k  # without replacement
+            assert free.pool_mask[i, drawn].all() and not free.target_mask[i, drawn].any()
+            assert free.confidence[i] == _brute_modal([row[j] for j in drawn]) / k
+            target = [correctness[i][j] for j in range(len(row)) if free.target_mask[i, j]]
+            assert free.n_target[i] == len(row) - 6 == len(target)
+            assert free.mu_hat[i] == pytest.approx(np.mean(target), abs=1e-15)
+    # the split depends only on (seed, pool_size): the same target for every k
+    a = leakage_free_consistency(answers, correctness, 2, pool_size=6, seed=5)
+    b = leakage_free_consistency(answers, correctness, 6, pool_size=6, seed=5)
+    np.testing.assert_array_equal(a.target_mask, b.target_mask)
+    np.testing.assert_array_equal(a.mu_hat, b.mu_hat)
+
+
+def test_leakage_free_validation():
+    answers = encode_answer_classes([["1", "2", "1", "1"]])
+    with pytest.raises(ValueError, match="no target samples"):
+        leakage_free_consistency(answers, [[1, 0, 1, 1]], 4)
+    with pytest.raises(ValueError, match="pool_size=2 must be >= k=3"):
+        leakage_free_consistency(answers, [[1, 0, 1, 1]], 3, pool_size=2)
+    with pytest.raises(ValueError, match="0/1"):
+        leakage_free_consistency(answers, [[1, 0, 2, 1]], 2)
+    with pytest.raises(ValueError, match="row lengths"):
+        leakage_free_consistency(answers, [[1, 0, 1]], 2)
+    with pytest.raises(ValueError, match="exceeds"):
+        response_consistency(answers, 5)
+    with pytest.raises(ValueError, match="integer >= 1"):
+        response_consistency(answers, 0)
+    with pytest.raises(ValueError, match="empty"):
+        encode_answer_classes([["1"], []])
+
+
+def test_consistency_from_table_on_a_load_run_shaped_table():
+    rng = np.random.default_rng(6)
+    rows = _random_answers(rng, 50, 25, 25)
+    table = pd.DataFrame(
+        {
+            "question_id": [f"toy/{i}" for i in range(50)],
+            "extracted_answers": rows,
+            "correctness": [[int(a == "7") for a in row] for row in rows],
+        }
+    )
+    out = consistency_from_table(table, ks=(5, 20), seed=0)
+    assert list(out.columns) == [
+        "question_id", "mu_hat", "consistency_k5", "consistency_lf_k5", "consistency_k20",
+        "consistency_lf_k20", "mu_hat_lf", "n_lf",
+    ]  # fmt: skip
+    assert (out["n_lf"] == 5).all()  # pool of max(ks) = 20, target = the other 5
+    np.testing.assert_allclose(out["mu_hat"], [np.mean(z) for z in table["correctness"]])
+    with pytest.raises(ValueError, match="extracted_answers"):
+        consistency_from_table(table.drop(columns="extracted_answers"))

@@ -1,0 +1,183 @@
+"""Elicited confidences: lm-eval-shaped logs written with the confidence tasks' own process_results, read,
+joined on question_id, and parse failures counted."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.estimators import attach_elicited, parse_failure_counts, read_elicited
+from analysis.runs import RunFormatError, load_run
+from capcal_tasks.confidence import ptrue, selfcheck, verbalized
+from capcal_tasks.sampling import score_responses
+
+DATE = "2026-02-03T04-05-06.000001"
+MODEL = "toy-model"
+QUESTIONS = [f"toy/{i:04d}" for i in range(6)]
+ANSWERS = [
+    ["4", "4", "5"],
+    ["3", None, "4"],
+    ["4", "4", "4"],
+    ["1", "2", "3"],
+    ["4", "5", "5"],
+    [None, None, "4"],
+]
+VERBALIZED = [
+    r"\boxed{0.8}",
+    "I am not sure.",
+    r"\boxed{1.0}",
+    r"maybe \boxed{1.7}",
+    r"\boxed{0.25}",
+    r"\boxed{.5}",
+]
+
+
+def _write(folder: Path, task: str, lines: list[dict], capcal_task: str | None) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"samples_{task}_{DATE}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    results_path = folder / f"results_{DATE}.json"
+    results = (
+        json.loads(results_path.read_text()) if results_path.exists() else {"results": {}, "configs": {}}
+    )
+    results["results"][task] = {}
+    results["configs"][task] = {"metadata": {"capcal_task": capcal_task}} if capcal_task else {}
+    results["model_name"] = MODEL
+    results_path.write_text(json.dumps(results))
+
+
+def _line(doc_id: int, doc: dict, record: dict) -> dict:
+    return {"doc_id": doc_id, "doc": doc, "target": "4", "resps": [[]], "metrics": list(record), **record}
+
+
+def _sampling_lines() -> list[dict]:
+    lines = []
+    for i, answers in enumerate(ANSWERS):
+        responses = [rf"\boxed{{{a}}}" if a is not None else "none" for a in answers]
+        record = score_responses(
+            responses,
+            extract=lambda r: r[7:-1] if r.startswith("\\boxed") else None,
+            judge=lambda a: a == "4",
+        )
+        doc = {"question": f"q{i}", "question_id": QUESTIONS[i]}
+        lines.append({**_line(i, doc, record), "resps": [responses]})
+    return lines
+
+
+@pytest.fixture()
+def run_folder(tmp_path) -> Path:
+    folder = tmp_path / "out" / "toy-model"
+    sampling = _sampling_lines()
+    _write(folder, "capcal_toy", sampling, "sampling")
+    verbalized_lines = [
+        _line(i, {"question_id": q}, verbalized.process_results({}, [text]))
+        for i, (q, text) in enumerate(zip(QUESTIONS, VERBALIZED, strict=True))
+    ]
+    _write(folder, "capcal_toy_verbalized", verbalized_lines, "verbalized")
+    ptrue_lines = [
+        _line(i, {"question_id": q}, ptrue.process_results({}, [(-0.1 * i, False), (-1.0, False)]))
+        for i, q in enumerate(QUESTIONS[:5])  # one question has no P(True) record
+    ]
+    _write(folder, "capcal_toy_ptrue", ptrue_lines, "ptrue")
+    selfcheck_lines = []
+    for i, line in enumerate(sampling):
+        doc = {
+            "question_id": QUESTIONS[i],
+            "responses": line["resps"][0],
+            "response_correctness": line["correctness"],
+        }
+        results = [
+            (-0.2 * (j + 1), False) if position == 0 else (-1.5, False)
+            for j in range(3)
+            for position in (0, 1)
+        ]
+        selfcheck_lines.append(_line(i, doc, selfcheck.process_results(doc, results)))
+    _write(folder, "capcal_toy_selfcheck", selfcheck_lines, "selfcheck")
+    rc_lines = []
+    for i, line in enumerate(sampling):
+        doc = {"question_id": QUESTIONS[i], "response_correctness": line["correctness"]}
+        rc_lines.append(_line(i, doc, verbalized.process_results_for_response(doc, [r"\boxed{0.6}"])))
+    _write(folder, "capcal_toy_verbalized_rc", rc_lines, "verbalized_rc")
+    return tmp_path / "out"
+
+
+def test_read_elicited_kinds_and_values(run_folder):
+    elicited = read_elicited(run_folder)
+    counts = elicited.groupby("kind").size().to_dict()
+    assert counts == {"ptrue": 5, "selfcheck": 6, "verbalized": 6, "verbalized_rc": 6}
+    assert set(elicited["model"]) == {MODEL}
+    verbal = elicited[elicited["kind"] == "verbalized"].set_index("question_id")
+    # "\boxed{1.7}" is out of [0, 1] and "I am not sure." has no box: both failures, kept as NaN
+    expected = [0.8, math.nan, 1.0, math.nan, 0.25, 0.5]
+    np.testing.assert_array_equal(verbal.loc[QUESTIONS, "confidence"].to_numpy(), expected)
+    assert verbal.loc[QUESTIONS, "parse_success"].tolist() == [1, 0, 1, 0, 1, 1]
+    p = elicited[elicited["kind"] == "ptrue"].set_index("question_id")
+    np.testing.assert_allclose(p.loc[QUESTIONS[2], "confidence"], 1 / (1 + math.exp(-1.0 + 0.2)), rtol=1e-12)
+
+
+def test_attach_joins_on_question_id_and_counts_failures(run_folder):
+    table = load_run(run_folder)
+    elicited = read_elicited(run_folder)
+    joined = attach_elicited(table.iloc[::-1].reset_index(drop=True), elicited)  # order must not matter
+    joined = joined.set_index("question_id").loc[QUESTIONS]
+    np.testing.assert_array_equal(
+        joined["verbalized_confidence"].to_numpy(), [0.8, np.nan, 1.0, np.nan, 0.25, 0.5]
+    )
+    assert joined["verbalized_parse_success"].tolist() == [1, 0, 1, 0, 1, 1]
+    assert math.isnan(joined.loc[QUESTIONS[5], "p_true"])  # no record: NaN, success <NA>
+    assert joined["p_true_parse_success"].isna().tolist() == [False] * 5 + [True]
+    assert joined.loc[QUESTIONS[0], "selfcheck_p_yes"] == pytest.approx(
+        [math.exp(-0.2), math.exp(-0.4), math.exp(-0.6)]
+    )
+    assert (joined["verbalized_rc_confidence"] == 0.6).all()
+
+    counts = parse_failure_counts(elicited, table).set_index("kind")
+    assert counts.loc["verbalized", "parse_failures"] == 2
+    assert counts.loc["verbalized", "failure_rate"] == pytest.approx(2 / 6)
+    assert counts.loc["ptrue", "parse_failures"] == 0 and counts.loc["ptrue", "missing"] == 1
+    assert counts.loc["selfcheck", "responses"] == 18 and counts.loc["selfcheck", "response_failures"] == 0
+    assert counts.loc["verbalized", "missing"] == 0
+
+
+def test_mismatched_sampling_run_is_refused(run_folder):
+    table = load_run(run_folder)
+    elicited = read_elicited(run_folder)
+    other = table.copy()
+    other.at[0, "correctness"] = [1 - z for z in other.at[0, "correctness"]]
+    with pytest.raises(ValueError, match="different sampling runs"):
+        attach_elicited(other, elicited[elicited["kind"] == "selfcheck"])
+    with pytest.raises(ValueError, match="different sampling runs"):
+        attach_elicited(other, elicited[elicited["kind"] == "verbalized_rc"])
+    doubled = pd.concat([elicited, elicited[elicited["kind"] == "verbalized"]])
+    with pytest.raises(ValueError, match="several records"):
+        attach_elicited(table, doubled)
+
+
+def test_malformed_logs_name_the_line(tmp_path):
+    folder = tmp_path / "m"
+    _write(
+        folder,
+        "capcal_toy_verbalized",
+        [_line(0, {"question_id": "toy/0"}, {"verbalized_confidence": 0.3})],
+        None,
+    )
+    with (folder / f"samples_capcal_toy_verbalized_{DATE}.jsonl").open("a") as handle:
+        handle.write('{"doc_id": 1, "doc": {"question_id": "toy/1"}, "verbalized_confidence": 1.5}\n')
+    with pytest.raises(RunFormatError, match=r":2: verbalized_confidence = 1.5"):
+        read_elicited(tmp_path)
+    (folder / f"samples_capcal_toy_verbalized_{DATE}.jsonl").write_text(
+        '{"doc_id": 0, "doc": {}, "p_true": 0.5}\n'
+    )
+    with pytest.raises(RunFormatError, match="no question_id"):
+        read_elicited(tmp_path)
+    _write(
+        folder, "capcal_toy_verbalized", [_line(0, {"question_id": "toy/0"}, {"p_true": 0.5})], "verbalized"
+    )
+    with pytest.raises(RunFormatError, match="task config says verbalized"):
+        read_elicited(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        read_elicited(tmp_path / "empty")
