@@ -4,6 +4,7 @@ capcal eval [lm_eval flags] [--repeats K] [--data_dir DIR]   -> analysis.evaluat
 capcal tasks-dir                                              -> capcal_tasks.tasks_dir
 capcal models prepare NAME [--force] | list | path NAME       -> capcal_models.prepare
 capcal analyze OUTPUT_DIR [--output FILE]                     -> analysis.runs
+capcal report OUTPUT_DIR... [--output DIR] [--activations DIR] -> analysis.report_builder.build_report
 capcal demo [options]                                         -> analysis.demo.run_demo
 """
 
@@ -50,19 +51,35 @@ def _analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from analysis.report_builder import ReportOptions, build_report
+
+    files = build_report(
+        args.output_dirs,
+        args.output,
+        activations_dir=args.activations,
+        options=ReportOptions(n_resamples=args.resamples, seed=args.seed),
+    )
+    print(f"report:  {files.html}\nsummary: {files.markdown}")
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from analysis.demo import run_demo
 
     run_demo(
         output_dir=args.output_dir,
-        model=args.model,
-        tasks=args.tasks,
-        limit=args.limit,
+        task=args.task,
+        cheap_model=args.model,
+        strong_model=None if args.strong_model == "none" else args.strong_model,
         repeats=args.repeats,
+        train_repeats=args.train_repeats,
+        strong_repeats=args.strong_repeats,
+        per_level=args.per_level,
+        train_per_level=args.train_per_level,
         max_gen_toks=args.max_gen_toks,
-        temperature=args.temperature,
         batch_size=args.batch_size,
-        data_dir=args.data_dir,
+        resamples=args.resamples,
     )
     return 0
 
@@ -90,16 +107,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--output", help="table file (.jsonl, .csv, .parquet); default OUTPUT_DIR/capcal_questions.jsonl"
     )
 
-    demo = commands.add_parser("demo", help="prepare SmolLM2, sample through lm-eval, analyse")
+    report = commands.add_parser("report", help="HTML report + Markdown summary of lm-eval output folders")
+    report.add_argument("output_dirs", nargs="+", metavar="OUTPUT_DIR")
+    report.add_argument("--output", default="capcal_report", help="report folder (default capcal_report)")
+    report.add_argument("--activations", help="activations folder written by capcal-hf (enables the probe)")
+    report.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    report.add_argument("--seed", type=int, default=0)
+
+    demo = commands.add_parser("demo", help="the full pipeline on local models: sample, elicit, report")
     demo.add_argument("--output_dir", default="capcal_demo")
-    demo.add_argument("--model", default="smollm2")
-    demo.add_argument("--tasks", default="capcal_gsm8k")
-    demo.add_argument("--limit", type=int, default=8, help="questions (default 8)")
-    demo.add_argument("--repeats", type=int, default=4, help="samples per question (default 4)")
-    demo.add_argument("--max_gen_toks", type=int, default=256)
-    demo.add_argument("--temperature", type=float, default=0.7)
-    demo.add_argument("--batch_size", type=int, default=32)
-    demo.add_argument("--data_dir", default="bundled", help="local data folder or 'bundled' (default)")
+    demo.add_argument("--task", default="capcal_arithmetic", help="sampling task (default capcal_arithmetic)")
+    demo.add_argument("--model", default="smollm2", help="the model to calibrate (default smollm2)")
+    demo.add_argument("--strong_model", default="gemma3-270m", help="routing target, or 'none'")
+    demo.add_argument("--repeats", type=int, default=16, help="samples per question k (default 16)")
+    demo.add_argument("--train_repeats", type=int, default=8, help="samples per training question")
+    demo.add_argument("--strong_repeats", type=int, default=8, help="samples per question, second model")
+    demo.add_argument("--per_level", type=int, default=16, help="arithmetic questions per level (5 levels)")
+    demo.add_argument("--train_per_level", type=int, default=16, help="training questions per level")
+    demo.add_argument("--max_gen_toks", type=int, default=16)
+    demo.add_argument("--batch_size", type=int, default=64)
+    demo.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples in the report")
     return parser
 
 
@@ -116,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(tasks_dir())
         return 0
-    handlers = {"models": _models, "analyze": _analyze, "demo": _demo}
+    handlers = {"models": _models, "analyze": _analyze, "report": _report, "demo": _demo}
     try:
         return handlers[args.command](args)
     except (FileNotFoundError, ValueError, KeyError, RuntimeError) as error:

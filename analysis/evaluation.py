@@ -101,11 +101,14 @@ def evaluate(
     repeats: int | None = None,
     data_dir: str | Path | None = None,
     include_path: str | Path | list[str | Path] | None = None,
+    metadata: dict | None = None,
     **simple_evaluate_kwargs,
 ) -> dict:
     """``lm_eval.simple_evaluate`` with capcal's tasks and models, ``repeats`` and ``data_dir``.
 
-    Returns lm-eval's results dictionary (with ``samples`` when ``log_samples=True``).
+    ``metadata`` reaches every task's config (as ``--metadata`` does), e.g. ``{"samples_file": ...}`` for the
+    response-level confidence tasks. Returns lm-eval's results dictionary (with ``samples`` when
+    ``log_samples=True``).
     """
     from lm_eval import simple_evaluate
 
@@ -114,7 +117,7 @@ def evaluate(
 
     register_models()
     with data_dir_setting(data_dir):
-        task_manager = CapcalTaskManager(include_path=include_path, repeats=repeats)
+        task_manager = CapcalTaskManager(include_path=include_path, repeats=repeats, metadata=metadata)
         return simple_evaluate(
             model=model,
             model_args=model_args,

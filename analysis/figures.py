@@ -69,7 +69,7 @@ def reliability_figure(
             axis.text(x, min(y + 0.02, 0.97), str(int(count)), ha="center", fontsize=7)
         axis.plot([0, 1], [0, 1], "k--", linewidth=0.8)
         axis.set(xlim=(0, 1), ylim=(0, 1), title=name, xlabel="confidence", ylabel=f"mean {target_name}")
-    figure.suptitle(f"Reliability ({target_name})", fontsize=11)
+    figure.suptitle(f"Reliability ({target_name})", fontsize=11, y=1.03)
     return _png(figure)
 
 

@@ -28,6 +28,7 @@ th, td { border: 1px solid #ddd; padding: .25em .5em; text-align: right; vertica
   white-space: nowrap; }
 th:first-child, td:first-child { text-align: left; }
 td.text { text-align: left; max-width: 40em; white-space: pre-wrap; word-break: break-word; }
+.scroll { overflow-x: auto; }
 figure { display: inline-block; margin: .5em; vertical-align: top; }
 figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { font-size: .8em; color: #555; max-width: 60em; }
@@ -75,6 +76,10 @@ def _cell(value: object) -> str:
     return str(value)
 
 
+def _looks_numeric(text: str) -> bool:
+    return bool(re.fullmatch(r"[\d.eE+\-\[\], %/n]*|n/a", text))
+
+
 def _html_table(frame: pd.DataFrame) -> str:
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
     body = []
@@ -82,10 +87,11 @@ def _html_table(frame: pd.DataFrame) -> str:
         cells = []
         for value in row:
             text = html.escape(_cell(value))
-            css = ' class="text"' if isinstance(value, str) and len(value) > 40 else ""
+            css = ' class="text"' if isinstance(value, str) and not _looks_numeric(value) else ""
             cells.append(f"<td{css}>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f"<div class='scroll'>{table}</div>"
 
 
 def _markdown_table(frame: pd.DataFrame) -> str:

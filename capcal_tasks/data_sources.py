@@ -1,15 +1,20 @@
 """Where task data comes from: the Hugging Face hub by default, a local copy when configured.
 
 Set ``CAPCAL_DATA_DIR`` (or ``capcal eval --data_dir DIR``) to a folder laid out like capcal's bundled data
-(``gsm8k/test.jsonl``, ...) to read local files instead of the hub; the value ``bundled`` selects the data
-that ships inside the capcal package (only what its license allows, with the license).
+(``gsm8k/test.jsonl``, ``mmlu/test/*.csv``, ...) to read local files instead of the hub; the value ``bundled``
+selects the data that ships inside the capcal package (only what its license allows, with the license).
+Each task module names the relative path it reads and converts local files to the hub's schema, so the same
+``process_docs`` serves both sources.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
@@ -17,10 +22,13 @@ import datasets
 __all__ = [
     "BUNDLED_DATA_DIR",
     "DATA_DIR_ENV",
-    "load_splits",
+    "HubSplit",
+    "load_split",
     "local_data_dir",
     "question_id",
+    "read_csv",
     "read_jsonl",
+    "unique_questions",
 ]
 
 DATA_DIR_ENV = "CAPCAL_DATA_DIR"
@@ -44,6 +52,17 @@ def question_id(dataset: str, text: str) -> str:
     return f"{dataset}/{digest}"
 
 
+def unique_questions(dataset: datasets.Dataset) -> datasets.Dataset:
+    """The docs whose ``question_id`` has not occurred before (the first of identical questions is kept):
+    identical question text is one query x, with one capability target mu(x)."""
+    first_index: dict[str, int] = {}
+    for index, identifier in enumerate(dataset["question_id"]):
+        first_index.setdefault(identifier, index)
+    if len(first_index) == len(dataset):
+        return dataset
+    return dataset.select(sorted(first_index.values()))
+
+
 def read_jsonl(path: Path) -> list[dict]:
     """Records of a JSON-lines file; a malformed line raises an error naming the file and line."""
     records = []
@@ -61,20 +80,76 @@ def read_jsonl(path: Path) -> list[dict]:
     return records
 
 
-def load_splits(
-    local_files: dict[str, str],
-    hub_path: str,
-    hub_name: str | None = None,
+def read_csv(path: Path, fieldnames: Sequence[str] | None = None) -> list[dict[str, str]]:
+    """Rows of a CSV file as dicts keyed by ``fieldnames`` (for a file without a header row) or by the file's
+    header. A row with the wrong number of fields, or unparseable CSV, raises an error naming the file and
+    line (the line where the row ends; quoted fields may span lines)."""
+    rows = []
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.reader(handle)
+        try:
+            names = list(fieldnames) if fieldnames is not None else next(reader, None)
+            if not names:
+                raise ValueError(f"{path}:1: empty CSV file (expected a header row)")
+            for row in reader:
+                if not row:
+                    continue
+                if len(row) != len(names):
+                    raise ValueError(
+                        f"{path}:{reader.line_num}: expected {len(names)} fields ({', '.join(names)}), "
+                        f"got {len(row)}"
+                    )
+                rows.append(dict(zip(names, row, strict=True)))
+        except csv.Error as error:
+            raise ValueError(f"{path}:{reader.line_num}: malformed CSV ({error})") from None
+    return rows
+
+
+@dataclass(frozen=True)
+class HubSplit:
+    """One split of a Hugging Face hub dataset: ``datasets.load_dataset(path, name, split=split)``."""
+
+    path: str
+    name: str | None
+    split: str
+
+    def load(self) -> datasets.Dataset:
+        return datasets.load_dataset(self.path, self.name, split=self.split)
+
+    def __str__(self) -> str:
+        return f"{self.path}" + (f" ({self.name})" if self.name else "") + f", split {self.split!r}"
+
+
+def load_split(
+    split: str,
+    local_path: str,
+    read_local: Callable[[Path], list[dict]],
+    hub: HubSplit | Sequence[HubSplit],
 ) -> datasets.DatasetDict:
-    """Splits of a dataset: ``local_files`` (split -> JSON-lines path under the data folder) when a local data
-    folder is configured, else ``datasets.load_dataset(hub_path, hub_name)``."""
+    """One split of a dataset as ``DatasetDict({split: ...})``.
+
+    With a local data folder configured: ``read_local(folder / local_path)`` (records in the hub's schema).
+    Otherwise the hub split(s) ``hub`` (several are concatenated, e.g. MATH's seven subject configs). Errors
+    name what was looked for and where, and how to use the other source.
+    """
     root = local_data_dir()
-    if root is None:
-        return datasets.load_dataset(hub_path, hub_name)
-    splits = {}
-    for split, relative in local_files.items():
-        path = root / relative
-        if not path.is_file():
-            raise FileNotFoundError(f"{DATA_DIR_ENV}: {path} not found (needed for split {split!r})")
-        splits[split] = datasets.Dataset.from_list(read_jsonl(path))
-    return datasets.DatasetDict(splits)
+    if root is not None:
+        path = root / local_path
+        if not path.exists():
+            raise FileNotFoundError(
+                f"{DATA_DIR_ENV}: {path} not found (needed for split {split!r}); "
+                f"unset {DATA_DIR_ENV} to load it from the Hugging Face hub"
+            )
+        return datasets.DatasetDict({split: datasets.Dataset.from_list(read_local(path))})
+    sources = [hub] if isinstance(hub, HubSplit) else list(hub)
+    try:
+        parts = [source.load() for source in sources]
+    except Exception as error:
+        raise RuntimeError(
+            f"could not load {'; '.join(map(str, sources))} from the Hugging Face hub "
+            f"({type(error).__name__}: {error}). To read a local copy instead, set {DATA_DIR_ENV} "
+            f"(capcal eval --data_dir DIR) to a folder holding {local_path}"
+        ) from error
+    return datasets.DatasetDict(
+        {split: parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)}
+    )

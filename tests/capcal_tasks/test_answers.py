@@ -1,10 +1,22 @@
 import json
+import threading
+import time
 
 import pytest
 
-from capcal_tasks.answers.boxed import last_boxed
+from capcal_tasks.answers.aliases import (
+    equals_an_alias,
+    extract_short_answer,
+    matches_an_alias,
+    normalize_answer,
+)
+from capcal_tasks.answers.boxed import boxed_contents, last_boxed
+from capcal_tasks.answers.choices import extract_choice_letter, format_choices, shuffle_choices
+from capcal_tasks.answers.integer import parse_integer
+from capcal_tasks.answers.math_equivalence import MathEquivalenceChecker
 from capcal_tasks.answers.numeric import gsm8k_gold, numbers_equal, parse_number
-from capcal_tasks.gsm8k.utils import extract_answer, is_correct
+from capcal_tasks.confidence.verbalized import parse_verbalized_confidence
+from capcal_tasks.gsm8k.task import extract_answer, is_correct
 
 
 @pytest.mark.parametrize(
@@ -88,3 +100,133 @@ def test_gsm8k_checker_on_every_real_question(shared_data):
             wrong_judged_correct.append((i, gold + 1))
     print("wrong answers judged correct:", wrong_judged_correct)
     assert wrong_judged_correct == []
+
+
+def test_boxed_contents_in_order_with_nesting():
+    assert boxed_contents(r"\boxed{1} x \boxed{\frac{1}{2}} y \boxed{") == ["1", r"\frac{1}{2}"]
+    assert boxed_contents(r"\boxed{\boxed{3}}") == [r"\boxed{3}", "3"]
+    assert boxed_contents("") == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [("70", 70), ("070", 70), ("70.0", 70), ("1,000", 1000), (r"\text{70}", 70), ("70.5", None),
+     ("3 or 4", None), ("x", None), (None, None)],
+)  # fmt: skip
+def test_parse_integer(answer, expected):
+    assert parse_integer(answer) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("The Beatles!", "beatles"), ("  A   Tale of Two Cities ", "tale of two cities"), ("Anne", "anne"),
+     ("£", ""), ("U.S.A.", "us")],  # the paper's order: articles go before punctuation (the "a" of U.S.A.)
+)  # fmt: skip
+def test_normalize_answer(text, expected):
+    assert normalize_answer(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        (r"I think \boxed{Sinclair Lewis}.", "Sinclair Lewis"),
+        (r"\boxed{\text{Paris}}", "Paris"),
+        (r"\boxed{a} then \boxed{f(x^{2})}", "f(x^{2})"),
+        ("Some thoughts.\nThe answer is: **Mount Everest**.\nDone", "Mount Everest"),
+        ("Some thoughts\n\nParis, France.\n", "Paris, France"),
+        ("", None),
+        ("   \n", None),
+    ],
+)
+def test_extract_short_answer(response, expected):
+    assert extract_short_answer(response) == expected
+
+
+def test_alias_labels():
+    aliases = ["Sinclair Lewis", "Harry Sinclair Lewis"]
+    assert matches_an_alias("sinclair lewis", aliases) and equals_an_alias("The Sinclair Lewis.", aliases)
+    assert matches_an_alias("Lewis", aliases) and not equals_an_alias("Lewis", aliases)  # contained
+    assert matches_an_alias("Writer Harry Sinclair Lewis of Minnesota", aliases)  # contains
+    assert not matches_an_alias("Lew", aliases)  # containment is of whole words
+    assert not matches_an_alias("2", ["March 2018"]) and matches_an_alias("2018", ["March 2018"])
+    assert not matches_an_alias("The", aliases) and not matches_an_alias(
+        "...", aliases
+    )  # empty after normalising
+    assert not matches_an_alias(None, aliases) and not equals_an_alias(None, aliases)
+    assert not matches_an_alias("Paris", ["£"])
+
+
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        (r"\boxed{B}", "B"), (r"\boxed{(C)}", "C"), (r"\boxed{D. 42}", "D"), (r"\boxed{\text{A}}", "A"),
+        (r"\boxed{B} then \boxed{42}", "B"), ("The answer is (C).", "C"), ("the answer is D", "D"),
+        ("Answer: B", "B"), ("I pick A over B. Final: C", "C"), ("No letter here", None),
+        (r"\boxed{Answer}", None), ("", None),
+    ],
+)  # fmt: skip
+def test_extract_choice_letter(response, expected):
+    assert extract_choice_letter(response) == expected
+
+
+def test_shuffle_choices_is_seeded_by_the_question():
+    choices, gold = shuffle_choices("right", ["w1", "w2", "w3"], seed_text="Q1")
+    assert sorted(choices) == ["right", "w1", "w2", "w3"] and choices[gold] == "right"
+    assert shuffle_choices("right", ["w1", "w2", "w3"], seed_text="Q1") == (choices, gold)
+    golds = {shuffle_choices("right", ["w1", "w2", "w3"], seed_text=f"Q{i}")[1] for i in range(40)}
+    assert golds == {0, 1, 2, 3}
+    assert format_choices("Q?", choices).splitlines()[1 + gold] == f"{'ABCD'[gold]}. right"
+
+
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        (r"Reasoning... \boxed{0.7}", 0.7), (r"\boxed{0.7} but finally \boxed{.25}", 0.25),
+        (r"\boxed{0.3} and the answer \boxed{42}", 0.3), (r"\boxed{1}", 1.0), (r"\boxed{0}", 0.0),
+        (r"<think>\boxed{0.9}</think> so \boxed{0.2}", 0.2), (r"<think>\boxed{0.9}</think> nothing", None),
+        (r"\boxed{P}", None), (r"\boxed{1.5}", None), ("P = 0.8", None), ("", None),
+    ],
+)  # fmt: skip
+def test_parse_verbalized_confidence(response, expected):
+    assert parse_verbalized_confidence(response) == expected
+
+
+@pytest.fixture(scope="module")
+def math_checker():
+    checker = MathEquivalenceChecker(time_limit_s=3.0)
+    yield checker
+    checker.close()
+
+
+@pytest.mark.parametrize(
+    ("gold", "prediction", "expected"),
+    [
+        (r"\frac{1}{2}", "0.5", True), (r"3\sqrt{13}", r"\sqrt{117}", True),
+        (r"\left( 3, \frac{\pi}{2} \right)", r"(3, \pi/2)", True), (r"\text{Evelyn}", r"\text{Evelyn}", True),
+        (r"\frac{1}{2}", r"\frac{1}{3}", False), ("5", "x=5", True), ("6", "x=5", False),
+        (r"\text{Evelyn}", "Bob", False), ("5", None, False), ("5", "", False),
+    ],
+)  # fmt: skip
+def test_math_equivalence(math_checker, gold, prediction, expected):
+    assert math_checker.equal(gold, prediction) is expected
+
+
+def test_math_equivalence_times_out_on_pathological_latex(math_checker):
+    """A power tower makes sympy compute for minutes: the call is cut at the limit, the worker restarted."""
+    started = time.monotonic()
+    assert math_checker.equal("5", r"9^{9^{9^{9}}}") is False
+    assert time.monotonic() - started < 3.0 + 2.0
+    assert math_checker.timeouts >= 1
+    assert math_checker.equal("4", "2+2") is True  # a fresh worker answers the next call
+
+
+def test_math_equivalence_time_limit_holds_outside_the_main_thread():
+    """math-verify's own (signal) time limit works only in the main thread; capcal's works in any thread."""
+    checker = MathEquivalenceChecker(time_limit_s=2.0)
+    outcome = []
+    thread = threading.Thread(target=lambda: outcome.append(checker.equal("7", r"10^{10^{10^{10}}}")))
+    started = time.monotonic()
+    thread.start()
+    thread.join(timeout=30)
+    checker.close()
+    assert outcome == [False] and time.monotonic() - started < 2.0 + 5.0

@@ -1,0 +1,93 @@
+r"""Short free-form answers checked against a list of gold aliases (TriviaQA, SimpleQA).
+
+Extraction (paper protocol): the last ``\boxed{...}`` (nested braces counted), else the last "answer is X",
+else the last non-empty line; LaTeX text wrappers and trailing punctuation are removed.
+
+Normalisation: lowercase, drop the articles a/an/the, drop punctuation, collapse whitespace.
+
+Two labels:
+- ``matches_an_alias`` (the paper's label): the normalised answer equals, contains, or is contained in a
+  normalised alias, where containment is of whole words (a contiguous run of the other's words): "lewis"
+  is contained in "sinclair lewis", but "2" is not contained in "march 2018" (the paper's code compares
+  character substrings, which also accepts "201" for "2018"). An answer (or alias) that normalises to the
+  empty string matches nothing (the paper's code counts an empty answer as contained in every alias).
+- ``equals_an_alias`` (stricter, reported beside it): the normalised answer equals a normalised alias.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from capcal_tasks.answers.boxed import last_boxed
+
+__all__ = ["equals_an_alias", "extract_short_answer", "matches_an_alias", "normalize_answer"]
+
+_ARTICLES = re.compile(r"\b(?:a|an|the)\b")
+_PUNCTUATION = re.compile(r"[^\w\s]")
+_WHITESPACE = re.compile(r"\s+")
+_TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|emph|mbox)\s*\{([^{}]*)\}")
+_ANSWER_IS = re.compile(r"answer is\s*:?\s*(.+)", re.IGNORECASE)
+_EDGE_JUNK = " \t*_`\"'$.,;:!?"
+
+
+def normalize_answer(text: str) -> str:
+    """Lowercase, drop a/an/the, drop punctuation, collapse whitespace (in this order)."""
+    text = _ARTICLES.sub(" ", text.lower())
+    text = _PUNCTUATION.sub("", text)
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+def _clean(answer: str) -> str:
+    while True:
+        unwrapped = _TEXT_WRAPPER.sub(r"\1", answer)
+        if unwrapped == answer:
+            break
+        answer = unwrapped
+    return answer.strip().strip(_EDGE_JUNK).strip()
+
+
+def extract_short_answer(response: str) -> str | None:
+    r"""The answer a response states: its last ``\boxed{}``, else its last "answer is X" (to the end of that
+    line), else its last non-empty line; None for an empty response."""
+    if not response or not response.strip():
+        return None
+    boxed = last_boxed(response)
+    if boxed is not None:
+        return _clean(boxed)
+    stated = _ANSWER_IS.findall(response)
+    if stated:
+        return _clean(stated[-1].splitlines()[0])
+    lines = [line for line in response.splitlines() if line.strip()]
+    return _clean(lines[-1])
+
+
+def _normalized_aliases(aliases: Iterable[str]) -> list[str]:
+    return [alias for alias in (normalize_answer(a) for a in aliases) if alias]
+
+
+def _contains_words(text: str, part: str) -> bool:
+    """Whether the words of ``part`` occur contiguously in ``text`` (both normalised, single-spaced)."""
+    return f" {part} " in f" {text} "
+
+
+def matches_an_alias(answer: str | None, aliases: Iterable[str]) -> bool:
+    """The paper's label: the normalised answer equals an alias, contains it, or is contained in it (as whole
+    words); an empty normalised answer matches nothing."""
+    if answer is None:
+        return False
+    normalized = normalize_answer(answer)
+    if not normalized:
+        return False
+    return any(
+        _contains_words(normalized, alias) or _contains_words(alias, normalized)
+        for alias in _normalized_aliases(aliases)
+    )
+
+
+def equals_an_alias(answer: str | None, aliases: Iterable[str]) -> bool:
+    """The stricter label: the normalised answer equals a normalised alias."""
+    if answer is None:
+        return False
+    normalized = normalize_answer(answer)
+    return bool(normalized) and normalized in _normalized_aliases(aliases)

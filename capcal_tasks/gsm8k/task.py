@@ -1,0 +1,65 @@
+r"""GSM8K (``openai/gsm8k``, main): grade-school word problems whose gold answer is the number after ``####``.
+
+Tasks: ``capcal_gsm8k`` (test, 1319 questions) and ``capcal_gsm8k_train`` (train, 7473; for probes and
+recalibration), plus their confidence tasks. Local files: ``gsm8k/test.jsonl``, ``gsm8k/train.jsonl`` (the
+hub's JSON lines, keys ``question`` and ``answer``). A response is correct when its last ``\boxed{}`` states a
+number within 1e-6 of the gold number (``capcal_tasks.answers.numeric``).
+"""
+
+from __future__ import annotations
+
+import datasets
+
+from capcal_tasks.answers.boxed import last_boxed
+from capcal_tasks.answers.numeric import gsm8k_gold, numbers_equal, parse_number
+from capcal_tasks.data_sources import HubSplit, load_split, question_id, read_jsonl, unique_questions
+from capcal_tasks.prompts import NUMBER_INSTRUCTION, sampling_prompt
+from capcal_tasks.sampling import score_responses
+
+DATASET = "gsm8k"
+INSTRUCTION = NUMBER_INSTRUCTION
+
+
+def load_test(**metadata) -> datasets.DatasetDict:
+    """custom_dataset of the test tasks: ``openai/gsm8k`` test, or ``gsm8k/test.jsonl`` locally."""
+    return load_split("test", "gsm8k/test.jsonl", read_jsonl, HubSplit("openai/gsm8k", "main", "test"))
+
+
+def load_train(**metadata) -> datasets.DatasetDict:
+    """custom_dataset of the train tasks: ``openai/gsm8k`` train, or ``gsm8k/train.jsonl`` locally."""
+    return load_split("train", "gsm8k/train.jsonl", read_jsonl, HubSplit("openai/gsm8k", "main", "train"))
+
+
+def process_docs(dataset: datasets.Dataset) -> datasets.Dataset:
+    """Adds ``question_id``, ``question_text`` (the question as posed) and ``gold_answer`` (a float)."""
+
+    def add_fields(doc: dict) -> dict:
+        return {
+            "question_id": question_id(DATASET, doc["question"]),
+            "question_text": doc["question"].strip(),
+            "gold_answer": gsm8k_gold(doc["answer"]),
+        }
+
+    return unique_questions(dataset.map(add_fields))
+
+
+def doc_to_text(doc: dict) -> str:
+    return sampling_prompt(doc["question_text"], INSTRUCTION)
+
+
+def extract_answer(response: str) -> str | None:
+    return last_boxed(response)
+
+
+def is_correct(answer: str | None, gold: float) -> bool:
+    return numbers_equal(parse_number(answer), gold)
+
+
+def process_results(doc: dict, results: list) -> dict:
+    gold = float(doc["gold_answer"])
+    return score_responses(
+        results[0],
+        extract=extract_answer,
+        judge=lambda answer: is_correct(answer, gold),
+        answer_class=parse_number,
+    )

@@ -1,0 +1,60 @@
+"""The README's main command, at a small size: real lm-eval runs on SmolLM2 and Gemma, then the report.
+
+Checks that every part of the pipeline produced its section, that the probe and the recalibration were fitted
+on the training questions only, and that every figure of the report loads in headless Chromium.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from analysis.runs import load_run
+
+from .browser import check_page
+
+
+@pytest.fixture(scope="module")
+def small_demo(tmp_path_factory, smollm2_path):
+    output = tmp_path_factory.mktemp("demo")
+    command = [sys.executable, "-m", "analysis.cli", "demo", "--output_dir", str(output)]
+    command += ["--per_level", "2", "--train_per_level", "4", "--resamples", "100"]
+    command += ["--repeats", "4", "--train_repeats", "4", "--strong_repeats", "4"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1500)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return output, result.stdout
+
+
+@pytest.mark.slow
+def test_demo_runs_every_step_and_writes_the_report(small_demo, tmp_path):
+    output, stdout = small_demo
+    assert "capcal demo finished" in stdout
+    report = (output / "report" / "report.md").read_text()
+    for heading in (
+        "smollm2 · capcal_arithmetic",
+        "gemma3-270m · capcal_arithmetic",
+        "Capability calibration",
+        "Response calibration",
+        "pass@k prediction",
+        "Routing · capcal_arithmetic",
+    ):
+        assert heading in report, heading
+    for estimator in ("consistency_k", "p_true", "selfcheck_mean", "isotonic_p_true", "probe"):
+        assert f"| {estimator}" in report, estimator
+    assert "parse failures:" in report
+    assert "evaluated on 10 capcal_arithmetic questions" in report
+
+    table = load_run(output / "lm_eval")
+    smollm2 = table[table["model"].str.endswith("smollm2")]
+    train_ids = set(smollm2.loc[smollm2["task"] == "capcal_arithmetic_train", "question_id"])
+    test_ids = set(smollm2.loc[smollm2["task"] == "capcal_arithmetic", "question_id"])
+    assert len(test_ids) == 10 and len(train_ids) == 20 and not (train_ids & test_ids)
+    assert set(smollm2["n"]) == {4}
+
+    loaded, total, pwned, _ = check_page(output / "report" / "report.html", tmp_path / "profile")
+    assert total >= 10 and loaded == total
+    assert not pwned

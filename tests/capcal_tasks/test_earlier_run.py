@@ -1,0 +1,75 @@
+"""Reading an earlier sampling run's samples file for the response-level tasks: every malformed input gives an
+error naming the file (and line)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from capcal_tasks.confidence.earlier_run import load_earlier_responses, read_earlier_responses
+
+
+def _line(question_id="gsm8k/abc", responses=("\\boxed{1}", "no"), correctness=(1, 0), **extra) -> str:
+    record = {
+        "doc_id": 0,
+        "doc": {"question_id": question_id, "question_text": "What is 0 + 1?", "gold_answer": 1.0},
+        "resps": [list(responses)],
+        "correctness": list(correctness),
+        "extracted_answers": ["1", None][: len(responses)],
+        "expected_accuracy": sum(correctness) / len(correctness),
+        **extra,
+    }
+    return json.dumps(record) + "\n"
+
+
+def test_reads_questions_and_responses(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    path.write_text(_line("gsm8k/q1") + "\n" + _line("gsm8k/q2", correctness=(0, 0)))
+    docs = read_earlier_responses(path, "gsm8k")
+    assert [doc["question_id"] for doc in docs] == ["gsm8k/q1", "gsm8k/q2"]
+    assert docs[0]["responses"] == ["\\boxed{1}", "no"]
+    assert docs[0]["response_correctness"] == [1, 0] and docs[1]["response_correctness"] == [0, 0]
+    assert docs[0]["response_answers"] == ["1", None]
+    assert docs[0]["question_text"] == "What is 0 + 1?"
+
+
+def test_metadata_forms(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    path.write_text(_line())
+    single = load_earlier_responses(samples_file=str(path), capcal_dataset="gsm8k", pretrained="model")
+    mapping = load_earlier_responses(samples_file={"gsm8k": str(path)}, capcal_dataset="gsm8k")
+    assert single["responses"][0]["question_id"] == mapping["responses"][0]["question_id"] == "gsm8k/abc"
+    with pytest.raises(ValueError, match="samples_file"):
+        load_earlier_responses(capcal_dataset="gsm8k")
+    with pytest.raises(ValueError, match="samples_file"):
+        load_earlier_responses(samples_file={"mmlu": str(path)}, capcal_dataset="gsm8k")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (_line() + '{"doc_id": 1, "doc": {', r"samples\.jsonl:2: malformed or truncated JSON"),
+        (
+            _line() + json.dumps({"doc": {"question_id": "gsm8k/x"}, "p_true": 0.5}) + "\n",
+            r":2: not a capcal sampling",
+        ),
+        (_line(question_id="mmlu/abc"), r":1: question mmlu/abc is not a gsm8k question"),
+        (_line() + _line(), r":2: question gsm8k/abc appears twice"),
+        (_line(correctness=(1,)), r":1: responses, correctness and extracted_answers differ"),
+        (_line(correctness=(2, 0)), r":1: 'correctness' must be a list of 0/1"),
+        (_line(responses=()), r":1: 'resps' must hold one non-empty list"),
+        ("", r"samples\.jsonl: no samples"),
+    ],
+)
+def test_malformed_files_name_the_file_and_line(tmp_path, content, message):
+    path = tmp_path / "samples.jsonl"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=message):
+        read_earlier_responses(path, "gsm8k")
+
+
+def test_missing_file_is_named(tmp_path):
+    missing = tmp_path / "nowhere.jsonl"
+    with pytest.raises(FileNotFoundError, match="nowhere.jsonl"):
+        load_earlier_responses(samples_file=str(missing), capcal_dataset="gsm8k")
