@@ -8,8 +8,9 @@ fields of each samples line (see ``capcal_tasks.sampling``). ``load_run`` joins 
     model, task, run_id, doc_id, question_id, question, target, responses, extracted_answers, correctness,
     n, expected_accuracy, majority_vote_accuracy, pass_at_1, pass_at_2, ...
 
-Anything malformed (invalid JSON, a truncated line, missing keys, a correctness vector that disagrees with its
-responses or with the logged expected accuracy) raises ``RunFormatError`` naming the file and line.
+Anything malformed (invalid JSON or Unicode, a truncated line, missing keys, a correctness vector that
+disagrees with its responses or with the logged expected accuracy, a question id twice in one run, an empty
+samples file of a sampling task) raises ``RunFormatError`` naming the file and line.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ __all__ = [
 _DATE_ID = r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?"
 _SAMPLES_NAME = re.compile(rf"^samples_(?P<task>.+)_(?P<date>{_DATE_ID})\.jsonl$")
 _RESULTS_NAME = re.compile(rf"^results_(?P<date>{_DATE_ID})\.json$")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 REQUIRED_SAMPLE_KEYS = ("doc_id", "doc", "resps", "correctness", "extracted_answers", "expected_accuracy")
 QUESTION_COLUMNS = [
     "model",
@@ -80,6 +82,13 @@ def _read_results(path: Path) -> dict:
         raise RunFormatError(f"{path}: not valid UTF-8") from None
     if not isinstance(results, dict) or "results" not in results:
         raise RunFormatError(f"{path}: not an lm-eval results file (no 'results' key)")
+    for key in ("configs", "config"):
+        if not isinstance(results.get(key) or {}, dict):
+            raise RunFormatError(f"{path}: '{key}' must be a JSON object, got {type(results[key]).__name__}")
+    configs = results.get("configs") or {}
+    for task, config in configs.items():
+        if not isinstance(config, dict) or not isinstance(config.get("metadata") or {}, dict):
+            raise RunFormatError(f"{path}: the config of task {task} (and its metadata) must be JSON objects")
     return results
 
 
@@ -134,31 +143,41 @@ def _question_text(doc: dict, record: dict) -> str:
         if isinstance(doc.get(key), str):
             return doc[key]
     arguments = record.get("arguments") or {}
-    first = arguments.get("gen_args_0", {}) if isinstance(arguments, dict) else {}
-    return str(first.get("arg_0", ""))
+    first = arguments.get("gen_args_0") if isinstance(arguments, dict) else None
+    return str(first.get("arg_0", "")) if isinstance(first, dict) else ""
 
 
 def iter_sample_records(path: Path) -> Iterator[tuple[int, dict]]:
     """(line number, record) of every non-empty line of a samples file; ``RunFormatError`` naming the file and
-    line for invalid UTF-8, malformed or truncated JSON, or a line that is not a JSON object."""
-    try:
-        with path.open(encoding="utf-8") as handle:
-            for line_number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{line_number}"
+    line for invalid UTF-8, malformed or truncated JSON, a line that is not a JSON object, or a string with a
+    lone surrogate escape (not valid Unicode; pandas and every writer would fail on it later)."""
+    with path.open("rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            where = f"{path}:{line_number}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise RunFormatError(f"{where}: not valid UTF-8 (byte {error.start} of the line)") from None
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise RunFormatError(
+                    f"{where}: malformed or truncated JSON ({error.msg}); "
+                    "the run may have been interrupted while writing"
+                ) from None
+            if not isinstance(record, dict):
+                raise RunFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
+            if _SURROGATE_ESCAPE.search(line):
                 try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as error:
+                    json.dumps(record, ensure_ascii=False).encode("utf-8")
+                except UnicodeEncodeError:
                     raise RunFormatError(
-                        f"{where}: malformed or truncated JSON ({error.msg}); "
-                        "the run may have been interrupted while writing"
+                        f"{where}: a string holds a lone UTF-16 surrogate (a \\ud800-\\udfff escape); "
+                        "not valid Unicode"
                     ) from None
-                if not isinstance(record, dict):
-                    raise RunFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
-                yield line_number, record
-    except UnicodeDecodeError as error:
-        raise RunFormatError(f"{path}: not valid UTF-8 (byte {error.start})") from None
+            yield line_number, record
 
 
 def _question_row(file: SamplesFile, line_number: int, record: dict) -> dict | None:
@@ -174,7 +193,9 @@ def _question_row(file: SamplesFile, line_number: int, record: dict) -> dict | N
         raise RunFormatError(f"{where}: 'resps' must hold one list of k responses")
     responses = [str(response) for response in resps[0]]
     correctness = record["correctness"]
-    if not isinstance(correctness, list) or any(z not in (0, 1) or isinstance(z, float) for z in correctness):
+    if not isinstance(correctness, list) or any(
+        z not in (0, 1) or isinstance(z, (float, bool)) for z in correctness
+    ):
         raise RunFormatError(f"{where}: 'correctness' must be a list of 0/1 integers")
     extracted = record["extracted_answers"]
     if not isinstance(extracted, list):
@@ -186,8 +207,12 @@ def _question_row(file: SamplesFile, line_number: int, record: dict) -> dict | N
             "answers; they must be equal and non-zero"
         )
     expected_accuracy = record["expected_accuracy"]
-    if not isinstance(expected_accuracy, (int, float)) or not math.isclose(
-        expected_accuracy, sum(correctness) / n, abs_tol=1e-9
+    if isinstance(record["doc_id"], bool) or not isinstance(record["doc_id"], int):
+        raise RunFormatError(f"{where}: 'doc_id' must be an integer, got {record['doc_id']!r}")
+    if (
+        isinstance(expected_accuracy, bool)
+        or not isinstance(expected_accuracy, (int, float))
+        or not math.isclose(expected_accuracy, sum(correctness) / n, abs_tol=1e-9)
     ):
         raise RunFormatError(
             f"{where}: expected_accuracy {expected_accuracy!r} is not the mean of its correctness vector "
@@ -216,10 +241,28 @@ def _question_row(file: SamplesFile, line_number: int, record: dict) -> dict | N
 
 
 def _read_samples(file: SamplesFile) -> list[dict]:
-    rows = (
-        _question_row(file, line_number, record) for line_number, record in iter_sample_records(file.path)
-    )
-    return [row for row in rows if row is not None]
+    """The file's question rows; ``RunFormatError`` for a question id that occurs twice (naming both lines),
+    or for a samples file without records of a task that the results file declares a capcal sampling task."""
+    rows = []
+    first_line: dict[str, int] = {}
+    for line_number, record in iter_sample_records(file.path):
+        row = _question_row(file, line_number, record)
+        if row is None:
+            continue
+        question_id = row["question_id"]
+        if question_id in first_line:
+            raise RunFormatError(
+                f"{file.path}:{line_number}: question {question_id} appears twice "
+                f"(first on line {first_line[question_id]})"
+            )
+        first_line[question_id] = line_number
+        rows.append(row)
+    if not rows and is_sampling_config(file.task_config):
+        raise RunFormatError(
+            f"{file.path}: no capcal sampling records in the samples file of a sampling task "
+            "(empty; the run may have been interrupted)"
+        )
+    return rows
 
 
 def load_run(output_dir: str | Path) -> pd.DataFrame:

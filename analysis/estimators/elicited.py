@@ -105,9 +105,12 @@ def _row(record: dict, kind: str, where: str) -> dict:
     doc = record.get("doc")
     if not isinstance(doc, dict) or not isinstance(doc.get("question_id"), str):
         raise RunFormatError(f"{where}: 'doc' has no question_id; cannot join it to the per-question table")
+    doc_id = record.get("doc_id", -1)
+    if isinstance(doc_id, bool) or not isinstance(doc_id, int):
+        raise RunFormatError(f"{where}: 'doc_id' must be an integer, got {doc_id!r}")
     row: dict[str, Any] = {
         "kind": kind,
-        "doc_id": int(record.get("doc_id", -1)),
+        "doc_id": doc_id,
         "question_id": doc["question_id"],
         "confidence": math.nan,
         "parse_success": 0,

@@ -1,4 +1,8 @@
-"""Extraction of ``\\boxed{...}`` contents from a response, with nested braces."""
+"""Extraction of ``\\boxed{...}`` contents from a response, with nested braces.
+
+One linear pass pairs the braces, so hostile responses (thousands of unclosed or nested boxes, megabytes of
+text) take time proportional to their length.
+"""
 
 from __future__ import annotations
 
@@ -7,35 +11,46 @@ import re
 __all__ = ["boxed_contents", "last_boxed"]
 
 _BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)\s*")
+_BRACE = re.compile(r"[{}]")
+_TOKEN = re.compile(r"[^\s$]+")
 
 
-def _box_content(text: str, start: int) -> str | None:
-    """Content of the box whose command ends at ``start``: the balanced ``{...}`` (braces counted), or the
-    next token for ``\\boxed 5``; None when the braces never close."""
-    if start < len(text) and text[start] == "{":
-        depth = 0
-        for position in range(start, len(text)):
-            char = text[position]
-            if char == "{":
-                depth += 1
-            elif char == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[start + 1 : position].strip()
-        return None
-    token = re.match(r"[^\s$]+", text[start:])
-    return token.group(0) if token else None
+def _matching_braces(text: str) -> dict[int, int]:
+    """Position of the matching ``}`` of every ``{`` that is closed (a stray ``}`` closes nothing)."""
+    closing: dict[int, int] = {}
+    open_positions: list[int] = []
+    for match in _BRACE.finditer(text):
+        if match.group() == "{":
+            open_positions.append(match.start())
+        elif open_positions:
+            closing[open_positions.pop()] = match.start()
+    return closing
 
 
 def boxed_contents(text: str) -> list[str]:
     r"""Contents of every complete ``\boxed{...}`` (or ``\fbox{...}``) in ``text``, in order of their start.
 
-    A nested box appears twice: ``\boxed{\boxed{3}}`` gives ``[r"\boxed{3}", "3"]``.
+    The content is the balanced ``{...}`` (braces counted), or the next token for ``\boxed 5``; a box whose
+    braces never close is skipped. A nested box appears twice: ``\boxed{\boxed{3}}`` gives
+    ``[r"\boxed{3}", "3"]``.
     """
     if not text:
         return []
-    contents = (_box_content(text, match.end()) for match in _BOX_COMMAND.finditer(text))
-    return [content for content in contents if content is not None]
+    closing: dict[int, int] | None = None
+    contents = []
+    for match in _BOX_COMMAND.finditer(text):
+        start = match.end()
+        if start < len(text) and text[start] == "{":
+            if closing is None:
+                closing = _matching_braces(text)
+            end = closing.get(start)
+            if end is not None:
+                contents.append(text[start + 1 : end].strip())
+        else:
+            token = _TOKEN.match(text, start)
+            if token:
+                contents.append(token.group(0))
+    return contents
 
 
 def last_boxed(text: str) -> str | None:

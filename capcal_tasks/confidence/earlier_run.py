@@ -71,7 +71,10 @@ def _record(path: Path, line_number: int, line: str, dataset: str) -> dict:
     responses = [str(response) for response in resps[0]]
     correctness = record["correctness"]
     extracted = record.get("extracted_answers")
-    if not (isinstance(correctness, list) and all(z in (0, 1) for z in correctness)):
+    if not (
+        isinstance(correctness, list)
+        and all(isinstance(z, int) and not isinstance(z, bool) and z in (0, 1) for z in correctness)
+    ):
         raise ValueError(f"{where}: 'correctness' must be a list of 0/1")
     if (
         len(correctness) != len(responses)
@@ -92,8 +95,12 @@ def read_earlier_responses(path: Path, dataset: str) -> list[dict]:
     if not path.is_file():
         raise FileNotFoundError(f"samples file {path} not found")
     docs: dict[str, dict] = {}
-    with path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{path}:{line_number}: not valid UTF-8 (byte {error.start})") from None
             if not line.strip():
                 continue
             doc = _record(path, line_number, line, dataset)

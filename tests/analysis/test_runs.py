@@ -108,8 +108,9 @@ def test_corrupt_results_file_is_reported(tmp_path):
 def test_invalid_utf8_is_reported(tmp_path):
     samples = _write_run(tmp_path, [_line(0, ["4"] * 4)])
     samples.write_bytes(samples.read_bytes() + b'{"doc_id": "\xff"}\n')
-    with pytest.raises(RunFormatError, match="UTF-8"):
+    with pytest.raises(RunFormatError, match="UTF-8") as error:
         load_run(tmp_path)
+    assert f"{samples}:2:" in str(error.value)
 
 
 def test_folders_without_capcal_samples(tmp_path):

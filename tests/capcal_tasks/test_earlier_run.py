@@ -58,6 +58,7 @@ def test_metadata_forms(tmp_path):
         (_line() + _line(), r":2: question gsm8k/abc appears twice"),
         (_line(correctness=(1,)), r":1: responses, correctness and extracted_answers differ"),
         (_line(correctness=(2, 0)), r":1: 'correctness' must be a list of 0/1"),
+        (_line(correctness=(True, False)), r":1: 'correctness' must be a list of 0/1"),
         (_line(responses=()), r":1: 'resps' must hold one non-empty list"),
         ("", r"samples\.jsonl: no samples"),
     ],
@@ -66,6 +67,13 @@ def test_malformed_files_name_the_file_and_line(tmp_path, content, message):
     path = tmp_path / "samples.jsonl"
     path.write_text(content)
     with pytest.raises(ValueError, match=message):
+        read_earlier_responses(path, "gsm8k")
+
+
+def test_invalid_utf8_names_the_line(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    path.write_bytes(_line().encode() + b'{"doc": "\xff"}\n')
+    with pytest.raises(ValueError, match=r"samples\.jsonl:2: not valid UTF-8"):
         read_earlier_responses(path, "gsm8k")
 
 

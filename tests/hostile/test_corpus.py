@@ -1,0 +1,133 @@
+"""Every case of the hostile-input corpus (``cases.py``) gets its stated behaviour, within its time limit.
+
+Each case runs in a forked child process that is killed at the case's time limit, so a hang (even inside C
+code, where ``signal.alarm`` cannot interrupt) fails that one test instead of hanging the suite.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import multiprocessing
+import re
+import traceback
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from .cases import CASES, Case, Raises
+from .logs import results_path, samples_path
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ["analysis", "capcal_metrics", "capcal_models", "capcal_tasks"]
+
+
+def _check(case: Case, folder: Path) -> str | None:
+    """None when ``case`` got its expected behaviour, else what went wrong."""
+    paths = {"tmp": str(folder), "samples": str(samples_path(folder)), "results": str(results_path(folder))}
+    try:
+        value = case.run(folder)
+    except BaseException as error:  # noqa: BLE001 - any failure is reported to the parent
+        if not isinstance(case.expect, Raises):
+            return f"raised {type(error).__name__}: {error}\n{traceback.format_exc()}"
+        where = case.expect.where.format(**paths)
+        message = str(error)
+        if not isinstance(error, case.expect.error):
+            return f"raised {type(error).__name__} ({message}), expected {case.expect.error.__name__}"
+        if where not in message or case.expect.message not in message:
+            return f"message {message!r:.500} lacks {where!r} or {case.expect.message!r}"
+        return None
+    if isinstance(case.expect, Raises):
+        return f"returned {value!r:.300} instead of raising {case.expect.error.__name__}"
+    try:
+        case.expect.check(value)
+    except AssertionError as error:
+        return f"wrong value: {error}\n{traceback.format_exc()}"
+    return None
+
+
+def _child(case: Case, folder: Path, connection) -> None:
+    try:
+        connection.send(_check(case, folder))
+    except BaseException as error:  # noqa: BLE001
+        connection.send(f"could not report: {type(error).__name__}: {error}")
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c.category.replace(' ', '-')}:{c.name}" for c in CASES])
+def test_case(case: Case, tmp_path: Path) -> None:
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=_child, args=(case, tmp_path, sender), daemon=True)
+    child.start()
+    sender.close()
+    if not receiver.poll(case.time_limit_s):
+        child.kill()
+        child.join()
+        pytest.fail(f"{case.name} did not finish within {case.time_limit_s} s (a hang); why: {case.why}")
+    try:
+        problem = receiver.recv()
+    except EOFError:
+        child.join()
+        pytest.fail(f"{case.name}: the child died without a report (exit code {child.exitcode})")
+    child.join(timeout=10)
+    assert problem is None, f"{case.name} ({case.why}): {problem}"
+
+
+def test_corpus_size_and_documentation() -> None:
+    """At least 50 cases; every case says why it behaves as it does."""
+    assert len(CASES) >= 50, Counter(c.category for c in CASES)
+    assert all(c.why.strip() for c in CASES)
+
+
+def _browser():
+    spec = importlib.util.spec_from_file_location("capcal_browser_check", REPO / "tests/analysis/browser.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_script_in_a_response_does_not_run_in_chromium(tmp_path: Path) -> None:
+    """load_run -> build_report on responses holding <script> and <img onerror>: Chromium runs none of it."""
+    from analysis.report_builder import build_report
+
+    from .cases import REPORT_OPTIONS, write_hostile_run
+
+    files = build_report([write_hostile_run(tmp_path)], tmp_path / "report", options=REPORT_OPTIONS)
+    loaded, total, pwned, dom = _browser().check_page(files.html, tmp_path / "profile")
+    assert total > 0 and loaded == total
+    assert not pwned, "a script from model text ran in the report"
+    assert "window.__capcal_pwned = 1" in dom  # shown as text
+
+
+_UNSAFE_CALLS = re.compile(
+    r"(?<![\w.])(?:eval|exec)\s*\(|pickle\.loads?\s*\(|\byaml\.load\s*\((?![^)]*SafeLoader)"
+)
+
+
+def test_model_output_is_never_evaluated_as_code() -> None:
+    """No eval/exec, pickle.load or yaml.load without SafeLoader in capcal's packages (lm-eval's own
+    ``!function`` YAML loading is lm-eval's, not reimplemented here)."""
+    offenders = []
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+                code = line.split("#", 1)[0]
+                if _UNSAFE_CALLS.search(code):
+                    offenders.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
+    assert offenders == []
+
+
+def test_unsafe_call_pattern_catches_what_it_should() -> None:
+    """The pattern of the test above can fail."""
+    for bad in ("eval(text)", "x = exec(code)", "pickle.load(f)", "pickle.loads(b)", "yaml.load(f)"):
+        assert _UNSAFE_CALLS.search(bad), bad
+    for fine in (
+        "model.eval()",
+        "self.evaluate(x)",
+        "yaml.load(f, Loader=yaml.SafeLoader)",
+        "ast.literal_eval(s)",
+    ):
+        assert not _UNSAFE_CALLS.search(fine), fine
