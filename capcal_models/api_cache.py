@@ -1,0 +1,59 @@
+"""On-disk cache of API samples, keyed by (request key, repeat index), so an interrupted run resumes.
+
+One SQLite file (no pickle): table ``samples(request_key, repeat, value, created)``. Each finished API
+response is committed as soon as it arrives, so a killed run keeps every sample it had received, and the next
+run with the same requests reads them instead of sampling again. The request key is a SHA-256 over everything
+that defines the samples (endpoint, model, prompt, generation parameters, run seed, task, question id, request
+index) and nothing secret: API keys travel in HTTP headers and never enter a key or a value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+__all__ = ["SampleCache", "request_key"]
+
+
+def request_key(identity: dict) -> str:
+    """SHA-256 (hex) of the canonical JSON of a request's identity."""
+    canonical = json.dumps(identity, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class SampleCache:
+    """Samples (strings) per (request key, repeat index) in a SQLite file; safe for several processes."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path).expanduser().resolve()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._connection = sqlite3.connect(self.path, timeout=60.0)
+        self._connection.execute("PRAGMA journal_mode=WAL")
+        self._connection.execute(
+            "CREATE TABLE IF NOT EXISTS samples (request_key TEXT NOT NULL, repeat INTEGER NOT NULL, "
+            "value TEXT NOT NULL, created REAL NOT NULL, PRIMARY KEY (request_key, repeat))"
+        )
+        self._connection.commit()
+
+    def get(self, key: str) -> dict[int, str]:
+        """The cached samples of one request: repeat index -> value."""
+        rows = self._connection.execute("SELECT repeat, value FROM samples WHERE request_key = ?", (key,))
+        return {int(repeat): value for repeat, value in rows}
+
+    def put(self, key: str, samples: dict[int, str]) -> None:
+        """Store samples of one request (repeat index -> value) and commit at once."""
+        now = time.time()
+        with self._connection:
+            self._connection.executemany(
+                "INSERT OR REPLACE INTO samples (request_key, repeat, value, created) VALUES (?, ?, ?, ?)",
+                [(key, int(repeat), value, now) for repeat, value in samples.items()],
+            )
+
+    def __len__(self) -> int:
+        return int(self._connection.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
+
+    def close(self) -> None:
+        self._connection.close()

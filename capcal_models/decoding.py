@@ -1,0 +1,412 @@
+"""Sampling k continuations per prompt from a transformers causal LM: one prefill per prompt, per-row seeds.
+
+``sample_continuations`` runs its own decoding loop instead of ``model.generate``:
+
+- each unique prompt is prefilled once (batch of one, no padding); the rows that sample from it share its
+  keys and values (``SharedPrefixCache``: stored once, not copied per row; each row's own tokens in
+  preallocated buffers, no per-step concatenation) and decode in one batch with the rows of other prompts;
+- a row's randomness comes only from its own seed: it draws one uniform number per generated token from a
+  ``torch.Generator`` seeded with that seed and picks the token by inverse-CDF sampling from the filtered
+  distribution, so a sample does not depend on what else is in the batch;
+- a row stops at an EOS token, at ``max_new_tokens`` or when a stop sequence appears in its last tokens;
+  finished rows leave the batch and queued rows take their place (between steps, when at least an eighth of
+  the rows have finished).
+
+Sampling follows transformers' ``generate``: logits in float32, then temperature, top-k, top-p and min-p in
+that order, each with the same semantics as transformers' logits warpers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from transformers import DynamicCache
+
+from capcal_models.kv_cache import PrefixStack, PromptPrefix, SharedPrefixCache, decoding_attention
+
+__all__ = [
+    "TRANSFORMERS_SAMPLING_DEFAULTS",
+    "PromptJob",
+    "SamplingParams",
+    "StopSequences",
+    "filter_logits",
+    "resolve_sampling_params",
+    "sample_continuations",
+    "sample_tokens",
+]
+
+# transformers' generate fills unset sampling parameters from the model's generation_config, then from
+# these global defaults (GenerationConfig._get_default_generation_params); note top_k = 50.
+TRANSFORMERS_SAMPLING_DEFAULTS = {"temperature": 1.0, "top_k": 50, "top_p": 1.0, "min_p": None}
+
+# Generation settings capcal-hf does not implement, with the value at which each does nothing.
+_NEUTRAL_SETTINGS = {
+    "num_beams": 1,
+    "num_return_sequences": 1,
+    "repetition_penalty": 1.0,
+    "encoder_repetition_penalty": 1.0,
+    "no_repeat_ngram_size": 0,
+    "encoder_no_repeat_ngram_size": 0,
+    "typical_p": 1.0,
+    "epsilon_cutoff": 0.0,
+    "eta_cutoff": 0.0,
+    "min_length": 0,
+    "min_new_tokens": 0,
+    "top_h": None,
+    "bad_words_ids": None,
+    "suppress_tokens": None,
+    "begin_suppress_tokens": None,
+    "sequence_bias": None,
+    "forced_bos_token_id": None,
+    "forced_eos_token_id": None,
+    "exponential_decay_length_penalty": None,
+    "guidance_scale": None,
+    "watermarking_config": None,
+}
+_HARMLESS_SETTINGS = {"use_cache", "pad_token_id", "renormalize_logits"}  # no effect on sampling
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How the next token is chosen. ``do_sample=False`` is greedy decoding."""
+
+    do_sample: bool
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float = 1.0
+    min_p: float | None = None
+
+
+def _is_neutral(value: object, neutral: object) -> bool:
+    return value is None or value == neutral or (neutral is None and value in ([], {}, ()))
+
+
+def resolve_sampling_params(gen_kwargs: dict, generation_config: object | None) -> SamplingParams:
+    """The effective sampling parameters, resolved as transformers' ``generate`` resolves them.
+
+    ``gen_kwargs`` is lm-eval's request setting after ``normalize_gen_kwargs`` (``until``/``max_gen_toks``/
+    ``seed`` removed). Unset parameters come from the model's ``generation_config`` and then from
+    ``TRANSFORMERS_SAMPLING_DEFAULTS`` (so, as with stock lm-eval ``hf``, top-k 50 applies unless a task sets
+    ``top_k``). Settings this sampler does not implement raise ``ValueError`` unless they are neutral.
+    """
+    for key, value in gen_kwargs.items():
+        if key in ("do_sample", "temperature", "top_k", "top_p", "min_p") or key in _HARMLESS_SETTINGS:
+            continue
+        if key not in _NEUTRAL_SETTINGS:
+            raise ValueError(f"capcal-hf: unsupported generation setting {key}={value!r}")
+        if not _is_neutral(value, _NEUTRAL_SETTINGS[key]):
+            raise ValueError(
+                f"capcal-hf: generation setting {key}={value!r} is not supported (use the hf model)"
+            )
+    for key, neutral in _NEUTRAL_SETTINGS.items():
+        value = getattr(generation_config, key, None)
+        if key not in gen_kwargs and not _is_neutral(value, neutral):
+            raise ValueError(
+                f"capcal-hf: the model's generation_config sets {key}={value!r}, which capcal-hf does not "
+                f"implement; override it in gen_kwargs ({key}={neutral!r}) or use the hf model"
+            )
+
+    def setting(name: str):
+        if gen_kwargs.get(name) is not None:
+            return gen_kwargs[name]
+        configured = getattr(generation_config, name, None)
+        return configured if configured is not None else TRANSFORMERS_SAMPLING_DEFAULTS[name]
+
+    temperature = float(setting("temperature"))
+    do_sample = bool(gen_kwargs.get("do_sample", getattr(generation_config, "do_sample", False) or False))
+    if do_sample and temperature <= 0.0:
+        raise ValueError(f"capcal-hf: do_sample=True needs a positive temperature, got {temperature}")
+    if not do_sample:
+        return SamplingParams(do_sample=False)
+    top_k = setting("top_k")
+    min_p = setting("min_p")
+    return SamplingParams(
+        do_sample=True,
+        temperature=temperature,
+        top_k=int(top_k) if top_k else None,
+        top_p=float(setting("top_p")),
+        min_p=float(min_p) if min_p is not None else None,
+    )
+
+
+def filter_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """Float32 scores after temperature, top-k, top-p and min-p (removed tokens at -inf), as transformers."""
+    scores = logits.float()
+    if params.temperature != 1.0:
+        scores = scores / params.temperature
+    if params.top_k:
+        k = min(params.top_k, scores.shape[-1])
+        kth_best = torch.topk(scores, k, dim=-1).values[..., -1:]
+        scores = scores.masked_fill(scores < kth_best, -math.inf)
+    if params.top_p < 1.0:
+        ascending, order = torch.sort(scores, dim=-1)
+        remove_sorted = ascending.softmax(dim=-1).cumsum(dim=-1) <= 1.0 - params.top_p
+        remove_sorted[..., -1] = False
+        scores = scores.masked_fill(remove_sorted.scatter(-1, order, remove_sorted), -math.inf)
+    if params.min_p is not None:
+        probs = scores.softmax(dim=-1)
+        remove = probs < params.min_p * probs.amax(dim=-1, keepdim=True)
+        remove.scatter_(-1, probs.argmax(dim=-1, keepdim=True), False)
+        scores = scores.masked_fill(remove, -math.inf)
+    return scores
+
+
+def _candidate_scores(
+    logits: torch.Tensor, params: SamplingParams
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Filtered scores, and the token ids they belong to (None: the whole vocabulary in order).
+
+    With top-k, only the k best tokens can survive the filters, so they are filtered alone (in token-id order,
+    so that a sample does not depend on how near-equal scores happen to be ordered); the result equals
+    ``filter_logits`` restricted to them. When scores tie at the k-th place (transformers then keeps more than
+    k tokens) the whole vocabulary is filtered instead.
+    """
+    vocabulary = logits.shape[-1]
+    if not params.top_k or params.top_k >= vocabulary:
+        return filter_logits(logits, params), None
+    scores = logits.float()
+    if params.temperature != 1.0:
+        scores = scores / params.temperature
+    best, token_ids = torch.topk(scores, params.top_k, dim=-1)
+    if bool(((scores >= best[:, -1:]).sum(dim=-1) > params.top_k).any()):
+        return filter_logits(logits, params), None
+    token_ids, order = token_ids.sort(dim=-1)
+    rest = SamplingParams(do_sample=True, top_p=params.top_p, min_p=params.min_p)
+    return filter_logits(best.gather(-1, order), rest), token_ids
+
+
+def sample_tokens(logits: torch.Tensor, params: SamplingParams, uniforms: torch.Tensor) -> torch.Tensor:
+    """One token per row: argmax when greedy, else inverse-CDF sampling with the row's uniform in [0, 1).
+
+    Inverse-CDF sampling picks the first token (in token-id order) whose cumulative probability exceeds
+    u * total: token i with probability p_i, as ``torch.multinomial`` would, but from the row's own random
+    number.
+    """
+    if not params.do_sample:
+        return logits.argmax(dim=-1)
+    scores, token_ids = _candidate_scores(logits, params)
+    probs = scores.softmax(dim=-1)
+    cdf = probs.to(torch.float64).cumsum(dim=-1)
+    targets = uniforms.to(cdf.device, torch.float64) * cdf[:, -1]
+    picked = torch.searchsorted(cdf, targets[:, None], right=True).clamp_(max=probs.shape[-1] - 1)
+    return (picked if token_ids is None else token_ids.gather(-1, picked)).squeeze(-1)
+
+
+class StopSequences:
+    """Detects stop strings in the last tokens of rows (the final text is still cut at the first stop)."""
+
+    def __init__(self, tokenizer, stops: Sequence[str]) -> None:
+        self.tokenizer = tokenizer
+        self.stops = [stop for stop in stops if stop]
+        # A stop string spans at most as many tokens as it has bytes (or its own token count), plus 2 for
+        # merges with neighbouring text.
+        self.window = 2 + max(
+            (
+                max(len(stop.encode("utf-8")), len(tokenizer.encode(stop, add_special_tokens=False)))
+                for stop in stops
+            ),
+            default=0,
+        )
+
+    def found(self, token_lists: Sequence[Sequence[int]]) -> list[bool]:
+        if not self.stops or not token_lists:
+            return [False] * len(token_lists)
+        tails = self.tokenizer.batch_decode([list(tokens[-self.window :]) for tokens in token_lists])
+        return [any(stop in tail for stop in self.stops) for tail in tails]
+
+
+@dataclass
+class PromptJob:
+    """One unique prompt and the samples to draw from it (one seed per sample).
+
+    ``on_prefill`` (optional) receives the prefill's hidden states (a tuple of ``(1, prompt_len, hidden)``
+    tensors, embeddings first). After ``sample_continuations``, ``outputs[i]`` holds sample i's generated
+    token ids (ending with the EOS token when it stopped there).
+    """
+
+    token_ids: list[int]
+    seeds: list[int]
+    on_prefill: Callable[[tuple[torch.Tensor, ...]], None] | None = None
+    outputs: list[list[int] | None] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.token_ids:
+            raise ValueError("PromptJob: empty prompt")
+        self.outputs = [None] * len(self.seeds)
+
+
+@dataclass(eq=False)
+class _Prefill:
+    """A prefilled prompt: its KV (shared by its rows), its next-token logits, its samples not yet started."""
+
+    job: PromptJob
+    prefix: PromptPrefix
+    first_logits: torch.Tensor
+    next_sample: int = 0
+
+
+@dataclass(eq=False)
+class _Row:
+    prefill: _Prefill
+    sample: int
+    uniforms: list[float]
+    tokens: list[int]
+    done: bool = False
+
+
+class _Sampler:
+    def __init__(
+        self,
+        model,
+        params: SamplingParams,
+        max_new_tokens: int,
+        stop: StopSequences | None,
+        eos_token_ids: set[int],
+        max_rows: int,
+        on_sample_done: Callable[[], None] | None,
+    ) -> None:
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be positive, got {max_new_tokens}")
+        self.model, self.params, self.max_new_tokens = model, params, max_new_tokens
+        self.stop, self.eos_token_ids = stop, eos_token_ids
+        self.max_rows = max(1, int(max_rows))
+        self.on_sample_done = on_sample_done
+        self.device = next(model.parameters()).device
+
+    def _prefill(self, job: PromptJob) -> _Prefill:
+        input_ids = torch.tensor([job.token_ids], device=self.device)
+        output = self.model(
+            input_ids=input_ids,
+            past_key_values=DynamicCache(),
+            use_cache=True,
+            logits_to_keep=1,
+            output_hidden_states=job.on_prefill is not None,
+        )
+        if job.on_prefill is not None:
+            job.on_prefill(output.hidden_states)
+        layers = output.past_key_values.layers
+        prefix = PromptPrefix([layer.keys for layer in layers], [layer.values for layer in layers])
+        return _Prefill(job, prefix, first_logits=output.logits[:, -1].float())
+
+    def _new_row(self, prefill: _Prefill, sample: int) -> _Row:
+        if self.params.do_sample:
+            generator = torch.Generator().manual_seed(prefill.job.seeds[sample])
+            uniforms = torch.rand(self.max_new_tokens, generator=generator, dtype=torch.float64).tolist()
+        else:
+            uniforms = [0.0] * self.max_new_tokens
+        return _Row(prefill, sample, uniforms, tokens=[])
+
+    def _finish_if_done(self, rows: list[_Row]) -> None:
+        """Mark rows done after their newest token: EOS, the token limit, or a stop sequence."""
+        open_rows = []
+        for row in rows:
+            if row.tokens[-1] in self.eos_token_ids or len(row.tokens) >= self.max_new_tokens:
+                row.done = True
+            else:
+                open_rows.append(row)
+        if self.stop is not None:
+            for row, found in zip(open_rows, self.stop.found([row.tokens for row in open_rows]), strict=True):
+                row.done = found
+        for row in rows:
+            if row.done:
+                row.prefill.job.outputs[row.sample] = row.tokens
+                if self.on_sample_done is not None:
+                    self.on_sample_done()
+
+    def _start_samples(self, prefill: _Prefill, free: int) -> list[_Row]:
+        """Start up to ``free`` samples of a prefilled prompt, first tokens drawn from the prefill's logits;
+        return those that continue."""
+        started = []
+        while prefill.next_sample < len(prefill.job.seeds) and len(started) < free:
+            started.append(self._new_row(prefill, prefill.next_sample))
+            prefill.next_sample += 1
+        uniforms = torch.tensor([row.uniforms[0] for row in started], dtype=torch.float64)
+        first_tokens = sample_tokens(prefill.first_logits.expand(len(started), -1), self.params, uniforms)
+        for row, token in zip(started, first_tokens.tolist(), strict=True):
+            row.tokens.append(token)
+        self._finish_if_done(started)
+        return [row for row in started if not row.done]
+
+    def run(self, jobs: Sequence[PromptJob]) -> None:
+        queue = deque(job for job in jobs if job.seeds)
+        waiting: _Prefill | None = None  # prefilled, with samples not started yet
+        cache: SharedPrefixCache | None = None
+        rows: list[_Row] = []
+        while True:
+            finished = sum(row.done for row in rows)
+            if cache is None or finished >= max(1, math.ceil(len(rows) / 8)):
+                kept_indices = [index for index, row in enumerate(rows) if not row.done]
+                kept = None
+                if kept_indices and cache is not None:
+                    kept = cache.kept_rows(torch.tensor(kept_indices, device=self.device))
+                rows = [rows[index] for index in kept_indices]
+                while len(rows) < self.max_rows and (queue or waiting is not None):
+                    if waiting is None:
+                        waiting = self._prefill(queue.popleft())
+                    rows.extend(self._start_samples(waiting, self.max_rows - len(rows)))
+                    if waiting.next_sample == len(waiting.job.seeds):
+                        waiting = None
+                if not rows:
+                    return
+                cache = self._assemble(cache, rows, kept)
+            self._step(cache, rows)
+
+    def _assemble(self, previous: SharedPrefixCache | None, rows: list[_Row], kept) -> SharedPrefixCache:
+        """The cache for the new set of rows; the prompt stack is rebuilt only when its prompts change."""
+        prefills = list(dict.fromkeys(row.prefill for row in rows))
+        stack = previous.prefix if previous is not None else None
+        if stack is None or [p.prefix for p in prefills] != stack.prefixes:
+            stack = PrefixStack([p.prefix for p in prefills])
+        position = {id(prefix): index for index, prefix in enumerate(stack.prefixes)}
+        prompt_index = torch.tensor([position[id(row.prefill.prefix)] for row in rows], device=self.device)
+        extra_columns = max(self.max_new_tokens - len(row.tokens) for row in rows)
+        return SharedPrefixCache.assemble(stack, prompt_index, kept, extra_columns)
+
+    def _step(self, cache: SharedPrefixCache, rows: list[_Row]) -> None:
+        input_ids = torch.tensor([[row.tokens[-1]] for row in rows], device=self.device)
+        cache.attention_calls = 0
+        with decoding_attention(self.model):
+            output = self.model(
+                input_ids=input_ids,
+                position_ids=cache.position_ids(),
+                past_key_values=cache,
+                use_cache=True,
+                capcal_cache=cache,
+            )
+        if cache.attention_calls != len(cache.layers):
+            raise RuntimeError(
+                f"{type(self.model).__name__} did not compute attention through transformers' "
+                f"AttentionInterface ({cache.attention_calls} of {len(cache.layers)} layers); capcal-hf "
+                "cannot decode it"
+            )
+        uniforms = torch.tensor(
+            [0.0 if row.done else row.uniforms[len(row.tokens)] for row in rows], dtype=torch.float64
+        )
+        next_tokens = sample_tokens(output.logits[:, -1].float(), self.params, uniforms).tolist()
+        open_rows = [row for row in rows if not row.done]
+        for row, token in zip(rows, next_tokens, strict=True):
+            if not row.done:
+                row.tokens.append(token)
+        self._finish_if_done(open_rows)
+
+
+@torch.inference_mode()
+def sample_continuations(
+    model,
+    jobs: Sequence[PromptJob],
+    params: SamplingParams,
+    max_new_tokens: int,
+    stop: StopSequences | None,
+    eos_token_ids: set[int],
+    max_rows: int,
+    on_sample_done: Callable[[], None] | None = None,
+) -> None:
+    """Draw every job's samples (see the module docstring); fills ``job.outputs``.
+
+    ``max_rows``: the most samples decoded at once (the batch size). Jobs are prefilled in the given order.
+    """
+    _Sampler(model, params, max_new_tokens, stop, eos_token_ids, max_rows, on_sample_done).run(jobs)

@@ -1,0 +1,284 @@
+"""A transformers KV cache in which the rows sampling from one prompt share that prompt's keys and values.
+
+Decoding k samples of a prompt with transformers' ``DynamicCache`` means k copies of the prompt's KV cache:
+k times the memory, k times the memory traffic of every attention step, and a concatenation that copies the
+whole cache at every step (on this CPU, 64 rows of 1000-token prompts spent 65% of a step copying and most of
+the rest in attention over the copies). ``SharedPrefixCache`` keeps
+
+- the prompt part once per prompt: ``PrefixStack``, each layer ``(prompts, kv_heads, longest, head_dim)``,
+  left-aligned, with a validity mask;
+- the generated part per row, preallocated: each layer ``(rows, kv_heads, capacity, head_dim)``, written in
+  place one column per step; rows are right-aligned (all rows write column ``length``; a row that joined later
+  has fewer valid columns).
+
+Attention runs through transformers' ``AttentionInterface`` under the name ``capcal_shared_prefix``
+(``shared_prefix_attention``): scores against the prompt part are computed per prompt for all of its rows at
+once (one matrix product per prompt and head group), scores against each row's own tokens per row, and the two
+are merged with their log-sum-exp, which equals one softmax over the concatenation. Use ``decoding_attention``
+to switch a model to it for a forward pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from transformers import AttentionInterface
+from transformers.cache_utils import Cache, DynamicLayer
+from transformers.masking_utils import AttentionMaskInterface
+
+__all__ = [
+    "ATTENTION_NAME",
+    "PrefixStack",
+    "PromptPrefix",
+    "SharedPrefixCache",
+    "decoding_attention",
+    "shared_prefix_attention",
+]
+
+ATTENTION_NAME = "capcal_shared_prefix"
+
+
+@dataclass(eq=False)
+class PromptPrefix:
+    """The keys and values of one prefilled prompt: one ``(1, kv_heads, prompt_len, head_dim)`` per layer."""
+
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+
+    @property
+    def length(self) -> int:
+        return self.keys[0].shape[-2]
+
+
+class PrefixStack:
+    """The prompts of a batch, stacked per layer as ``(prompts, kv_heads, longest, head_dim)``."""
+
+    def __init__(self, prefixes: list[PromptPrefix]) -> None:
+        if not prefixes:
+            raise ValueError("PrefixStack: no prompts")
+        self.prefixes = list(prefixes)
+        reference = prefixes[0].keys[0]
+        self.lengths = torch.tensor([prefix.length for prefix in prefixes], device=reference.device)
+        longest = int(self.lengths.max())
+        self.valid = torch.arange(longest, device=reference.device)[None, :] < self.lengths[:, None]
+        self.keys, self.values = [], []
+        for layer in range(len(prefixes[0].keys)):
+            _, kv_heads, _, head_dim = prefixes[0].keys[layer].shape
+            shape = (len(prefixes), kv_heads, longest, head_dim)
+            # Zeros, not empty: masked columns still enter the products, and garbage could be NaN.
+            keys = torch.zeros(shape, dtype=reference.dtype, device=reference.device)
+            values = torch.zeros(shape, dtype=reference.dtype, device=reference.device)
+            for index, prefix in enumerate(prefixes):
+                keys[index, :, : prefix.length] = prefix.keys[layer][0]
+                values[index, :, : prefix.length] = prefix.values[layer][0]
+            self.keys.append(keys)
+            self.values.append(values)
+
+
+class _GeneratedLayer(DynamicLayer):
+    """One layer's generated-token keys and values in preallocated buffers; ``update`` writes in place."""
+
+    def __init__(self, key_buffer: torch.Tensor, value_buffer: torch.Tensor, length: int) -> None:
+        super().__init__()
+        self.key_buffer, self.value_buffer = key_buffer, value_buffer
+        self.dtype, self.device = key_buffer.dtype, key_buffer.device
+        self.is_initialized = True
+        self._set_length(length)
+
+    def _set_length(self, length: int) -> None:
+        self.length = length
+        self.keys = self.key_buffer[:, :, :length]
+        self.values = self.value_buffer[:, :, :length]
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        end = self.length + key_states.shape[-2]
+        if end > self.key_buffer.shape[-2]:
+            raise RuntimeError(f"SharedPrefixCache: capacity {self.key_buffer.shape[-2]} exceeded")
+        self.key_buffer[:, :, self.length : end] = key_states
+        self.value_buffer[:, :, self.length : end] = value_states
+        self._set_length(end)
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+
+class SharedPrefixCache(Cache):
+    """Decoding cache of a batch of rows: a shared ``PrefixStack`` plus each row's generated tokens.
+
+    ``prompt_index[b]``: which prompt of the stack row b continues. ``generated[b]``: how many of its
+    generated tokens are cached (right-aligned in the generated buffers).
+    """
+
+    def __init__(
+        self,
+        prefix: PrefixStack,
+        prompt_index: torch.Tensor,
+        generated_keys: list[torch.Tensor],
+        generated_values: list[torch.Tensor],
+        generated: torch.Tensor,
+        length: int,
+    ) -> None:
+        pairs = zip(generated_keys, generated_values, strict=True)
+        layers = [_GeneratedLayer(keys, values, length) for keys, values in pairs]
+        super().__init__(layers=layers)
+        self.prefix = prefix
+        self.prompt_index = prompt_index
+        self._generated_at_start = generated.clone()
+        self._length_at_start = length
+        # Row b's place among the rows of its prompt, for the per-prompt product in the attention.
+        order = torch.argsort(prompt_index, stable=True)
+        counts = torch.bincount(prompt_index, minlength=len(prefix.prefixes))
+        firsts = torch.cumsum(counts, 0) - counts
+        slot = torch.empty_like(prompt_index)
+        ranks = torch.arange(len(prompt_index), device=prompt_index.device)
+        slot[order] = ranks - firsts[prompt_index[order]]
+        self.slot, self.slots = slot, int(counts.max())
+        self.attention_calls = 0
+
+    @property
+    def rows(self) -> int:
+        return len(self.prompt_index)
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length
+
+    @property
+    def generated(self) -> torch.Tensor:
+        """Cached generated tokens per row."""
+        return self._generated_at_start + (self.length - self._length_at_start)
+
+    def position_ids(self) -> torch.Tensor:
+        """``(rows, 1)`` positions of the next token of each row."""
+        return (self.prefix.lengths[self.prompt_index] + self.generated)[:, None]
+
+    def generated_valid(self) -> torch.Tensor:
+        """``(rows, length)``: which generated columns of each row hold its tokens."""
+        columns = torch.arange(self.length, device=self.prompt_index.device)
+        return columns[None, :] >= (self.length - self.generated)[:, None]
+
+    def kept_rows(self, rows: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
+        """The generated keys/values (trimmed to their longest) and counts of the given rows (indices)."""
+        generated = self.generated[rows]
+        first = self.length - int(generated.max())
+        columns = slice(first, self.length)
+        keys = [layer.key_buffer[:, :, columns].index_select(0, rows) for layer in self.layers]
+        values = [layer.value_buffer[:, :, columns].index_select(0, rows) for layer in self.layers]
+        return keys, values, generated
+
+    @classmethod
+    def assemble(
+        cls,
+        prefix: PrefixStack,
+        prompt_index: torch.Tensor,
+        kept: tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor] | None,
+        extra_columns: int,
+    ) -> SharedPrefixCache:
+        """A cache whose first rows are ``kept`` (from ``kept_rows``) and whose other rows start with no
+        generated tokens; room for ``extra_columns`` more tokens per row."""
+        rows = len(prompt_index)
+        kept_rows = 0 if kept is None else len(kept[2])
+        width = 0 if kept is None else kept[0][0].shape[-2]
+        generated = torch.zeros(rows, dtype=torch.long, device=prompt_index.device)
+        keys, values = [], []
+        for layer, sample in enumerate(prefix.keys):
+            shape = (rows, sample.shape[1], width + extra_columns, sample.shape[3])
+            key_buffer = torch.zeros(shape, dtype=sample.dtype, device=sample.device)
+            value_buffer = torch.zeros(shape, dtype=sample.dtype, device=sample.device)
+            if kept is not None:
+                key_buffer[:kept_rows, :, :width] = kept[0][layer]
+                value_buffer[:kept_rows, :, :width] = kept[1][layer]
+            keys.append(key_buffer)
+            values.append(value_buffer)
+        if kept is not None:
+            generated[:kept_rows] = kept[2]
+        return cls(prefix, prompt_index, keys, values, generated, width)
+
+
+def _partial_attention(scores: torch.Tensor, valid: torch.Tensor, values: torch.Tensor):
+    """Softmax pieces of one part of the keys: (max score, sum of exp, exp-weighted sum of values)."""
+    scores = scores.float().masked_fill(~valid, -math.inf)
+    top = scores.amax(dim=-1, keepdim=True)
+    weights = torch.exp(scores - top)
+    return top, weights.sum(dim=-1, keepdim=True), (weights.to(values.dtype) @ values).float()
+
+
+def shared_prefix_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    capcal_cache: SharedPrefixCache | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """Attention of one new token per row over its prompt (shared) and its own generated tokens.
+
+    ``query``: ``(rows, heads, 1, head_dim)``; ``key``/``value``: the rows' generated part
+    ``(rows, kv_heads, length, head_dim)`` as ``SharedPrefixCache`` returns it. Returns
+    ``(rows, 1, heads, head_dim)`` like transformers' attention functions.
+    """
+    if capcal_cache is None or query.shape[2] != 1:
+        raise RuntimeError("capcal_shared_prefix attention needs a SharedPrefixCache and one token per row")
+    cache = capcal_cache
+    cache.attention_calls += 1
+    rows, heads, _, head_dim = query.shape
+    kv_heads = key.shape[1]
+    group = heads // kv_heads
+    scaling = head_dim**-0.5 if scaling is None else scaling
+    query = (query * scaling).view(rows, kv_heads, group, head_dim)
+    prefix, layer = cache.prefix, module.layer_idx
+
+    # Prompt part: all rows of a prompt against its keys in one product per prompt and kv head.
+    prompts, slots = len(prefix.prefixes), cache.slots
+    by_prompt = query.new_zeros(prompts, slots, kv_heads, group, head_dim)
+    by_prompt[cache.prompt_index, cache.slot] = query
+    by_prompt = by_prompt.permute(0, 2, 1, 3, 4).reshape(prompts, kv_heads, slots * group, head_dim)
+    prompt_scores = by_prompt @ prefix.keys[layer].transpose(-1, -2)
+    prompt_parts = _partial_attention(prompt_scores, prefix.valid[:, None, None, :], prefix.values[layer])
+
+    def per_row(tensor: torch.Tensor) -> torch.Tensor:
+        shaped = tensor.view(prompts, kv_heads, slots, group, tensor.shape[-1]).permute(0, 2, 1, 3, 4)
+        return shaped[cache.prompt_index, cache.slot]  # (rows, kv_heads, group, last)
+
+    prompt_top, prompt_sum, prompt_out = (per_row(part) for part in prompt_parts)
+
+    # Generated part: each row against its own tokens.
+    own_valid = cache.generated_valid()[:, None, None, :]
+    own_top, own_sum, own_out = _partial_attention(query @ key.transpose(-1, -2), own_valid, value)
+
+    top = torch.maximum(prompt_top, own_top)
+    prompt_weight, own_weight = torch.exp(prompt_top - top), torch.exp(own_top - top)
+    output = (prompt_out * prompt_weight + own_out * own_weight) / (
+        prompt_sum * prompt_weight + own_sum * own_weight
+    )
+    output = output.to(value.dtype).reshape(rows, heads, 1, head_dim).transpose(1, 2).contiguous()
+    return output, None
+
+
+def _no_mask(*args, **kwargs) -> None:
+    return None  # shared_prefix_attention builds its own masks from the cache
+
+
+AttentionInterface.register(ATTENTION_NAME, shared_prefix_attention)
+AttentionMaskInterface.register(ATTENTION_NAME, _no_mask)
+
+
+@contextlib.contextmanager
+def decoding_attention(model: torch.nn.Module) -> Iterator[None]:
+    """Within the block, ``model`` computes attention with ``shared_prefix_attention``."""
+    config = model.config
+    previous = config._attn_implementation
+    config._attn_implementation = ATTENTION_NAME
+    try:
+        yield
+    finally:
+        config._attn_implementation = previous

