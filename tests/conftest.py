@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -31,3 +33,14 @@ def smollm2_path() -> Path:
     from capcal_models.prepare import prepare_model
 
     return prepare_model("smollm2").path
+
+
+@pytest.fixture(scope="session")
+def browser() -> ModuleType:
+    """tests/browser.py (headless Chromium checks), loaded by path: the test folders are not packages."""
+    spec = importlib.util.spec_from_file_location(
+        "capcal_tests_browser", Path(__file__).with_name("browser.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

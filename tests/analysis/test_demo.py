@@ -14,8 +14,6 @@ import pytest
 
 from analysis.runs import load_run
 
-from .browser import check_page
-
 
 @pytest.fixture(scope="module")
 def small_demo(tmp_path_factory, smollm2_path):
@@ -30,7 +28,7 @@ def small_demo(tmp_path_factory, smollm2_path):
 
 
 @pytest.mark.slow
-def test_demo_runs_every_step_and_writes_the_report(small_demo, tmp_path):
+def test_demo_runs_every_step_and_writes_the_report(small_demo, tmp_path, browser):
     output, stdout = small_demo
     assert "capcal demo finished" in stdout
     report = (output / "report" / "report.md").read_text()
@@ -55,6 +53,6 @@ def test_demo_runs_every_step_and_writes_the_report(small_demo, tmp_path):
     assert len(test_ids) == 10 and len(train_ids) == 20 and not (train_ids & test_ids)
     assert set(smollm2["n"]) == {4}
 
-    loaded, total, pwned, _ = check_page(output / "report" / "report.html", tmp_path / "profile")
+    loaded, total, pwned, _ = browser.check_page(output / "report" / "report.html", tmp_path / "profile")
     assert total >= 10 and loaded == total
     assert not pwned

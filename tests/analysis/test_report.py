@@ -10,8 +10,6 @@ from analysis.calibration_table import calibration_table
 from analysis.figures import Curve, curves_figure, reliability_figure, target_scatter_figure
 from analysis.report import Figure, ReportSection, format_interval, write_report
 
-from .browser import check_page, screenshot
-
 HOSTILE = "<script>window.__capcal_pwned = 1</script><img src=x onerror='window.__capcal_pwned=1'>"
 
 
@@ -58,7 +56,7 @@ def test_format_interval():
 
 
 @pytest.mark.slow
-def test_report_renders_in_chromium_with_every_figure_and_escaped_text(tmp_path):
+def test_report_renders_in_chromium_with_every_figure_and_escaped_text(tmp_path, browser):
     table = _table()
     mu = table["expected_accuracy"].to_numpy()
     z = np.array([c[0] for c in table["correctness"]], dtype=float)
@@ -83,9 +81,9 @@ def test_report_renders_in_chromium_with_every_figure_and_escaped_text(tmp_path)
     assert len(files.figures) == 4 and all(path.stat().st_size > 1000 for path in files.figures)
     assert "figures/" in files.markdown.read_text()
 
-    loaded, total, pwned, dom = check_page(files.html, tmp_path / "profile")
+    loaded, total, pwned, dom = browser.check_page(files.html, tmp_path / "profile")
     assert total == 4 and loaded == 4
     assert not pwned
     assert "window.__capcal_pwned = 1" in dom  # shown as text
-    shot = screenshot(files.html, tmp_path / "report.png", tmp_path / "profile2")
+    shot = browser.screenshot(files.html, tmp_path / "report.png", tmp_path / "profile2")
     assert shot.stat().st_size > 10_000

@@ -6,7 +6,6 @@ code, where ``signal.alarm`` cannot interrupt) fails that one test instead of ha
 
 from __future__ import annotations
 
-import importlib.util
 import multiprocessing
 import re
 import traceback
@@ -81,22 +80,14 @@ def test_corpus_size_and_documentation() -> None:
     assert all(c.why.strip() for c in CASES)
 
 
-def _browser():
-    spec = importlib.util.spec_from_file_location("capcal_browser_check", REPO / "tests/analysis/browser.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_script_in_a_response_does_not_run_in_chromium(tmp_path: Path) -> None:
+def test_script_in_a_response_does_not_run_in_chromium(tmp_path: Path, browser) -> None:
     """load_run -> build_report on responses holding <script> and <img onerror>: Chromium runs none of it."""
     from analysis.report_builder import build_report
 
     from .cases import REPORT_OPTIONS, write_hostile_run
 
     files = build_report([write_hostile_run(tmp_path)], tmp_path / "report", options=REPORT_OPTIONS)
-    loaded, total, pwned, dom = _browser().check_page(files.html, tmp_path / "profile")
+    loaded, total, pwned, dom = browser.check_page(files.html, tmp_path / "profile")
     assert total > 0 and loaded == total
     assert not pwned, "a script from model text ran in the report"
     assert "window.__capcal_pwned = 1" in dom  # shown as text
