@@ -259,6 +259,10 @@ def _per_token(scores: dict[str, list[list[float]]]) -> dict[str, list[float]]:
     return {q: [logprob / max(tokens, 1) for logprob, tokens in rows] for q, rows in scores.items()}
 
 
+def _token_counts(scores: dict[str, list[list[float]]]) -> dict[str, list[float]]:
+    return {q: [tokens for _, tokens in rows] for q, rows in scores.items()}
+
+
 def _logprobs(scores: dict[str, list[list[float]]]) -> dict[str, list[float]]:
     return {q: [logprob for logprob, _ in rows] for q, rows in scores.items()}
 
@@ -321,64 +325,80 @@ def test_capcal_api_runs_capcal_gsm8k_end_to_end_without_writing_the_key(
     assert FAKE_KEY not in caplog.text + captured.out + captured.err
 
 
-@pytest.mark.slow
-def test_stock_local_completions_repeats_are_copies_capcal_api_samples_are_independent(
-    server: str, smollm2_path: Path, tmp_path: Path
-) -> None:
-    stock = _lm("local-completions", server, smollm2_path)
-    task = gsm8k_task(stock, 2)
-    requests = cloned_requests(task, 2, 8, max_gen_toks=16)
-    copies = samples_by_question(requests, stock.generate_until(requests))
-    assert all(
-        len(set(texts)) == 1 for texts in copies.values()
-    )  # the pitfall: "seed": 1234 in every request
-    excess = _duplicate_excess(server, smollm2_path, task, copies)
-    assert excess["observed"] > excess["allowed"], excess  # the independence check catches it
-
-    for supports_n in (True, False):
-        capcal = _lm("capcal-api", server, smollm2_path, sample_cache=False, supports_n=supports_n, seed=1234)
-        samples = samples_by_question(requests, capcal.generate_until(requests))
-        assert capcal.stats["requests_sent"] == len(samples) * (1 if supports_n else 8)
-        excess = _duplicate_excess(server, smollm2_path, task, samples)
-        assert excess["observed"] <= excess["allowed"], excess
-        if supports_n:
-            again = _lm("capcal-api", server, smollm2_path, sample_cache=False, seed=1234)
-            assert samples_by_question(requests, again.generate_until(requests)) == samples  # reproducible
+@pytest.fixture(scope="module")
+def completions_task(server: str, smollm2_path: Path):
+    """capcal_gsm8k's requests with the chat template as the completions models render it."""
+    return gsm8k_task(_lm("local-completions", server, smollm2_path), QUESTIONS)
 
 
-@pytest.mark.slow
-def test_capcal_api_samples_like_stock_local_completions(server: str, smollm2_path: Path) -> None:
-    capcal = _lm("capcal-api", server, smollm2_path, sample_cache=False)
-    task = gsm8k_task(capcal, QUESTIONS)
-    requests = cloned_requests(task, QUESTIONS, K, max_gen_toks=MAX_GEN_TOKS)
+@pytest.fixture(scope="module")
+def sampled(server: str, smollm2_path: Path, completions_task) -> dict[str, dict[str, list[str]]]:
+    """k samples per question from capcal-api (one n = k request each) and from stock local-completions (one
+    run per repeat, each with another seed: stock's only way to independent samples)."""
+    capcal = _lm("capcal-api", server, smollm2_path, sample_cache=False, seed=1234)
+    requests = cloned_requests(completions_task, QUESTIONS, K, max_gen_toks=MAX_GEN_TOKS)
     capcal_samples = samples_by_question(requests, capcal.generate_until(requests))
-    # stock: independent samples only across runs with different seeds (one sample per question per run)
+    assert capcal.stats["requests_sent"] == QUESTIONS
     stock = _lm("local-completions", server, smollm2_path)
-    single = cloned_requests(task, QUESTIONS, 1, max_gen_toks=MAX_GEN_TOKS)
+    single = cloned_requests(completions_task, QUESTIONS, 1, max_gen_toks=MAX_GEN_TOKS)
     stock_samples: dict[str, list[str]] = {}
     for seed in range(K):
         stock._seed = 1000 + seed
         for question, texts in samples_by_question(single, stock.generate_until(single)).items():
             stock_samples.setdefault(question, []).extend(texts)
+    return {"capcal": capcal_samples, "stock": stock_samples}
 
-    capcal_scores = _score(server, smollm2_path, task, capcal_samples)
-    stock_scores = _score(server, smollm2_path, task, stock_samples)
-    assert stratified_permutation_pvalue(_per_token(capcal_scores), _per_token(stock_scores)) > 0.001
-    counts = {
-        name: {q: [n for _, n in rows] for q, rows in s.items()}
-        for name, s in (("c", capcal_scores), ("s", stock_scores))
-    }
-    assert stratified_permutation_pvalue(counts["c"], counts["s"]) > 0.001
-    accuracy = mean_difference_z(
-        expected_accuracy(task, capcal_samples), expected_accuracy(task, stock_samples)
-    )
-    assert abs(accuracy) <= 3.0
+
+@pytest.mark.slow
+def test_capcal_api_samples_like_stock_local_completions(
+    server: str, smollm2_path: Path, completions_task, sampled: dict
+) -> None:
+    capcal = _score(server, smollm2_path, completions_task, sampled["capcal"])
+    stock = _score(server, smollm2_path, completions_task, sampled["stock"])
+    assert stratified_permutation_pvalue(_per_token(capcal), _per_token(stock)) > 0.001
+    assert stratified_permutation_pvalue(_token_counts(capcal), _token_counts(stock)) > 0.001
+    accuracy = {name: expected_accuracy(completions_task, samples) for name, samples in sampled.items()}
+    assert abs(mean_difference_z(accuracy["capcal"], accuracy["stock"])) <= 3.0
+
+
+@pytest.mark.slow
+def test_stock_local_completions_repeats_are_copies_capcal_api_samples_are_independent(
+    server: str, smollm2_path: Path, completions_task, sampled: dict
+) -> None:
+    excess = _duplicate_excess(server, smollm2_path, completions_task, sampled["capcal"])
+    assert excess["observed"] <= excess["allowed"], excess
+
+    requests = cloned_requests(completions_task, 2, K, max_gen_toks=MAX_GEN_TOKS)  # 2 questions
+    stock = _lm("local-completions", server, smollm2_path)
+    copies = samples_by_question(requests, stock.generate_until(requests))
+    assert all(
+        len(set(texts)) == 1 for texts in copies.values()
+    )  # the pitfall: "seed": 1234 in every request
+    excess = _duplicate_excess(server, smollm2_path, completions_task, copies)
+    assert excess["observed"] > excess["allowed"], excess  # the independence check catches it
+
+    per_repeat = _lm("capcal-api", server, smollm2_path, sample_cache=False, supports_n=False, seed=1234)
+    samples = samples_by_question(requests, per_repeat.generate_until(requests))
+    assert per_repeat.stats["requests_sent"] == 2 * K  # k requests, each with its own seed
+    excess = _duplicate_excess(server, smollm2_path, completions_task, samples)
+    assert excess["observed"] <= excess["allowed"], excess
+
+
+@pytest.mark.slow
+def test_capcal_api_is_reproducible_whatever_the_batch(
+    server: str, smollm2_path: Path, completions_task, sampled: dict
+) -> None:
+    again = _lm("capcal-api", server, smollm2_path, sample_cache=False, seed=1234)
+    requests = cloned_requests(completions_task, 2, K, max_gen_toks=MAX_GEN_TOKS)  # another run, 2 questions
+    samples = samples_by_question(requests, again.generate_until(requests))
+    assert samples == {question: sampled["capcal"][question] for question in samples}
 
 
 @pytest.mark.slow
 def test_failed_requests_are_retried_reported_and_resumed_from_the_cache(
     server: str,
     smollm2_path: Path,
+    completions_task,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
@@ -386,6 +406,7 @@ def test_failed_requests_are_retried_reported_and_resumed_from_the_cache(
     monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
     caplog.set_level(logging.DEBUG)
     cache_path = tmp_path / "cache.sqlite"
+    task = completions_task
     with FaultInjectingProxy(server) as proxy:
         lm = _lm(
             "capcal-api",
@@ -396,7 +417,6 @@ def test_failed_requests_are_retried_reported_and_resumed_from_the_cache(
             max_retries=2,
             retry_base_delay=0.01,
         )
-        task = gsm8k_task(lm, 4)
         requests = cloned_requests(task, 4, 4, max_gen_toks=16)
         failing = task.instances[2].doc["question_id"]
         proxy.failing_seeds = {sample_seed(1234, "capcal_gsm8k", failing, 0, 0)}
@@ -425,7 +445,9 @@ def test_failed_requests_are_retried_reported_and_resumed_from_the_cache(
 
 
 @pytest.mark.slow
-def test_a_killed_run_restarts_without_resampling(server: str, smollm2_path: Path, tmp_path: Path) -> None:
+def test_a_killed_run_restarts_without_resampling(
+    server: str, smollm2_path: Path, completions_task, tmp_path: Path
+) -> None:
     cache_path = tmp_path / "cache.sqlite"
     with FaultInjectingProxy(server) as proxy:
         proxy.delay_s = 1.0  # slow enough to kill the run half-way
@@ -468,7 +490,7 @@ def test_a_killed_run_restarts_without_resampling(server: str, smollm2_path: Pat
         resumed = _lm(
             "capcal-api", proxy.base_url, smollm2_path, cache_path=cache_path, seed=1234, num_concurrent=1
         )
-        requests = cloned_requests(gsm8k_task(resumed, 6), 6, 2, max_gen_toks=8)
+        requests = cloned_requests(completions_task, 6, 2, max_gen_toks=8)
         resumed.generate_until(requests)
         assert len(proxy.forwarded) - forwarded_before == 6 - finished
         assert resumed.stats["cached_samples_used"] == 2 * finished
