@@ -168,15 +168,15 @@ def collect_estimators(
     notes: list[str] = []
     estimators: list[str] = []
 
-    ks = [k for k in options.consistency_ks if k <= int(evaluation["n"].min())]
+    # k < n: the leakage-free form draws k from a pool and needs samples outside it for its target.
+    ks = [k for k in options.consistency_ks if k < int(evaluation["n"].min())]
     leakage_free = None
     if ks:
         consistency = consistency_from_table(evaluation, ks=ks, seed=options.seed)
         for k in ks:
             evaluation[f"consistency_k{k}"] = consistency[f"consistency_k{k}"].to_numpy()
             estimators.append(f"consistency_k{k}")
-        if int(evaluation["n"].min()) > max(ks):
-            leakage_free = consistency
+        leakage_free = consistency
         notes.append(
             f"consistency_k{{k}}: modal-answer share among k of the n responses drawn without replacement "
             f"(paper form: the draws overlap the samples that define mu_hat); k in {ks}"

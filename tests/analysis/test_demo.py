@@ -20,7 +20,8 @@ def small_demo(tmp_path_factory, smollm2_path):
     output = tmp_path_factory.mktemp("demo")
     command = [sys.executable, "-m", "analysis.cli", "demo", "--output_dir", str(output)]
     command += ["--per_level", "2", "--train_per_level", "4", "--resamples", "100"]
-    command += ["--repeats", "5", "--train_repeats", "5", "--strong_repeats", "4"]  # consistency needs k >= 5
+    # consistency k = 5 needs n > 5 samples per question
+    command += ["--repeats", "6", "--train_repeats", "6", "--strong_repeats", "4"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -51,7 +52,7 @@ def test_demo_runs_every_step_and_writes_the_report(small_demo, tmp_path, browse
     train_ids = set(smollm2.loc[smollm2["task"] == "capcal_arithmetic_train", "question_id"])
     test_ids = set(smollm2.loc[smollm2["task"] == "capcal_arithmetic", "question_id"])
     assert len(test_ids) == 10 and len(train_ids) == 20 and not (train_ids & test_ids)
-    assert set(smollm2["n"]) == {5}
+    assert set(smollm2["n"]) == {6}
 
     loaded, total, pwned, _ = browser.check_page(output / "report" / "report.html", tmp_path / "profile")
     assert total >= 10 and loaded == total
