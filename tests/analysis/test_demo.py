@@ -55,5 +55,6 @@ def test_demo_runs_every_step_and_writes_the_report(small_demo, tmp_path, browse
     assert set(smollm2["n"]) == {6}
 
     loaded, total, pwned, _ = browser.check_page(output / "report" / "report.html", tmp_path / "profile")
-    assert total >= 10 and loaded == total
+    # SmolLM2: 2 reliability diagrams, the target scatter, pass@k, budget, test-time scaling; plus routing
+    assert total >= 7 and loaded == total
     assert not pwned
