@@ -3,8 +3,9 @@
 Each estimator is a column of confidences c in [0, 1], one per question. Against the capability target
 (mu_hat, the question's expected accuracy) capcal reports ECE, Brier, the finite-sample-corrected Brier,
 soft-label AUROC and Spearman; against the response target (z, the correctness of the question's first
-sampled response) ECE, Brier and AUROC. Every value comes with a percentile-bootstrap interval over questions
-(``capcal_metrics.bootstrap_ci``). The "random" row is the expectation under c ~ U(0, 1) where it is exact.
+sampled response) ECE, Brier and AUROC. Every value comes with a percentile-bootstrap interval over questions;
+an estimator's metrics are evaluated on the same resamples (``capcal_metrics.bootstrap_cis``, drawn once per
+estimator). The "random" row is the expectation under c ~ U(0, 1) where it is exact.
 """
 
 from __future__ import annotations
@@ -34,17 +35,21 @@ def first_response_correctness(table: pd.DataFrame) -> np.ndarray:
     return np.array([int(vector[0]) for vector in table["correctness"]], dtype=float)
 
 
-def _metric_functions(mu_hat: np.ndarray, z: np.ndarray, n: np.ndarray) -> dict:
-    return {
-        "capability_ece": (cm.expected_calibration_error, (mu_hat,)),
-        "capability_brier": (cm.brier_score, (mu_hat,)),
-        "corrected_capability_brier": (cm.corrected_capability_brier_score, (mu_hat, n)),
-        "soft_auroc": (cm.soft_label_auroc, (mu_hat,)),
-        "spearman": (cm.spearman_correlation, (mu_hat,)),
-        "response_ece": (cm.expected_calibration_error, (z,)),
-        "response_brier": (cm.brier_score, (z,)),
-        "response_auroc": (cm.auroc, (z,)),
+def _metric_functions(confidence: np.ndarray, mu_hat: np.ndarray, z: np.ndarray, n: np.ndarray) -> dict:
+    """``bootstrap_cis`` specification: metric name -> (function, arrays)."""
+    metrics = {
+        "capability_ece": (cm.expected_calibration_error, (confidence, mu_hat)),
+        "capability_brier": (cm.brier_score, (confidence, mu_hat)),
+        "corrected_capability_brier": (cm.corrected_capability_brier_score, (confidence, mu_hat, n)),
+        "soft_auroc": (cm.soft_label_auroc, (confidence, mu_hat)),
+        "spearman": (cm.spearman_correlation, (confidence, mu_hat)),
+        "response_ece": (cm.expected_calibration_error, (confidence, z)),
+        "response_brier": (cm.brier_score, (confidence, z)),
+        "response_auroc": (cm.auroc, (confidence, z)),
     }
+    if n.size == 0 or n.min() < 2:  # the corrected Brier needs n >= 2 samples per question
+        del metrics["corrected_capability_brier"]
+    return metrics
 
 
 def calibration_table(
@@ -69,23 +74,17 @@ def calibration_table(
         confidence_all = table[estimator].to_numpy(dtype=float)
         keep = np.isfinite(confidence_all)
         confidence, mu_hat, n, z = confidence_all[keep], mu_all[keep], n_all[keep], z_all[keep]
-        for metric, (function, targets) in _metric_functions(mu_hat, z, n).items():
-            if metric == "corrected_capability_brier" and (n.size == 0 or n.min() < 2):
-                continue
-            if confidence.size < 2:
-                estimate = low = high = float("nan")
-            else:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", cm.UndefinedMetricWarning)
-                    ci = cm.bootstrap_ci(
-                        function,
-                        confidence,
-                        *targets,
-                        n_resamples=n_resamples,
-                        confidence_level=confidence_level,
-                        seed=seed,
-                    )
-                estimate, low, high = float(ci.estimate), float(ci.low), float(ci.high)
+        metrics = _metric_functions(confidence, mu_hat, z, n)
+        if confidence.size < 2:
+            intervals = {metric: cm.BootstrapCI(np.nan, np.nan, np.nan) for metric in metrics}
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", cm.UndefinedMetricWarning)
+                intervals = cm.bootstrap_cis(
+                    metrics, n_resamples=n_resamples, confidence_level=confidence_level, seed=seed
+                )
+        for metric, ci in intervals.items():
+            estimate, low, high = float(ci.estimate), float(ci.low), float(ci.high)
             rows.append(
                 {
                     "estimator": estimator,

@@ -10,7 +10,7 @@ every confidence is drawn i.i.d. from U(0, 1).
 
 from ._validation import UndefinedMetricWarning
 from .binning import ReliabilityDiagram, assign_bins, equal_width_bin_edges, reliability_diagram
-from .bootstrap import BootstrapCI, bootstrap_ci
+from .bootstrap import BootstrapCI, bootstrap_ci, bootstrap_cis
 from .brier import brier_score, corrected_capability_brier_score, random_baseline_brier_score
 from .correlation import pearson_correlation, spearman_correlation
 from .ece import (
@@ -40,6 +40,7 @@ __all__ = [
     "auroc",
     "average_precision",
     "bootstrap_ci",
+    "bootstrap_cis",
     "brier_score",
     "corrected_capability_brier_score",
     "equal_width_bin_edges",

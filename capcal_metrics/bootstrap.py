@@ -1,57 +1,66 @@
-"""Percentile bootstrap confidence intervals over questions, for any metric.
+"""Percentile bootstrap confidence intervals over questions, for any metric or several metrics at once.
 
 A resample draws N questions with replacement and takes whole rows of every array together (a question's
 confidence, target, sample count, ... stay aligned). The interval is the percentile interval
 ``[q_{alpha/2}, q_{1 - alpha/2}]`` of the metric over the resamples, alpha = 1 - confidence_level (Efron &
 Tibshirani 1993, ch. 13).
 
-Each resample is represented by its bootstrap counts (how often each question was drawn), generated in chunks
-of resamples from ``numpy.random.default_rng(seed)``. Two evaluation paths give the same values for the same
-seed:
+:func:`bootstrap_cis` evaluates several metrics of the same N questions on the *same* resamples (drawn
+once; intervals of different metrics are then coherent, and the drawing is not repeated per metric);
+:func:`bootstrap_ci` is the single-metric case of the same machinery.
+
+Each resample is represented by its bootstrap counts (how often each question was drawn, a
+Multinomial(N; 1/N, ..., 1/N) vector), generated in chunks of resamples from
+``numpy.random.default_rng(seed)``. The metric of a resample is the metric of the data set in which question
+i appears ``counts[i]`` times, i.e. of the rows ``np.repeat(arange(N), counts)``. Two evaluation paths give
+the same values for the same seed:
 
 * the metrics of this package (also through ``functools.partial`` with keyword arguments) are evaluated by
-  their weighted kernels on a whole chunk at once, the counts acting as weights: no per-resample copies,
-  and sort-based metrics sort once per chunk. 1000 resamples of 100,000 questions take about a second;
+  their weighted kernels (:mod:`capcal_metrics._kernels`) on a whole chunk at once, the counts acting as
+  weights: no per-resample copies, and the data-only work (sorting, grouping ties, binning) is done once;
 * any other callable is evaluated resample by resample on the rows ``np.repeat(arange(N), counts)``.
 
 Before resampling, the rows are sorted once by the first array (normally the confidence; ties broken by the
-other arrays), so that the sorts inside the metrics run on already ordered data and the result does not
-depend on the input order of the rows. This reordering is harmless because the bootstrap treats questions as
-exchangeable and every metric here depends only on the values, not on the row order; a custom ``metric_fn``
-must have the same property.
+other 1-D numeric arrays), so that the kernels' groups are contiguous and the result does not depend on the
+input order of the rows. This reordering is harmless because the bootstrap treats questions as exchangeable
+and every metric here depends only on the values, not on the row order; a custom metric must have the same
+property.
 """
 
 from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from . import brier, correlation, ece, ranking, selective
+from ._kernels import Kernel, Workspace
 from ._validation import UndefinedMetricWarning, check_fraction, check_positive_integer, check_same_length
 
-__all__ = ["BootstrapCI", "bootstrap_ci"]
+__all__ = ["BootstrapCI", "bootstrap_ci", "bootstrap_cis"]
 
-# Public metric -> its weighted kernel (same arguments plus ``weights``; see capcal_metrics.ranking).
-_WEIGHTED_KERNELS: dict[Callable[..., Any], Callable[..., np.ndarray]] = {
-    ece.expected_calibration_error: ece._expected_calibration_error_weighted,
-    ece.maximum_calibration_error: ece._maximum_calibration_error_weighted,
-    ece.adaptive_calibration_error: ece._adaptive_calibration_error_weighted,
-    brier.brier_score: brier._brier_score_weighted,
-    brier.corrected_capability_brier_score: brier._corrected_capability_brier_score_weighted,
-    ranking.soft_label_auroc: ranking._soft_label_auroc_weighted,
-    ranking.auroc: ranking._soft_label_auroc_weighted,
-    ranking.average_precision: ranking._average_precision_weighted,
-    correlation.pearson_correlation: correlation._pearson_correlation_weighted,
-    correlation.spearman_correlation: correlation._spearman_correlation_weighted,
-    selective.area_under_risk_coverage_curve: selective._area_under_risk_coverage_curve_weighted,
-    selective.prediction_rejection_ratio: selective._prediction_rejection_ratio_weighted,
+# Public metric -> its kernel factory: (workspace, same arguments) -> ``evaluate()`` (see _kernels).
+_KERNEL_FACTORIES: dict[Callable[..., Any], Callable[..., Kernel]] = {
+    ece.expected_calibration_error: ece._expected_calibration_error_kernel,
+    ece.maximum_calibration_error: ece._maximum_calibration_error_kernel,
+    ece.adaptive_calibration_error: ece._adaptive_calibration_error_kernel,
+    brier.brier_score: brier._brier_score_kernel,
+    brier.corrected_capability_brier_score: brier._corrected_capability_brier_score_kernel,
+    ranking.soft_label_auroc: ranking._soft_label_auroc_kernel,
+    ranking.auroc: ranking._soft_label_auroc_kernel,
+    ranking.average_precision: ranking._average_precision_kernel,
+    correlation.pearson_correlation: correlation._pearson_correlation_kernel,
+    correlation.spearman_correlation: correlation._spearman_correlation_kernel,
+    selective.area_under_risk_coverage_curve: selective._area_under_risk_coverage_curve_kernel,
+    selective.prediction_rejection_ratio: selective._prediction_rejection_ratio_kernel,
 }
 
-_CHUNK_ELEMENTS = 2_000_000  # resamples per chunk = max(1, this // N): about 16 MB per (chunk, N) float array
+# Resamples per chunk = max(1, this // N): the counts and each kernel temporary of a chunk are (chunk, N)
+# float64 arrays of about 4 MB, small enough to stay in cache, large enough to amortise per-call overheads.
+_CHUNK_ELEMENTS = 500_000
 
 
 class BootstrapCI(NamedTuple):
@@ -77,7 +86,8 @@ def bootstrap_ci(
     arguments, e.g. ``bootstrap_ci(partial(expected_calibration_error, n_bins=15), c, mu_hat)``.
 
     Resamples on which the metric is undefined (NaN, e.g. AUROC of a resample with a single class) are left
-    out of the percentiles, with a warning saying how many. Deterministic for a given integer ``seed``.
+    out of the percentiles, with a warning saying how many (all undefined: NaN interval). Deterministic for a
+    given integer ``seed``. Same as ``bootstrap_cis({"metric": (metric_fn, arrays)}, ...)["metric"]``.
 
     Returns ``BootstrapCI(estimate, low, high)`` (floats for scalar metrics, arrays otherwise).
     """
@@ -85,78 +95,169 @@ def bootstrap_ci(
         raise ValueError(f"metric_fn must be callable, got {type(metric_fn).__name__}")
     if not arrays:
         raise ValueError("bootstrap_ci needs at least one array to resample")
-    n_resamples = check_positive_integer(n_resamples, "n_resamples")
-    confidence_level = check_fraction(confidence_level, "confidence_level", include_one=False)
-    data = [np.asarray(array) for array in arrays]
-    for position, array in enumerate(data):
-        if array.ndim == 0:
-            raise ValueError(f"arrays[{position}] must have a first axis of questions, got a scalar")
-    check_same_length(**{f"arrays[{position}]": array for position, array in enumerate(data)})
-    n_questions = len(data[0])
-    if n_questions == 0:
-        raise ValueError("arrays are empty: no questions to resample")
-
-    estimate = np.asarray(metric_fn(*data), dtype=np.float64)  # also validates the inputs
-
-    # Canonical row order: by the first array, ties broken by the following 1-D numeric arrays. The
-    # resamples then depend only on the multiset of rows, not on their input order.
-    sort_keys = [array for array in data if array.ndim == 1 and np.issubdtype(array.dtype, np.number)]
-    if sort_keys and sort_keys[0] is data[0]:
-        order = np.lexsort(sort_keys[::-1])
-        data = [array[order] for array in data]
-    kernel, keywords = _weighted_kernel(metric_fn)
-    rng = np.random.default_rng(seed)
-    values = np.empty((n_resamples, *estimate.shape))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UndefinedMetricWarning)
-        for start, counts in _bootstrap_counts(rng, n_questions, n_resamples):
-            if kernel is not None:
-                values[start : start + len(counts)] = kernel(*data, weights=counts, **keywords)
-                continue
-            questions = np.arange(n_questions)
-            for offset, row_counts in enumerate(counts):
-                rows = np.repeat(questions, row_counts.astype(np.intp))
-                values[start + offset] = metric_fn(*(array[rows] for array in data))
-
-    undefined = np.isnan(values).reshape(n_resamples, -1).any(axis=1)
-    if undefined.any():
+    results, undefined = _bootstrap(
+        {"": (metric_fn, arrays)}, n_resamples, confidence_level, seed, array_name="arrays[{position}]"
+    )
+    if undefined[""]:
         warnings.warn(
-            f"bootstrap_ci: the metric was undefined (NaN) on {int(undefined.sum())} of {n_resamples} "
+            f"bootstrap_ci: the metric was undefined (NaN) on {undefined['']} of {n_resamples} "
             "resamples; they are left out of the interval",
             UndefinedMetricWarning,
             stacklevel=2,
         )
+    return results[""]
+
+
+def bootstrap_cis(
+    metrics: Mapping[str, tuple[Callable[..., Any], Sequence[Any]]],
+    *,
+    n_resamples: int = 1000,
+    confidence_level: float = 0.95,
+    seed: int = 0,
+) -> dict[str, BootstrapCI]:
+    """Percentile bootstrap CIs of several metrics of the same questions, all on the same resamples.
+
+    ``metrics`` maps a name to ``(metric_fn, arrays)``: the metric is ``metric_fn(*arrays)``, and every array
+    of every metric has the same first axis of N questions (a question's row is resampled jointly in all of
+    them). For example::
+
+        bootstrap_cis({
+            "ece": (expected_calibration_error, (c, mu_hat)),
+            "corrected_brier": (corrected_capability_brier_score, (c, mu_hat, n)),
+            "response_auroc": (auroc, (c, z)),
+        })
+
+    Each resample is one vector of counts m ~ Multinomial(N; 1/N, ..., 1/N) over the questions, drawn once and
+    shared by all metrics, so metric k's interval is the percentile interval of its values
+    theta_k(m_1), ..., theta_k(m_R): exactly what :func:`bootstrap_ci` gives for that metric alone with the
+    same seed when the row order is the same (the canonical order is set by the first metric's first array,
+    ties broken by all other 1-D numeric arrays in order of appearance). Undefined resamples are left out per
+    metric, with one warning per metric that had any.
+
+    Returns ``{name: BootstrapCI(estimate, low, high)}`` in the order of ``metrics``.
+    """
+    if not isinstance(metrics, Mapping) or not metrics:
+        raise ValueError("metrics must be a non-empty mapping name -> (metric_fn, arrays)")
+    for name, spec in metrics.items():
+        if not (isinstance(spec, tuple) and len(spec) == 2 and callable(spec[0])):
+            raise ValueError(f"metrics[{name!r}] must be a pair (metric_fn, arrays), metric_fn callable")
+        if isinstance(spec[1], np.ndarray) or not isinstance(spec[1], Sequence) or not spec[1]:
+            raise ValueError(f"metrics[{name!r}]: arrays must be a non-empty tuple or list of arrays")
+    results, undefined = _bootstrap(
+        metrics, n_resamples, confidence_level, seed, array_name="metrics[{name!r}] arrays[{position}]"
+    )
+    for name, count in undefined.items():
+        if count:
+            warnings.warn(
+                f"bootstrap_cis: metric {name!r} was undefined (NaN) on {count} of {n_resamples} "
+                "resamples; they are left out of its interval",
+                UndefinedMetricWarning,
+                stacklevel=2,
+            )
+    return results
+
+
+def _bootstrap(
+    metrics: Mapping[str, tuple[Callable[..., Any], Sequence[Any]]],
+    n_resamples: int,
+    confidence_level: float,
+    seed: int,
+    array_name: str,
+) -> tuple[dict[str, BootstrapCI], dict[str, int]]:
+    """The shared machinery: intervals per metric and the number of resamples on which each was undefined."""
+    n_resamples = check_positive_integer(n_resamples, "n_resamples")
+    confidence_level = check_fraction(confidence_level, "confidence_level", include_one=False)
+    # Convert each distinct input object once, so an array shared by several metrics stays one array.
+    converted: dict[int, np.ndarray] = {}
+    data: dict[str, list[np.ndarray]] = {}
+    named: dict[str, np.ndarray] = {}
+    for name, (_, arrays) in metrics.items():
+        data[name] = [converted.setdefault(id(array), np.asarray(array)) for array in arrays]
+        for position, array in enumerate(data[name]):
+            label = array_name.format(name=name, position=position)
+            if array.ndim == 0:
+                raise ValueError(f"{label} must have a first axis of questions, got a scalar")
+            named[label] = array
+    check_same_length(**named)
+    n_questions = len(next(iter(named.values())))
+    if n_questions == 0:
+        raise ValueError("arrays are empty: no questions to resample")
+
+    # Point estimates on the full data (also validate the inputs).
+    estimates = {
+        name: np.asarray(metric_fn(*data[name]), dtype=np.float64) for name, (metric_fn, _) in metrics.items()
+    }
+
+    # Canonical row order: by the first array, ties broken by the following distinct 1-D numeric arrays. The
+    # resamples then depend only on the multiset of rows, not on their input order.
+    distinct = list({id(array): array for arrays in data.values() for array in arrays}.values())
+    sort_keys = [array for array in distinct if array.ndim == 1 and np.issubdtype(array.dtype, np.number)]
+    if sort_keys and sort_keys[0] is distinct[0]:
+        order = np.lexsort(sort_keys[::-1])
+        reordered = {id(array): array[order] for array in distinct}
+        data = {name: [reordered[id(array)] for array in arrays] for name, arrays in data.items()}
+
+    workspace = Workspace()  # shared by all kernels: groupings once, group sums once per chunk
+    kernels = {name: _kernel(workspace, metric_fn, data[name]) for name, (metric_fn, _) in metrics.items()}
+    values = {name: np.empty((n_resamples, *estimate.shape)) for name, estimate in estimates.items()}
+    rng = np.random.default_rng(seed)
+    questions = np.arange(n_questions)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        for start, counts in _bootstrap_counts(rng, n_questions, n_resamples):
+            stop = start + len(counts)
+            workspace.load(counts)
+            for name, kernel in kernels.items():
+                if kernel is not None:
+                    values[name][start:stop] = kernel()
+                    continue
+                metric_fn = metrics[name][0]
+                for offset, row_counts in enumerate(counts):
+                    rows = np.repeat(questions, row_counts)
+                    values[name][start + offset] = metric_fn(*(array[rows] for array in data[name]))
+
     alpha = 1.0 - confidence_level
-    if undefined.all():
-        low = high = np.full(estimate.shape, np.nan)
-    else:
-        low, high = np.nanpercentile(values, [100.0 * alpha / 2.0, 100.0 * (1.0 - alpha / 2.0)], axis=0)
-    if estimate.ndim == 0:
-        return BootstrapCI(float(estimate), float(low), float(high))
-    return BootstrapCI(estimate, np.asarray(low), np.asarray(high))
+    results: dict[str, BootstrapCI] = {}
+    undefined_counts: dict[str, int] = {}
+    for name, estimate in estimates.items():
+        undefined = np.isnan(values[name]).reshape(n_resamples, -1).any(axis=1)
+        undefined_counts[name] = int(undefined.sum())
+        if undefined.all():
+            low = high = np.full(estimate.shape, np.nan)
+        else:
+            low, high = np.nanpercentile(
+                values[name], [100.0 * alpha / 2.0, 100.0 * (1.0 - alpha / 2.0)], axis=0
+            )
+        if estimate.ndim == 0:
+            results[name] = BootstrapCI(float(estimate), float(low), float(high))
+        else:
+            results[name] = BootstrapCI(estimate, np.asarray(low), np.asarray(high))
+    return results, undefined_counts
 
 
-def _weighted_kernel(
-    metric_fn: Callable[..., Any],
-) -> tuple[Callable[..., np.ndarray] | None, dict[str, Any]]:
-    """The weighted kernel of a package metric (possibly wrapped in a keyword-only partial), else None."""
+def _kernel(workspace: Workspace, metric_fn: Callable[..., Any], arrays: list[np.ndarray]) -> Kernel | None:
+    """The prepared weighted kernel of a package metric (possibly a keyword-only partial), else None."""
     keywords: dict[str, Any] = {}
     if isinstance(metric_fn, functools.partial) and not metric_fn.args:
         keywords = dict(metric_fn.keywords)
         metric_fn = metric_fn.func
     try:
-        kernel = _WEIGHTED_KERNELS.get(metric_fn)
+        factory = _KERNEL_FACTORIES.get(metric_fn)
     except TypeError:  # unhashable callable
-        kernel = None
-    return kernel, keywords
+        factory = None
+    return None if factory is None else factory(workspace, *arrays, **keywords)
 
 
 def _bootstrap_counts(
     rng: np.random.Generator, n_questions: int, n_resamples: int
 ) -> Iterator[tuple[int, np.ndarray]]:
-    """Yield (first resample index, counts of shape (chunk, N) as float64) until n_resamples are drawn."""
+    """Yield (first resample index, int64 counts of shape (chunk, N)) until n_resamples are drawn.
+
+    Row b of a chunk is ``bincount`` of N indices drawn uniformly with replacement, i.e. one
+    Multinomial(N; 1/N, ..., 1/N) vector of bootstrap counts.
+    """
     chunk = max(1, min(n_resamples, _CHUNK_ELEMENTS // n_questions))
-    counts = np.empty((chunk, n_questions))
+    counts = np.empty((chunk, n_questions), dtype=np.int64)
     for start in range(0, n_resamples, chunk):
         size = min(chunk, n_resamples - start)
         draws = rng.integers(0, n_questions, size=(size, n_questions))

@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ._kernels import Kernel, Workspace, evaluate_once
 from ._validation import check_confidence_and_target, check_probabilities, check_whole_numbers
-from .ranking import _unit_weights
 
 __all__ = ["brier_score", "corrected_capability_brier_score", "random_baseline_brier_score"]
 
@@ -26,7 +26,7 @@ __all__ = ["brier_score", "corrected_capability_brier_score", "random_baseline_b
 def brier_score(confidence: ArrayLike, target: ArrayLike) -> float:
     """Brier = mean_i (c_i - target_i)^2: capability Brier for target mu_hat, response Brier for 0/1 z."""
     confidence, target = check_confidence_and_target(confidence, target)
-    return float(_brier_score_weighted(confidence, target, weights=_unit_weights(confidence.size))[0])
+    return evaluate_once(_brier_score_kernel, confidence, target)
 
 
 def corrected_capability_brier_score(confidence: ArrayLike, mu_hat: ArrayLike, n_samples: ArrayLike) -> float:
@@ -51,8 +51,7 @@ def corrected_capability_brier_score(confidence: ArrayLike, mu_hat: ArrayLike, n
             "n_samples must be >= 2 for every query: the variance correction mu_hat(1 - mu_hat)/(n - 1) "
             f"needs at least two samples; found n = {int(np.min(n))}"
         )
-    weights = _unit_weights(confidence.size)
-    return float(_corrected_capability_brier_score_weighted(confidence, mu_hat, n, weights=weights)[0])
+    return evaluate_once(_corrected_capability_brier_score_kernel, confidence, mu_hat, n)
 
 
 def random_baseline_brier_score(target: ArrayLike) -> float:
@@ -65,18 +64,21 @@ def random_baseline_brier_score(target: ArrayLike) -> float:
     return float(np.mean(1.0 / 3.0 - target + target**2))
 
 
-# --- weighted kernels (see capcal_metrics.ranking for the convention) -------------------------------------
+# --- kernel factories (see capcal_metrics._kernels) ---------------------------------------------------------
 
 
-def _brier_score_weighted(confidence: ArrayLike, target: ArrayLike, *, weights: np.ndarray) -> np.ndarray:
+def _brier_score_kernel(workspace: Workspace, confidence: ArrayLike, target: ArrayLike) -> Kernel:
+    """Brier score per row of weights: (sum_i w_i (c_i - t_i)^2) / sum_i w_i (one matrix-vector product)."""
     squared_error = (np.asarray(confidence, dtype=np.float64) - np.asarray(target, dtype=np.float64)) ** 2
-    return (weights @ squared_error) / weights.sum(axis=1)
+    return lambda: (workspace.weights @ squared_error) / workspace.total
 
 
-def _corrected_capability_brier_score_weighted(
-    confidence: ArrayLike, mu_hat: ArrayLike, n_samples: ArrayLike, *, weights: np.ndarray
-) -> np.ndarray:
+def _corrected_capability_brier_score_kernel(
+    workspace: Workspace, confidence: ArrayLike, mu_hat: ArrayLike, n_samples: ArrayLike
+) -> Kernel:
+    """Corrected Brier per row of weights: sum_i w_i [(c_i - mu_hat_i)^2 - noise_i] / sum_i w_i."""
     confidence = np.asarray(confidence, dtype=np.float64)
     mu_hat = np.asarray(mu_hat, dtype=np.float64)
     noise = mu_hat * (1.0 - mu_hat) / (np.asarray(n_samples, dtype=np.float64) - 1.0)
-    return (weights @ ((confidence - mu_hat) ** 2 - noise)) / weights.sum(axis=1)
+    corrected_error = (confidence - mu_hat) ** 2 - noise
+    return lambda: (workspace.weights @ corrected_error) / workspace.total

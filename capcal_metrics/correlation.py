@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ._kernels import Groups, Kernel, Workspace, evaluate_once
 from ._validation import check_confidence_and_target, undefined_metric
-from .ranking import _run_sums, _sorted_tie_runs, _unit_weights, _weight_columns
 
 __all__ = ["pearson_correlation", "spearman_correlation"]
 
@@ -25,7 +25,7 @@ def pearson_correlation(confidence: ArrayLike, target: ArrayLike) -> float:
     confidence, target = check_confidence_and_target(confidence, target)
     if confidence.min() == confidence.max() or target.min() == target.max():
         return undefined_metric("pearson_correlation", "confidence or target is constant")
-    return float(_pearson_correlation_weighted(confidence, target, weights=_unit_weights(confidence.size))[0])
+    return evaluate_once(_pearson_correlation_kernel, confidence, target)
 
 
 def spearman_correlation(confidence: ArrayLike, target: ArrayLike) -> float:
@@ -36,17 +36,13 @@ def spearman_correlation(confidence: ArrayLike, target: ArrayLike) -> float:
     confidence, target = check_confidence_and_target(confidence, target)
     if confidence.min() == confidence.max() or target.min() == target.max():
         return undefined_metric("spearman_correlation", "confidence or target is constant")
-    return float(
-        _spearman_correlation_weighted(confidence, target, weights=_unit_weights(confidence.size))[0]
-    )
+    return evaluate_once(_spearman_correlation_kernel, confidence, target)
 
 
-# --- weighted kernels (see capcal_metrics.ranking for the convention) -------------------------------------
+# --- kernel factories (see capcal_metrics._kernels) ---------------------------------------------------------
 
 
-def _pearson_correlation_weighted(
-    confidence: ArrayLike, target: ArrayLike, *, weights: np.ndarray
-) -> np.ndarray:
+def _pearson_correlation_kernel(workspace: Workspace, confidence: ArrayLike, target: ArrayLike) -> Kernel:
     """Weighted Pearson r from moments of the values shifted by their unweighted means (one matrix product).
 
     A row whose weighted variance is below 1e-12 of the squared range of the full data counts as constant.
@@ -55,52 +51,53 @@ def _pearson_correlation_weighted(
     target = np.asarray(target, dtype=np.float64)
     x = confidence - confidence.mean()
     y = target - target.mean()
-    moments = weights @ np.stack([x, y, x * x, y * y, x * y], axis=1) / weights.sum(axis=1, keepdims=True)
-    mean_x, mean_y, mean_xx, mean_yy, mean_xy = moments.T
-    variance_x = mean_xx - mean_x**2
-    variance_y = mean_yy - mean_y**2
-    constant = (variance_x <= 1e-12 * np.ptp(confidence) ** 2) | (variance_y <= 1e-12 * np.ptp(target) ** 2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = (mean_xy - mean_x * mean_y) / np.sqrt(variance_x * variance_y)
-    return np.where(constant, np.nan, np.clip(r, -1.0, 1.0))
+    columns = np.stack([x, y, x * x, y * y, x * y], axis=1)
+    tolerance_x = 1e-12 * np.ptp(confidence) ** 2
+    tolerance_y = 1e-12 * np.ptp(target) ** 2
+
+    def evaluate() -> np.ndarray:
+        moments = workspace.weights @ columns / workspace.total[:, None]
+        mean_x, mean_y, mean_xx, mean_yy, mean_xy = moments.T
+        variance_x = mean_xx - mean_x**2
+        variance_y = mean_yy - mean_y**2
+        constant = (variance_x <= tolerance_x) | (variance_y <= tolerance_y)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r = (mean_xy - mean_x * mean_y) / np.sqrt(variance_x * variance_y)
+        return np.where(constant, np.nan, np.clip(r, -1.0, 1.0))
+
+    return evaluate
 
 
-def _spearman_correlation_weighted(
-    confidence: ArrayLike, target: ArrayLike, *, weights: np.ndarray
-) -> np.ndarray:
+def _spearman_correlation_kernel(workspace: Workspace, confidence: ArrayLike, target: ArrayLike) -> Kernel:
     """Weighted Spearman rho: Pearson r of average ranks, computed per tied run.
 
-    The weighted mean of the average ranks is (K + 1)/2 (K = total weight), so with centred run ranks x_g
-    (runs of confidence) and y_h (runs of target): sum w x^2 = sum_g M_g x_g^2 over runs, and likewise for y,
-    while sum_i w_i x_i y_i = sum_g x_g sum_{i in g} w_i y_{h(i)}. A row whose confidence or target takes a
-    single value has all centred ranks exactly 0, hence NaN.
+    A run (tie group) holding weight M after weight s of smaller values spans ranks s+1..s+M, whose mean is
+    s + (M+1)/2; the weighted mean of all average ranks is (K + 1)/2 (K = total weight), so the centred run
+    rank is x_g = cumM_g - M_g/2 - K/2. Then sum w x^2 = sum_g M_g x_g^2 over runs of the confidence, likewise
+    y_h over runs of the target, and sum_i w_i x_{g(i)} y_{h(i)} runs over the queries. A row whose confidence
+    or target takes a single value has all centred ranks exactly 0, hence NaN.
     """
-    confidence = np.asarray(confidence, dtype=np.float64)
-    target = np.asarray(target, dtype=np.float64)
-    x_order, x_starts, x_mass, x_rank = _centred_run_ranks(confidence, weights)
-    y_order, y_starts, y_mass, y_rank = _centred_run_ranks(target, weights)
-    y_run_of_element = np.empty(target.size, dtype=np.intp)
-    y_run_of_element[y_order] = np.repeat(np.arange(y_starts.size), np.diff(np.r_[y_starts, target.size]))
-    weighted_y = weights * y_rank[:, y_run_of_element]  # w_i y_{h(i)}, in input order
-    sum_xy = np.einsum("ij,ij->i", x_rank, _run_sums(_weight_columns(weighted_y, x_order), None, x_starts))
-    sum_xx = np.einsum("ij,ij,ij->i", x_mass, x_rank, x_rank)
-    sum_yy = np.einsum("ij,ij,ij->i", y_mass, y_rank, y_rank)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rho = sum_xy / np.sqrt(sum_xx * sum_yy)
-    return np.where((sum_xx == 0) | (sum_yy == 0), np.nan, np.clip(rho, -1.0, 1.0))
+    x_groups = workspace.groups(np.asarray(confidence, dtype=np.float64))
+    y_groups = workspace.groups(np.asarray(target, dtype=np.float64))
+
+    def evaluate() -> np.ndarray:
+        x_mass, x_rank = _centred_run_ranks(workspace, x_groups)
+        y_mass, y_rank = _centred_run_ranks(workspace, y_groups)
+        x_of_query = x_rank if x_groups.identity else np.take(x_rank, x_groups.index, axis=1)
+        y_of_query = y_rank if y_groups.identity else np.take(y_rank, y_groups.index, axis=1)
+        sum_xy = np.einsum("ij,ij,ij->i", workspace.weights, x_of_query, y_of_query)
+        sum_xx = np.einsum("ij,ij,ij->i", x_mass, x_rank, x_rank)
+        sum_yy = np.einsum("ij,ij,ij->i", y_mass, y_rank, y_rank)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rho = sum_xy / np.sqrt(sum_xx * sum_yy)
+        return np.where((sum_xx == 0) | (sum_yy == 0), np.nan, np.clip(rho, -1.0, 1.0))
+
+    return evaluate
 
 
-def _centred_run_ranks(
-    values: np.ndarray, weights: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Sort order, run starts, per-run weight M and per-run centred average rank of ``values``, per row.
-
-    A run holding weight M after weight s of smaller values spans ranks s+1..s+M, whose mean is s + (M+1)/2;
-    centring subtracts the overall mean rank (K + 1)/2.
-    """
-    order, starts = _sorted_tie_runs(values)
-    run_mass = _run_sums(_weight_columns(weights, order), None, starts)
-    total = run_mass.sum(axis=1, keepdims=True)
-    run_rank = np.cumsum(run_mass, axis=1)
-    run_rank -= 0.5 * run_mass + 0.5 * total  # s + (M + 1)/2 - (K + 1)/2 = cumsum - M/2 - K/2
-    return order, starts, run_mass, run_rank
+def _centred_run_ranks(workspace: Workspace, groups: Groups) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of weights: the weight M_g of each run (group), its centred average rank cumM - M/2 - K/2."""
+    run_mass = workspace.sums(groups)
+    run_rank = workspace.cumsums(groups) - 0.5 * run_mass
+    run_rank -= 0.5 * workspace.total[:, None]
+    return run_mass, run_rank

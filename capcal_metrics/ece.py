@@ -14,12 +14,14 @@ With bins b = 1..B (see :mod:`capcal_metrics.binning`), n_b members and N querie
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ._kernels import Kernel, Workspace, evaluate_once, group_sums, groups_of
 from ._validation import check_confidence_and_target, check_positive_integer, check_probabilities
 from .binning import BinningStrategy, _assign_bins, _check_strategy
-from .ranking import _run_sums, _sorted_tie_runs, _unit_weights, _weight_columns
 
 __all__ = [
     "adaptive_calibration_error",
@@ -42,11 +44,8 @@ def expected_calibration_error(
     equal-width bins, the last one closed so c = 1.0 counts.
     """
     confidence, target = check_confidence_and_target(confidence, target)
-    weights = _unit_weights(confidence.size)
-    return float(
-        _expected_calibration_error_weighted(
-            confidence, target, n_bins=n_bins, strategy=strategy, weights=weights
-        )[0]
+    return evaluate_once(
+        _expected_calibration_error_kernel, confidence, target, n_bins=n_bins, strategy=strategy
     )
 
 
@@ -59,11 +58,8 @@ def maximum_calibration_error(
 ) -> float:
     """MCE = max over non-empty bins b of |mean_b target - mean_b c| (Naeini et al. 2015)."""
     confidence, target = check_confidence_and_target(confidence, target)
-    weights = _unit_weights(confidence.size)
-    return float(
-        _maximum_calibration_error_weighted(
-            confidence, target, n_bins=n_bins, strategy=strategy, weights=weights
-        )[0]
+    return evaluate_once(
+        _maximum_calibration_error_kernel, confidence, target, n_bins=n_bins, strategy=strategy
     )
 
 
@@ -90,90 +86,108 @@ def random_baseline_calibration_error(
     """
     target = check_probabilities(target, "target")
     n_draws = check_positive_integer(n_draws, "n_draws")
-    kernel = _maximum_calibration_error_weighted if maximum else _expected_calibration_error_weighted
+    factory = _maximum_calibration_error_kernel if maximum else _expected_calibration_error_kernel
     rng = np.random.default_rng(seed)
-    weights = _unit_weights(target.size)
     draws = [
-        kernel(rng.random(target.size), target, n_bins=n_bins, strategy=strategy, weights=weights)[0]
+        evaluate_once(factory, rng.random(target.size), target, n_bins=n_bins, strategy=strategy)
         for _ in range(n_draws)
     ]
     return float(np.mean(draws))
 
 
-# --- weighted kernels (see capcal_metrics.ranking for the convention) -------------------------------------
+# --- kernel factories (see capcal_metrics._kernels) ---------------------------------------------------------
 
 
-def _expected_calibration_error_weighted(
+def _expected_calibration_error_kernel(
+    workspace: Workspace,
     confidence: ArrayLike,
     target: ArrayLike,
     *,
     n_bins: int = 10,
     strategy: str = "equal_width",
-    weights: np.ndarray,
-) -> np.ndarray:
-    gap, _ = _binned_gap_and_mass(confidence, target, n_bins, strategy, weights)
-    return np.abs(gap).sum(axis=1) / weights.sum(axis=1)
+) -> Kernel:
+    """ECE per row of weights: sum_b |sum_{i in b} w_i (target_i - c_i)| / sum_i w_i."""
+    binned = _binned_gap_and_mass(workspace, confidence, target, n_bins, strategy)
+
+    def evaluate() -> np.ndarray:
+        gap, _ = binned()
+        return np.abs(gap).sum(axis=1) / workspace.total
+
+    return evaluate
 
 
-def _maximum_calibration_error_weighted(
+def _maximum_calibration_error_kernel(
+    workspace: Workspace,
     confidence: ArrayLike,
     target: ArrayLike,
     *,
     n_bins: int = 10,
     strategy: str = "equal_width",
-    weights: np.ndarray,
-) -> np.ndarray:
-    gap, mass = _binned_gap_and_mass(confidence, target, n_bins, strategy, weights)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        bin_error = np.where(mass > 0, np.abs(gap) / mass, -np.inf)
-    return bin_error.max(axis=1)
+) -> Kernel:
+    """MCE per row of weights: max over bins b with weight of |sum_b w_i (target_i - c_i)| / sum_b w_i."""
+    binned = _binned_gap_and_mass(workspace, confidence, target, n_bins, strategy)
+
+    def evaluate() -> np.ndarray:
+        gap, mass = binned()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            bin_error = np.where(mass > 0, np.abs(gap) / mass, -np.inf)
+        return bin_error.max(axis=1)
+
+    return evaluate
 
 
-def _adaptive_calibration_error_weighted(
-    confidence: ArrayLike, target: ArrayLike, *, n_bins: int = 10, weights: np.ndarray
-) -> np.ndarray:
-    return _expected_calibration_error_weighted(
-        confidence, target, n_bins=n_bins, strategy="equal_mass", weights=weights
+def _adaptive_calibration_error_kernel(
+    workspace: Workspace, confidence: ArrayLike, target: ArrayLike, *, n_bins: int = 10
+) -> Kernel:
+    """ACE per row of weights: the ECE kernel with equal-mass bins (bins formed on the weighted data)."""
+    return _expected_calibration_error_kernel(
+        workspace, confidence, target, n_bins=n_bins, strategy="equal_mass"
     )
 
 
 def _binned_gap_and_mass(
-    confidence: ArrayLike, target: ArrayLike, n_bins: int, strategy: str, weights: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of ``weights`` and per bin: sum of w (target - c) and sum of w; both of shape (B, n_bins)."""
+    workspace: Workspace, confidence: ArrayLike, target: ArrayLike, n_bins: int, strategy: str
+) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
+    """``binned()``: per row of weights and per bin, sum of w (target - c) and sum of w, each (B, bins).
+
+    Equal-width bins are fixed by the confidences, so only the bins holding some query appear (an empty bin
+    adds nothing to ECE and is skipped by MCE). Equal-mass bins depend on the weights; all n_bins appear.
+    """
     confidence = np.asarray(confidence, dtype=np.float64)
     target = np.asarray(target, dtype=np.float64)
     n_bins = check_positive_integer(n_bins, "n_bins")
     strategy = _check_strategy(strategy)
-    n_rows = weights.shape[0]
-    order = np.argsort(confidence, kind="stable")
-    sorted_weights = _weight_columns(weights, order)
-    sorted_gap = (target - confidence)[order]
-    if strategy == "equal_width":  # in sorted order every bin is a contiguous block
-        gap = np.zeros((n_rows, n_bins))
-        mass = np.zeros((n_rows, n_bins))
-        sorted_bins = _assign_bins(confidence[order], n_bins, strategy)
-        block_starts = np.flatnonzero(np.r_[True, sorted_bins[1:] != sorted_bins[:-1]])
-        present = sorted_bins[block_starts]
-        gap[:, present] = np.add.reduceat(sorted_weights * sorted_gap, block_starts, axis=1)
-        mass[:, present] = np.add.reduceat(sorted_weights, block_starts, axis=1)
-        return gap, mass
+    if strategy == "equal_width":
+        bins = groups_of(_assign_bins(confidence, n_bins, strategy))
+        gap_values = target - confidence
+        return lambda: (
+            group_sums(workspace.weights, gap_values, bins),
+            group_sums(workspace.weights, None, bins),
+        )
     # Equal mass: a tied run's bin depends on its (weighted) sorted position. Run g spanning positions
     # [start, end) goes to bin floor(n_bins (start + end - 1) / (2 total)); that index is nondecreasing along
     # the runs, so each bin is a contiguous block of runs whose sums are differences of cumulative sums.
-    _, starts = _sorted_tie_runs(confidence[order])
-    run_mass = _run_sums(sorted_weights, None, starts)
-    cumulative_mass = np.cumsum(run_mass, axis=1)  # = exclusive end position of each run
-    cumulative_gap = np.cumsum(_run_sums(sorted_weights, sorted_gap, starts), axis=1)
-    scaled_midpoint = n_bins * (2.0 * cumulative_mass - run_mass - 1.0)  # n_bins (start + end - 1)
-    bin_thresholds = 2.0 * cumulative_mass[:, -1:] * np.arange(1, n_bins)  # run in bin >= b iff >= 2 total b
-    boundaries = np.zeros((n_rows, n_bins + 1), dtype=np.intp)
-    boundaries[:, -1] = run_mass.shape[1]
-    for row in range(n_rows):
-        boundaries[row, 1:-1] = np.searchsorted(scaled_midpoint[row], bin_thresholds[row], side="left")
-    # Cumulative sum before each boundary (0 before the first run), differenced into per-bin sums.
-    before = np.maximum(boundaries - 1, 0)
-    at_start = boundaries == 0
-    gap = np.diff(np.where(at_start, 0.0, np.take_along_axis(cumulative_gap, before, axis=1)), axis=1)
-    mass = np.diff(np.where(at_start, 0.0, np.take_along_axis(cumulative_mass, before, axis=1)), axis=1)
-    return gap, mass
+    # Within a run c is constant, so the run's gap sum is sum w target - c_g M_g.
+    runs = workspace.groups(confidence)
+
+    def binned() -> tuple[np.ndarray, np.ndarray]:
+        n_rows = workspace.weights.shape[0]
+        run_mass = workspace.sums(runs)
+        cumulative_mass = workspace.cumsums(runs)  # = exclusive end position of each run
+        cumulative_gap = workspace.cumsums(runs, target) - workspace.cumsums(runs, confidence)
+        scaled_midpoint = 2.0 * cumulative_mass - run_mass  # start + end = 2 end - M
+        scaled_midpoint -= 1.0
+        scaled_midpoint *= n_bins  # n_bins (start + end - 1)
+        bin_thresholds = 2.0 * workspace.total[:, None] * np.arange(1, n_bins)  # bin >= b iff >= 2 total b
+        boundaries = np.zeros((n_rows, n_bins + 1), dtype=np.intp)
+        boundaries[:, -1] = run_mass.shape[1]
+        for row in range(n_rows):
+            boundaries[row, 1:-1] = np.searchsorted(scaled_midpoint[row], bin_thresholds[row], side="left")
+        # Cumulative sum before each boundary (0 before the first run), differenced into per-bin sums.
+        before = np.maximum(boundaries - 1, 0)
+        at_start = boundaries == 0
+        gap = np.diff(np.where(at_start, 0.0, np.take_along_axis(cumulative_gap, before, axis=1)), axis=1)
+        mass = np.diff(np.where(at_start, 0.0, np.take_along_axis(cumulative_mass, before, axis=1)), axis=1)
+        return gap, mass
+
+    return binned

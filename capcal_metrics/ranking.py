@@ -8,10 +8,9 @@ Random baselines (c_i ~ U(0, 1) i.i.d., where ties have probability zero): E[AUR
 = 1/2 exactly for any target (every pair is ordered either way with probability 1/2); E[AP] is given
 exactly by :func:`random_baseline_average_precision`.
 
-Implementation note: every metric of this package is computed by a private "weighted" kernel that takes a
-``weights`` matrix of shape (B, N) and returns B values, the metric of the data set in which query i appears
-``weights[b, i]`` times. The public function calls it with a single row of ones; :func:`bootstrap_ci` calls it
-with B rows of bootstrap counts at once. The tie-run helpers below are shared by those kernels.
+Implementation note: every metric of this package is computed by a private kernel (see
+:mod:`capcal_metrics._kernels`) that evaluates the metric for many weight vectors at once; the public function
+evaluates one vector of ones, :func:`bootstrap_ci` chunks of bootstrap counts.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ._kernels import Kernel, Workspace, evaluate_once
 from ._validation import check_binary_labels, check_confidence_and_target, undefined_metric
 
 __all__ = ["auroc", "average_precision", "random_baseline_average_precision", "soft_label_auroc"]
@@ -45,7 +45,7 @@ def soft_label_auroc(confidence: ArrayLike, target: ArrayLike) -> float:
         return undefined_metric(
             "soft_label_auroc", "every target is 0 or every target is 1 (no pair to rank)"
         )
-    return float(_soft_label_auroc_weighted(confidence, target, weights=_unit_weights(confidence.size))[0])
+    return evaluate_once(_soft_label_auroc_kernel, confidence, target)
 
 
 def auroc(confidence: ArrayLike, labels: ArrayLike) -> float:
@@ -60,7 +60,7 @@ def auroc(confidence: ArrayLike, labels: ArrayLike) -> float:
     )
     if labels.min() == labels.max():
         return undefined_metric("auroc", "labels contain a single class")
-    return float(_soft_label_auroc_weighted(confidence, labels, weights=_unit_weights(confidence.size))[0])
+    return evaluate_once(_soft_label_auroc_kernel, confidence, labels)
 
 
 def average_precision(confidence: ArrayLike, labels: ArrayLike) -> float:
@@ -77,7 +77,7 @@ def average_precision(confidence: ArrayLike, labels: ArrayLike) -> float:
     )
     if labels.max() == 0.0:
         return undefined_metric("average_precision", "labels contain no positive (z = 1)")
-    return float(_average_precision_weighted(confidence, labels, weights=_unit_weights(confidence.size))[0])
+    return evaluate_once(_average_precision_kernel, confidence, labels)
 
 
 def random_baseline_average_precision(labels: ArrayLike) -> float:
@@ -100,79 +100,64 @@ def random_baseline_average_precision(labels: ArrayLike) -> float:
     return float((harmonic + spread) / n)
 
 
-# --- weighted kernels and shared tie-run helpers ----------------------------------------------------------
+# --- kernel factories (see capcal_metrics._kernels) ---------------------------------------------------------
 
 
-def _unit_weights(n: int) -> np.ndarray:
-    """The weights matrix of the plain (unweighted) metric: one row of ones."""
-    return np.ones((1, n))
+def _soft_label_auroc_kernel(workspace: Workspace, confidence: ArrayLike, target: ArrayLike) -> Kernel:
+    """Soft-label AUROC (and AUROC) per row of weights; NaN where one class has no mass.
 
-
-def _sorted_tie_runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Stable ascending sort order of ``values`` and the start positions (in sorted order) of tied runs.
-
-    Linear time when ``values`` is already sorted (numpy's stable sort is a timsort/radix sort).
+    Per tie group g of the confidence (ascending), with M_g the weight and P_g = sum w mu the positive mass,
+    Q_g = M_g - P_g: numerator = sum_g P_g (cumQ_g - Q_g / 2) = P.cumM - P.cumP - (P.M - P.P) / 2, and
+    denominator = (sum P)(K - sum P), K = total weight; all from the workspace's shared group sums.
     """
-    order = np.argsort(values, kind="stable")
-    sorted_values = values[order]
-    starts = np.flatnonzero(np.r_[True, sorted_values[1:] != sorted_values[:-1]])
-    return order, starts
-
-
-def _weight_columns(weights: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """``weights[:, order]``, skipping the copy when ``order`` is the identity (pre-sorted input)."""
-    if np.array_equal(order, np.arange(order.size)):
-        return weights
-    return weights[:, order]
-
-
-def _run_sums(weights: np.ndarray, values: np.ndarray | None, starts: np.ndarray) -> np.ndarray:
-    """Per-run totals of ``weights * values`` (or of ``weights``), shape (B, number of runs)."""
-    weighted = weights if values is None else weights * values
-    if starts.size == weights.shape[1]:  # no ties: every run is a single element
-        return weighted
-    return np.add.reduceat(weighted, starts, axis=1)
-
-
-def _soft_label_auroc_weighted(
-    confidence: ArrayLike, target: ArrayLike, *, weights: np.ndarray
-) -> np.ndarray:
-    """Soft-label AUROC (and AUROC) for each row of ``weights``; NaN where one class has no mass."""
     confidence = np.asarray(confidence, dtype=np.float64)
     target = np.asarray(target, dtype=np.float64)
-    order, starts = _sorted_tie_runs(confidence)
-    sorted_weights = _weight_columns(weights, order)
-    positive = _run_sums(sorted_weights, target[order], starts)
-    negative = _run_sums(sorted_weights, None, starts) - positive
-    # sum_g P_g (Q_{<g} + Q_g / 2) with Q_{<g} + Q_g / 2 = cumsum(Q)_g - Q_g / 2
-    below_or_tied = np.cumsum(negative, axis=1)
-    below_or_tied -= 0.5 * negative
-    numerator = np.einsum("ij,ij->i", positive, below_or_tied)
-    denominator = positive.sum(axis=1) * negative.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(denominator > 0, numerator / denominator, np.nan)
+    groups = workspace.groups(confidence)
+
+    def evaluate() -> np.ndarray:
+        mass, cumulative_mass = workspace.sums(groups), workspace.cumsums(groups)
+        positive = workspace.sums(groups, target)
+        cumulative_positive = workspace.cumsums(groups, target)
+        numerator = (
+            np.einsum("ij,ij->i", positive, cumulative_mass)
+            - np.einsum("ij,ij->i", positive, cumulative_positive)
+            - 0.5 * (np.einsum("ij,ij->i", positive, mass) - np.einsum("ij,ij->i", positive, positive))
+        )
+        total_positive = cumulative_positive[:, -1]
+        denominator = total_positive * (workspace.total - total_positive)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(denominator > 0, numerator / denominator, np.nan)
+
+    return evaluate
 
 
-def _average_precision_weighted(
-    confidence: ArrayLike, labels: ArrayLike, *, weights: np.ndarray
-) -> np.ndarray:
-    """Average precision for each row of ``weights``; NaN where there is no positive."""
+def _average_precision_kernel(workspace: Workspace, confidence: ArrayLike, labels: ArrayLike) -> Kernel:
+    """Average precision per row of weights; NaN where there is no positive.
+
+    Thresholds run over the distinct confidences from the top: at tie group g (ascending) the predicted and
+    true positives are the totals over groups >= g, K - cumM_g + M_g and P - cumP_g + P_g, and
+    AP = sum_g P_g precision_g / P (groups without positives contribute 0).
+    """
     confidence = np.asarray(confidence, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.float64)
-    order, starts = _sorted_tie_runs(confidence)
-    sorted_weights = _weight_columns(weights, order)
-    positive = _run_sums(sorted_weights, labels[order], starts)
-    mass = _run_sums(sorted_weights, None, starts)
-    # Thresholds run over the distinct confidences from the top: predicted positives and true positives at
-    # run g are the totals over runs >= g (suffix sums of the ascending runs).
-    total_positive = positive.sum(axis=1, keepdims=True)
-    true_positives = total_positive - np.cumsum(positive, axis=1) + positive
-    predicted_positives = mass.sum(axis=1, keepdims=True) - np.cumsum(mass, axis=1) + mass
-    precision = np.divide(
-        true_positives, predicted_positives, out=np.zeros_like(true_positives), where=predicted_positives > 0
-    )
-    total_positive = total_positive[:, 0]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(
-            total_positive > 0, np.einsum("ij,ij->i", positive, precision) / total_positive, np.nan
-        )
+    groups = workspace.groups(confidence)
+
+    def evaluate() -> np.ndarray:
+        positive = workspace.sums(groups, labels)
+        cumulative_positive = workspace.cumsums(groups, labels)
+        total_positive = cumulative_positive[:, -1:]
+        predicted_positives = workspace.total[:, None] - workspace.cumsums(groups)
+        predicted_positives += workspace.sums(groups)
+        # Predicted positives are 0 only where the true positives are 0 too: 0 / tiny = 0.
+        np.maximum(predicted_positives, np.finfo(np.float64).tiny, out=predicted_positives)
+        precision = total_positive - cumulative_positive
+        precision += positive
+        precision /= predicted_positives
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(
+                total_positive[:, 0] > 0,
+                np.einsum("ij,ij->i", positive, precision) / total_positive[:, 0],
+                np.nan,
+            )
+
+    return evaluate

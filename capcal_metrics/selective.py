@@ -16,13 +16,14 @@ k, so E[AURC] = 1 - mean(target) (:func:`random_baseline_aurc`) and E[PRR] = 0.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ._kernels import Kernel, Workspace, evaluate_once, groups_of
 from ._validation import check_confidence_and_target, check_fraction, check_probabilities, undefined_metric
-from .ranking import _run_sums, _sorted_tie_runs, _unit_weights, _weight_columns
 
 __all__ = [
     "RiskCoverageCurve",
@@ -59,8 +60,7 @@ def area_under_risk_coverage_curve(confidence: ArrayLike, target: ArrayLike) -> 
     :func:`risk_coverage_curve`'s ``risk``); lower is better.
     """
     confidence, target = check_confidence_and_target(confidence, target)
-    weights = _unit_weights(confidence.size)
-    return float(_area_under_risk_coverage_curve_weighted(confidence, target, weights=weights)[0])
+    return evaluate_once(_area_under_risk_coverage_curve_kernel, confidence, target)
 
 
 def prediction_rejection_ratio(
@@ -82,13 +82,10 @@ def prediction_rejection_ratio(
     """
     confidence, target = check_confidence_and_target(confidence, target)
     max_rejection = check_fraction(max_rejection, "max_rejection", include_one=True)
-    weights = _unit_weights(confidence.size)
-    ratio = _prediction_rejection_ratio_weighted(
-        confidence, target, max_rejection=max_rejection, weights=weights
-    )
-    if np.isnan(ratio[0]):
+    ratio = evaluate_once(_prediction_rejection_ratio_kernel, confidence, target, max_rejection=max_rejection)
+    if np.isnan(ratio):
         return undefined_metric("prediction_rejection_ratio", "the oracle ranking is no better than random")
-    return float(ratio[0])
+    return ratio
 
 
 def random_baseline_aurc(target: ArrayLike) -> float:
@@ -97,84 +94,104 @@ def random_baseline_aurc(target: ArrayLike) -> float:
     return float(1.0 - target.mean())
 
 
-# --- weighted kernels (see capcal_metrics.ranking for the convention) -------------------------------------
+# --- kernel factories (see capcal_metrics._kernels) ---------------------------------------------------------
 
 
-def _area_under_risk_coverage_curve_weighted(
-    confidence: ArrayLike, target: ArrayLike, *, weights: np.ndarray
-) -> np.ndarray:
-    total = weights.sum(axis=1)
-    return _mean_risk_of_last_levels(confidence, target, weights, total)
+def _area_under_risk_coverage_curve_kernel(
+    workspace: Workspace, confidence: ArrayLike, target: ArrayLike
+) -> Kernel:
+    """AURC per row of (whole-number) weights: the mean risk over all K = sum_i w_i kept counts."""
+    mean_risk = _mean_risk_of_last_levels(workspace, confidence, target)
+    return lambda: mean_risk(workspace.total)
 
 
-def _prediction_rejection_ratio_weighted(
-    confidence: ArrayLike, target: ArrayLike, *, max_rejection: float = 1.0, weights: np.ndarray
-) -> np.ndarray:
+def _prediction_rejection_ratio_kernel(
+    workspace: Workspace, confidence: ArrayLike, target: ArrayLike, *, max_rejection: float = 1.0
+) -> Kernel:
+    """PRR per row of (whole-number) weights: (A_random - A_confidence) / (A_random - A_oracle)."""
     max_rejection = check_fraction(max_rejection, "max_rejection", include_one=True)
     target = np.asarray(target, dtype=np.float64)
-    total = weights.sum(axis=1)
-    n_levels = np.maximum(1.0, np.floor(max_rejection * total))
-    area = _mean_risk_of_last_levels(confidence, target, weights, n_levels)
-    oracle_area = _mean_risk_of_last_levels(target, target, weights, n_levels)
-    random_area = 1.0 - (weights @ target) / total
-    margin = random_area - oracle_area
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(margin > 1e-12 * np.maximum(1.0, random_area), (random_area - area) / margin, np.nan)
+    confidence_risk = _mean_risk_of_last_levels(workspace, confidence, target)
+    oracle_risk = _mean_risk_of_last_levels(workspace, target, target)
+
+    def evaluate() -> np.ndarray:
+        total = workspace.total
+        n_levels = np.maximum(1.0, np.floor(max_rejection * total))
+        area = confidence_risk(n_levels)
+        oracle_area = oracle_risk(n_levels)
+        random_area = 1.0 - (workspace.weights @ target) / total
+        margin = random_area - oracle_area
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(
+                margin > 1e-12 * np.maximum(1.0, random_area), (random_area - area) / margin, np.nan
+            )
+
+    return evaluate
 
 
 def _mean_risk_of_last_levels(
-    confidence: ArrayLike, target: ArrayLike, weights: np.ndarray, n_levels: np.ndarray
-) -> np.ndarray:
-    """Mean of risk(k) over the last L kept counts k = K - L + 1, ..., K (K = total weight), for each row.
+    workspace: Workspace, confidence: ArrayLike, target: ArrayLike
+) -> Callable[[np.ndarray], np.ndarray]:
+    """``mean_risk(L)``: per row of weights, the mean of risk(k) over the last L kept counts k = K - L + 1..K.
 
-    Weights must be whole numbers (counts). Ranked by decreasing confidence, position j holds expected target
-    e_j = mean target of its tied run, and risk(k) = 1 - (1/k) sum_{j <= k} e_j. Exchanging the sums,
+    K = total weight of the row; weights must be whole numbers (counts). Ranked by decreasing confidence,
+    position j holds expected target e_j = mean target of its tied run, and
+    risk(k) = 1 - (1/k) sum_{j <= k} e_j. Exchanging the sums,
 
         sum_{k=K-L+1}^{K} (1/k) sum_{j<=k} e_j = sum_j e_j (H_K - H_{max(j-1, K-L)})
 
     with H the harmonic numbers. Over a run g of m_g positions after E_g more confident ones, the inner terms
-    sum to m_g H_K - (S(E_g + m_g) - S(E_g)), where S(x) = sum_{i<x} H_{max(i, K-L)} is tabulated once: a few
-    O(number of runs) passes per row.
+    sum to m_g H_K - (S(E_g + m_g) - S(E_g)), where S(x) = sum_{i<x} H_{max(i, K-L)} is tabulated once per
+    (K, L) and kept: a few O(number of runs) passes per row.
     """
-    confidence = np.asarray(confidence, dtype=np.float64)
     target = np.asarray(target, dtype=np.float64)
-    order, starts = _sorted_tie_runs(confidence)
-    sorted_weights = _weight_columns(weights, order)
-    run_mass = _run_sums(sorted_weights, None, starts)  # runs in ascending confidence
-    run_target = _run_sums(sorted_weights, target[order], starts)
-    run_mean = np.divide(run_target, run_mass, out=np.zeros_like(run_mass), where=run_mass > 0)
-    total = run_mass.sum(axis=1)
-    total_target = run_target.sum(axis=1)
-    # E_g = weight of the runs above run g (more confident); E_{g-1} = E_g + m_g, E_{-1} = total.
-    above = total[:, None] - np.cumsum(run_mass, axis=1)
-    n_levels = np.broadcast_to(np.asarray(n_levels, dtype=np.float64), total.shape)
-    area = np.empty(total.shape)
-    pairs = set(zip(total.tolist(), n_levels.tolist(), strict=True))  # a single pair in practice
-    for kept, levels in pairs:
-        rows = slice(None) if len(pairs) == 1 else (total == kept) & (n_levels == levels)
-        kept_int, first_level = int(kept), int(kept - levels)
-        harmonic = np.r_[0.0, np.cumsum(1.0 / np.arange(1, kept_int + 1))]
-        table = np.r_[0.0, np.cumsum(harmonic[np.maximum(np.arange(kept_int), first_level)])]
-        at_above = table[above[rows].astype(np.intp)]  # S(E_g); S(E_g + m_g) = S(E_{g-1}), S(E_{-1}) = S(K)
-        means = run_mean[rows]
-        run_sums = (
-            means[:, 0] * table[kept_int]
-            + np.einsum("ij,ij->i", means[:, 1:], at_above[:, :-1])
-            - np.einsum("ij,ij->i", means, at_above)
-        )
-        expected_accuracy = total_target[rows] * harmonic[kept_int] - run_sums
-        area[rows] = 1.0 - expected_accuracy / levels
-    return area
+    groups = workspace.groups(np.asarray(confidence, dtype=np.float64))
+    tables: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+
+    def harmonic_tables(kept: int, first_level: int) -> tuple[np.ndarray, np.ndarray]:
+        if (kept, first_level) not in tables:
+            harmonic = np.r_[0.0, np.cumsum(1.0 / np.arange(1, kept + 1))]
+            table = np.r_[0.0, np.cumsum(harmonic[np.maximum(np.arange(kept), first_level)])]
+            tables[(kept, first_level)] = harmonic, table
+        return tables[(kept, first_level)]
+
+    def mean_risk(n_levels: np.ndarray) -> np.ndarray:
+        run_mass = workspace.sums(groups)  # runs in ascending confidence
+        run_target = workspace.sums(groups, target)
+        # A run without weight has no target either: 0 / tiny = 0.
+        run_mean = run_target / np.maximum(run_mass, np.finfo(np.float64).tiny)
+        total = workspace.total
+        total_target = workspace.cumsums(groups, target)[:, -1]
+        # E_g = weight of the runs above run g (more confident); E_{g-1} = E_g + m_g, E_{-1} = total.
+        above = (total[:, None] - workspace.cumsums(groups)).astype(np.intp)
+        levels_of_row = np.broadcast_to(n_levels, total.shape)
+        area = np.empty(total.shape)
+        pairs = set(zip(total.tolist(), levels_of_row.tolist(), strict=True))  # a single pair in practice
+        for kept, levels in pairs:
+            rows = slice(None) if len(pairs) == 1 else (total == kept) & (levels_of_row == levels)
+            harmonic, table = harmonic_tables(int(kept), int(kept - levels))
+            at_above = np.take(table, above[rows])  # S(E_g); S(E_g + m_g) = S(E_{g-1}), S(E_{-1}) = S(K)
+            means = run_mean[rows]
+            run_sums = (
+                means[:, 0] * table[int(kept)]
+                + np.einsum("ij,ij->i", means[:, 1:], at_above[:, :-1])
+                - np.einsum("ij,ij->i", means, at_above)
+            )
+            expected_accuracy = total_target[rows] * harmonic[int(kept)] - run_sums
+            area[rows] = 1.0 - expected_accuracy / levels
+        return area
+
+    return mean_risk
 
 
 def _selective_risk(confidence: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """risk(k) and the k-th kept confidence for k = 1..N, ties resolved by expectation (validated input)."""
     n = confidence.size
-    order, starts = _sorted_tie_runs(confidence)
+    groups = groups_of(confidence)
     # Tied runs from the most to the least confident.
-    run_target = np.add.reduceat(target[order], starts)[::-1]
-    run_size = np.diff(np.r_[starts, n])[::-1]
-    run_value = confidence[order[starts]][::-1]
+    run_target = np.bincount(groups.index, weights=target, minlength=groups.size)[::-1]
+    run_size = groups.counts[::-1]
+    run_value = groups.values[::-1]
     kept_before = np.cumsum(run_size) - run_size
     target_before = np.cumsum(run_target) - run_target
     run_of_position = np.repeat(np.arange(run_size.size), run_size)

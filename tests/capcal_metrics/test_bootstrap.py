@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import capcal_metrics as cm
+from capcal_metrics import bootstrap as bootstrap_module
 
 # Package metrics (evaluated by their weighted kernels) with the arrays they take from CapabilityData.
 FAST_METRICS = {
@@ -187,3 +188,169 @@ def test_invalid_arguments(args, kwargs, message):
 def test_metric_must_be_callable():
     with pytest.raises(ValueError, match="callable"):
         cm.bootstrap_ci("ece", [0.1], [0.0])
+
+
+# --- bootstrap_cis: several metrics on the same resamples ----------------------------------------------
+
+
+def _suite(data) -> dict:
+    """Every package metric (and a custom one) on the questions of ``data``."""
+    return {
+        name: (metric, tuple(getattr(data, field) for field in fields))
+        for name, (metric, fields) in FAST_METRICS.items()
+    } | {"custom_mean_gap": (lambda c, t: float(np.mean(t - c)), (data.confidence, data.mu_hat))}
+
+
+def _canonical(data):
+    """``data`` with its rows in the bootstrap's canonical order (confidence, then mu_hat, n_samples, z)."""
+    order = np.lexsort([data.z, data.n_samples, data.mu_hat, data.confidence])
+    return type(data)(*(np.asarray(field)[order] for field in data))
+
+
+def _index_resampling_values(metric, arrays, n_questions, n_resamples, seed):
+    """The textbook bootstrap: resample b takes the rows ``rng.integers(0, N, N)``, one resample at a time."""
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(n_resamples):
+        rows = rng.integers(0, n_questions, size=n_questions)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", cm.UndefinedMetricWarning)
+            values.append(metric(*(array[rows] for array in arrays)))
+    return np.array(values)
+
+
+@pytest.mark.parametrize("decimals", [None, 1])
+def test_bootstrap_cis_equals_index_resampling_with_the_same_draws(make_data, decimals):
+    """Exactness: for the same seed, every metric's interval is the percentile interval of the metric on the
+    rows drawn by the straightforward index resampling (same generator calls, one resample at a time), to
+    rounding. The data are put in the canonical row order first, so that both index the same rows; ties
+    (decimals=1) and undefined resamples (NaN, left out) included."""
+    data = _canonical(make_data(n_queries=60, seed=11, decimals=decimals))
+    metrics = _suite(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cm.UndefinedMetricWarning)
+        cis = cm.bootstrap_cis(metrics, n_resamples=150, seed=4)
+    for name, (metric, arrays) in metrics.items():
+        values = _index_resampling_values(metric, arrays, 60, 150, seed=4)
+        low, high = np.nanpercentile(values, [2.5, 97.5])
+        assert cis[name].estimate == metric(*arrays), name
+        assert cis[name].low == pytest.approx(low, abs=1e-10), name
+        assert cis[name].high == pytest.approx(high, abs=1e-10), name
+
+
+def test_bootstrap_cis_equals_index_resampling_on_undefined_resamples():
+    """Five questions: many resamples hold one class, one confidence or one target value, where AUROC, AP,
+    the correlations and PRR are undefined. Against the index resampling with the same draws, the NaN
+    resamples are the same ones (same count) and the intervals of the rest agree."""
+    confidence = np.array([0.1, 0.3, 0.3, 0.7, 0.9])
+    mu_hat = np.array([0.0, 0.2, 0.6, 0.6, 1.0])
+    labels = np.array([0.0, 1.0, 0.0, 0.0, 1.0])
+    metrics = {
+        "soft_auroc": (cm.soft_label_auroc, (confidence, mu_hat)),
+        "auroc": (cm.auroc, (confidence, labels)),
+        "average_precision": (cm.average_precision, (confidence, labels)),
+        "pearson": (cm.pearson_correlation, (confidence, mu_hat)),
+        "spearman": (cm.spearman_correlation, (confidence, mu_hat)),
+        "prr": (cm.prediction_rejection_ratio, (confidence, mu_hat)),
+        "ace": (cm.adaptive_calibration_error, (confidence, mu_hat)),
+    }
+    with pytest.warns(cm.UndefinedMetricWarning) as caught:
+        cis = cm.bootstrap_cis(metrics, n_resamples=400, seed=3)
+    messages = " ".join(str(warning.message) for warning in caught)
+    for name, (metric, arrays) in metrics.items():
+        values = _index_resampling_values(metric, arrays, 5, 400, seed=3)
+        n_undefined = int(np.isnan(values).sum())
+        if n_undefined:
+            assert f"metric {name!r} was undefined (NaN) on {n_undefined} of 400" in messages, name
+        else:
+            assert f"metric {name!r}" not in messages, name
+        low, high = np.nanpercentile(values, [2.5, 97.5])
+        assert cis[name].low == pytest.approx(low, abs=1e-10), name
+        assert cis[name].high == pytest.approx(high, abs=1e-10), name
+
+
+def test_bootstrap_cis_does_not_depend_on_the_chunking(make_data, monkeypatch):
+    """Resamples are drawn in chunks; the draws (and so the intervals) are the same for any chunk size."""
+    data = make_data(n_queries=80, seed=12, decimals=1)
+    metrics = _suite(data)
+    monkeypatch.setattr(bootstrap_module, "_CHUNK_ELEMENTS", 80 * 7)  # chunks of 7 resamples
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cm.UndefinedMetricWarning)
+        chunked = cm.bootstrap_cis(metrics, n_resamples=50, seed=9)
+        monkeypatch.setattr(bootstrap_module, "_CHUNK_ELEMENTS", 1)  # one resample at a time
+        single = cm.bootstrap_cis(metrics, n_resamples=50, seed=9)
+    for name in metrics:
+        assert chunked[name].low == pytest.approx(single[name].low, abs=1e-12), name
+        assert chunked[name].high == pytest.approx(single[name].high, abs=1e-12), name
+
+
+def test_bootstrap_cis_gives_each_metric_its_bootstrap_ci(make_data):
+    """Without tied confidences every metric's canonical row order is the confidence order, and then
+    bootstrap_cis = bootstrap_ci metric by metric for the same seed (they draw the same resamples)."""
+    data = make_data(n_queries=150, seed=13)
+    data = data._replace(confidence=np.random.default_rng(0).random(150))  # no ties (clipping makes some)
+    metrics = _suite(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cm.UndefinedMetricWarning)
+        together = cm.bootstrap_cis(metrics, n_resamples=120, seed=6)
+        for name, (metric, arrays) in metrics.items():
+            alone = cm.bootstrap_ci(metric, *arrays, n_resamples=120, seed=6)
+            assert together[name] == pytest.approx(alone, abs=1e-10), name
+    assert list(together) == list(metrics)
+
+
+def test_bootstrap_cis_is_independent_of_row_order(make_data):
+    data = make_data(n_queries=120, seed=14, decimals=1)
+    permutation = np.random.default_rng(1).permutation(120)
+    shuffled = type(data)(*(np.asarray(field)[permutation] for field in data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cm.UndefinedMetricWarning)
+        first = cm.bootstrap_cis(_suite(data), n_resamples=80, seed=2)
+        second = cm.bootstrap_cis(_suite(shuffled), n_resamples=80, seed=2)
+    for name in first:
+        assert second[name] == pytest.approx(first[name], abs=1e-12), name
+
+
+def test_bootstrap_cis_warns_per_metric_and_handles_all_undefined():
+    """Four questions: AUROC is undefined on the resamples with one class; a constant target makes Spearman
+    undefined on every resample (NaN interval), while the Brier interval is unaffected."""
+    confidence = np.array([0.1, 0.4, 0.6, 0.9])
+    labels = np.array([0.0, 0.0, 1.0, 1.0])
+    constant = np.full(4, 0.5)
+    metrics = {
+        "auroc": (cm.auroc, (confidence, labels)),
+        "spearman": (cm.spearman_correlation, (confidence, constant)),
+        "brier": (cm.brier_score, (confidence, labels)),
+    }
+    with pytest.warns(cm.UndefinedMetricWarning) as caught:
+        cis = cm.bootstrap_cis(metrics, n_resamples=200, seed=0)
+    messages = [str(warning.message) for warning in caught if "bootstrap_cis" in str(warning.message)]
+    assert any(message.startswith("bootstrap_cis: metric 'auroc' was undefined") for message in messages)
+    assert any("metric 'spearman' was undefined (NaN) on 200 of 200" in message for message in messages)
+    assert not any("'brier'" in message for message in messages)
+    assert np.isfinite(cis["auroc"].low) and np.isnan(cis["spearman"].low) and np.isnan(cis["spearman"].high)
+    assert cis["brier"].low <= cis["brier"].estimate <= cis["brier"].high
+
+
+@pytest.mark.parametrize(
+    ("metrics", "message"),
+    [
+        ({}, "non-empty mapping"),
+        ({"ece": cm.expected_calibration_error}, "pair"),
+        ({"ece": ("ece", ([0.1], [0.0]))}, "pair"),
+        ({"ece": (cm.expected_calibration_error, ())}, "non-empty tuple"),
+        ({"ece": (cm.expected_calibration_error, np.zeros((2, 2)))}, "non-empty tuple"),
+        (
+            {
+                "ece": (cm.expected_calibration_error, ([0.1, 0.2], [0.0, 1.0])),
+                "brier": (cm.brier_score, ([0.1, 0.2, 0.3], [0.0, 1.0, 1.0])),
+            },
+            "same length",
+        ),
+        ({"ece": (cm.expected_calibration_error, ([], []))}, "empty"),
+        ({"ece": (cm.expected_calibration_error, (0.5, [0.0]))}, "scalar"),
+    ],
+)
+def test_bootstrap_cis_invalid_arguments(metrics, message):
+    with pytest.raises(ValueError, match=message):
+        cm.bootstrap_cis(metrics)
