@@ -166,27 +166,31 @@ def _binned_gap_and_mass(
         )
     # Equal mass: a tied run's bin depends on its (weighted) sorted position. Run g spanning positions
     # [start, end) goes to bin floor(n_bins (start + end - 1) / (2 total)); that index is nondecreasing along
-    # the runs, so each bin is a contiguous block of runs whose sums are differences of cumulative sums.
-    # Within a run c is constant, so the run's gap sum is sum w target - c_g M_g.
+    # the runs, so each bin is a contiguous block of runs [boundary_b, boundary_{b+1}). Within a run c is
+    # constant, so the run's gap sum is sum_{i in g} w_i target_i - c_g M_g.
     runs = workspace.groups(confidence)
 
     def binned() -> tuple[np.ndarray, np.ndarray]:
-        n_rows = workspace.weights.shape[0]
+        n_rows, n_runs = workspace.weights.shape[0], runs.size
         run_mass = workspace.sums(runs)
         cumulative_mass = workspace.cumsums(runs)  # = exclusive end position of each run
-        cumulative_gap = workspace.cumsums(runs, target) - workspace.cumsums(runs, confidence)
+        run_gap = np.zeros((n_rows, n_runs + 1))  # a trailing 0 so that every boundary is a valid index
+        np.multiply(run_mass, runs.values, out=run_gap[:, :-1])
+        np.subtract(workspace.sums(runs, target), run_gap[:, :-1], out=run_gap[:, :-1])
         scaled_midpoint = 2.0 * cumulative_mass - run_mass  # start + end = 2 end - M
         scaled_midpoint -= 1.0
         scaled_midpoint *= n_bins  # n_bins (start + end - 1)
         bin_thresholds = 2.0 * workspace.total[:, None] * np.arange(1, n_bins)  # bin >= b iff >= 2 total b
         boundaries = np.zeros((n_rows, n_bins + 1), dtype=np.intp)
-        boundaries[:, -1] = run_mass.shape[1]
+        boundaries[:, -1] = n_runs
+        gap = np.empty((n_rows, n_bins))
         for row in range(n_rows):
             boundaries[row, 1:-1] = np.searchsorted(scaled_midpoint[row], bin_thresholds[row], side="left")
-        # Cumulative sum before each boundary (0 before the first run), differenced into per-bin sums.
+            gap[row] = np.add.reduceat(run_gap[row], boundaries[row, :-1])  # an empty bin gets one run
+        gap[boundaries[:, :-1] == boundaries[:, 1:]] = 0.0  # ... so empty bins are zeroed
+        # Mass: cumulative mass before each boundary (0 before the first run), differenced.
         before = np.maximum(boundaries - 1, 0)
         at_start = boundaries == 0
-        gap = np.diff(np.where(at_start, 0.0, np.take_along_axis(cumulative_gap, before, axis=1)), axis=1)
         mass = np.diff(np.where(at_start, 0.0, np.take_along_axis(cumulative_mass, before, axis=1)), axis=1)
         return gap, mass
 
