@@ -414,15 +414,23 @@ def _routing_section(table: pd.DataFrame, evaluations: dict, eval_task: str) -> 
         title=f"Routing · {eval_task}: {_short(cheap)} -> {_short(strong)}",
         facts={
             "questions": len(paired),
-            f"accuracy of {cheap}": f"{paired['mu_cheap'].mean():.3f}",
-            f"accuracy of {strong}": f"{paired['mu_strong'].mean():.3f}",
+            f"accuracy of {_short(cheap)}": f"{paired['mu_cheap'].mean():.3f}",
+            f"accuracy of {_short(strong)}": f"{paired['mu_strong'].mean():.3f}",
         },
         notes=[
             (
                 "Route the questions with the lowest confidence of the cheap model to the strong one; "
-                "accuracy is "
-                "the exact expected accuracy (mean mu_hat of whichever model answers)."
-            )
+                "accuracy is the exact expected accuracy (mean mu_hat of whichever model answers)."
+            ),
+            *(
+                [
+                    f"Here the routed-to model is the less accurate one ({paired['mu_strong'].mean():.3f} < "
+                    f"{paired['mu_cheap'].mean():.3f}): routing can only lose accuracy, and the curves show "
+                    "how well each estimator keeps the questions the cheap model solves."
+                ]
+                if paired["mu_strong"].mean() < paired["mu_cheap"].mean()
+                else []
+            ),
         ],
         figures=[
             Figure(
