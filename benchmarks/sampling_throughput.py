@@ -89,7 +89,7 @@ def capcal_hf(settings: Settings):
 VLLM_ENGINE = {"max_model_len": 2048, "kv_cache_memory_bytes": 2 * 2**30}
 
 
-def stock_vllm(settings: Settings):
+def stock_vllm(settings: Settings, **engine):
     from lm_eval.models.vllm_causallms import VLLM
 
     return VLLM(
@@ -98,7 +98,13 @@ def stock_vllm(settings: Settings):
         seed=settings.seed,
         batch_size="auto",
         **VLLM_ENGINE,
+        **engine,
     )
+
+
+def stock_vllm_block_32(settings: Settings):
+    """Stock vllm with capcal-vllm's CPU block size (32): separates the gain of the block size from n = k."""
+    return stock_vllm(settings, block_size=32)
 
 
 def capcal_vllm(settings: Settings):
@@ -118,11 +124,17 @@ BACKENDS: dict[str, Callable[[Settings], object]] = {
     "hf-default-batch": stock_hf_default_batch_size,
     "capcal-hf": capcal_hf,
     "vllm": stock_vllm,
+    "vllm-block32": stock_vllm_block_32,
     "capcal-vllm": capcal_vllm,
 }
 # backend -> the stock backend its speed-up is measured against
-BASELINES: dict[str, str] = {"capcal-hf": "hf", "hf-default-batch": "hf", "capcal-vllm": "vllm"}
-VLLM_BACKENDS = ("vllm", "capcal-vllm")
+BASELINES: dict[str, str] = {
+    "capcal-hf": "hf",
+    "hf-default-batch": "hf",
+    "capcal-vllm": "vllm",
+    "vllm-block32": "vllm",
+}
+VLLM_BACKENDS = ("vllm", "vllm-block32", "capcal-vllm")
 
 
 # Slices: settings -> (lm-eval task name or config dict, whether to apply the chat template).
