@@ -10,10 +10,12 @@ once; intervals of different metrics are then coherent, and the drawing is not r
 :func:`bootstrap_ci` is the single-metric case of the same machinery.
 
 Each resample is represented by its bootstrap counts (how often each question was drawn, a
-Multinomial(N; 1/N, ..., 1/N) vector), generated in chunks of resamples from
-``numpy.random.default_rng(seed)``. The metric of a resample is the metric of the data set in which question
-i appears ``counts[i]`` times, i.e. of the rows ``np.repeat(arange(N), counts)``. Two evaluation paths give
-the same values for the same seed:
+Multinomial(N; 1/N, ..., 1/N) vector): resample b's counts are the ``bincount`` of the b-th block of N
+indices from ``numpy.random.default_rng(seed).integers(0, N, ...)``, i.e. of exactly the rows the textbook
+index resampling ``rows = rng.integers(0, N, size=N)`` would take (drawn in chunks of resamples; the stream,
+and so every interval, does not depend on the chunk size). The metric of a resample is the metric of the data
+set in which question i appears ``counts[i]`` times, i.e. of the rows ``np.repeat(arange(N), counts)``; every
+metric here is a function of that multiset. Two evaluation paths give the same values for the same seed:
 
 * the metrics of this package (also through ``functools.partial`` with keyword arguments) are evaluated by
   their weighted kernels (:mod:`capcal_metrics._kernels`) on a whole chunk at once, the counts acting as
