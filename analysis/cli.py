@@ -1,6 +1,7 @@
 """The ``capcal`` command line: a thin layer over capcal's Python API.
 
 capcal eval [lm_eval flags] [--repeats K] [--data_dir DIR]   -> analysis.evaluation.run_lm_eval
+    (exit status 3 when API requests still failed after their retries: the message says how to resume)
 capcal tasks-dir                                              -> capcal_tasks.tasks_dir
 capcal models prepare NAME [--force] | list | path NAME       -> capcal_models.prepare
 capcal analyze OUTPUT_DIR [--output FILE]                     -> analysis.runs
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -84,6 +86,25 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to the current ``sys.stderr`` (which a caller such as pytest may replace between runs)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+def _log_capcal_models_to_stderr() -> None:
+    """Show capcal_models' INFO logs (retries, the API models' summary lines) beside lm-eval's, which
+    configures only its own logger; once per process."""
+    models_logger = logging.getLogger("capcal_models")
+    if not models_logger.handlers:
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-8s [%(name)s] %(message)s"))
+        models_logger.addHandler(handler)
+        models_logger.setLevel(logging.INFO)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="capcal", description="Capability calibration on lm-eval.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -134,8 +155,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "eval":
         from analysis.evaluation import run_lm_eval
+        from capcal_models.api import APIRequestsFailed
 
-        run_lm_eval(argv[1:])
+        _log_capcal_models_to_stderr()
+        try:
+            run_lm_eval(argv[1:])
+        except APIRequestsFailed as error:  # the report says what finished, what did not and how to resume
+            print(f"capcal eval: error: {error}", file=sys.stderr)
+            return 3
         return 0
     args = build_parser().parse_args(argv)
     if args.command == "tasks-dir":

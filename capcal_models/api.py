@@ -10,17 +10,23 @@ identical. They retry a failed request a few times and then abort the whole run.
   id, request index, repeat): the n = k request carries the seed of its first repeat (vLLM gives choice i
   that seed + i), per-repeat requests carry their own; never one seed for all repeats. The run seed is the
   model argument ``seed``, else a ``seed`` in the generation kwargs, else lm-eval's ``--seed``;
-- run up to ``num_concurrent`` requests at once; retry connection errors, timeouts, 408/409/425/429 and 5xx
-  with exponential backoff (``retry_base_delay`` * 2^attempt, at most ``retry_max_delay``, or the server's
-  ``Retry-After``) up to ``max_retries`` times, without stopping the other requests; report what still
-  failed at the end in one message, then raise ``APIRequestsFailed`` (or, with ``allow_failures=True``, log
-  it and return empty texts for the failed samples);
+- run up to ``num_concurrent`` requests at once; retry connection errors (refused, reset, closed mid-body),
+  timeouts (``timeout`` seconds per request), 408/409/425/429, 5xx and unreadable 200 responses (invalid or
+  truncated JSON, missing choices) with exponential backoff (``retry_base_delay`` * 2^attempt, at most
+  ``retry_max_delay``, or the server's ``Retry-After``) up to ``max_retries`` times, without stopping the
+  other requests; report what still failed at the end in one message (what finished and where it is cached,
+  what did not, how to resume), then raise ``APIRequestsFailed`` (or, with ``allow_failures=True``, log it
+  and return empty texts for the failed samples);
+- count requests, cached samples, retries by cause and failures in ``stats``: one summary line is logged per
+  call, and ``get_model_info`` (which lm-eval calls after the run) puts them into the results JSON as
+  ``config.capcal_api_stats``;
 - keep every received sample in an on-disk cache (``capcal_models.sample_cache``; ``cache_path``, default
   ``$CAPCAL_HOME/cache/api/samples.sqlite``; ``sample_cache=False`` turns it off) keyed by (request, repeat
   index), committed as each response arrives: a killed run restarts without sampling its finished requests
   again;
 - read the API key from an environment variable (``api_key_env``, default ``OPENAI_API_KEY``) and send it
-  only in the Authorization header; an ``api_key`` model argument is refused, because lm-eval writes model
+  only in the Authorization header; ``api_key`` and ``auth_token`` model arguments and credentials in
+  ``base_url`` (user:password@ or a key/token query parameter) are refused, because lm-eval writes model
   arguments into its results files and logs. Error messages are scrubbed of the key;
 - answer log-likelihood requests of one-word choices (P(True): "Yes"/"No") from the top log-probabilities
   of the first answer token (``capcal_models.answer_logprobs``): always for ``capcal-api-chat`` (chat
@@ -37,6 +43,7 @@ identical. They retry a failed request a few times and then abort the whole run.
 from __future__ import annotations
 
 import asyncio
+import copy
 import email.utils
 import json
 import logging
@@ -46,7 +53,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import aiohttp
 from lm_eval.api.instance import Instance
@@ -72,6 +79,8 @@ __all__ = ["APIRequestsFailed", "CapcalChatAPI", "CapcalCompletionsAPI", "Failed
 logger = logging.getLogger(__name__)
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+SECRET_QUERY_WORDS = ("key", "token", "secret", "password", "sig")
+REPORTED_FAILURES = 5  # unfinished requests listed one per line in the failure report
 LMEVAL_NONE_PLACEHOLDER = os.environ.get("LMEVAL_MODEL_NONE_ANSWER_PLACEHOLDER", "")
 
 
@@ -134,6 +143,28 @@ def _public_url(url: str | None) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+def _credentials_in_url(url: str | None) -> str | None:
+    """What in a URL looks like a credential (user info, a key/token query parameter), or None."""
+    if not url:
+        return None
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        return "user:password@ in base_url"
+    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if any(word in name.lower() for word in SECRET_QUERY_WORDS):
+            return f"the query parameter {name!r} in base_url"
+    return None
+
+
+def _error_cause(error: BaseException) -> str:
+    """The retry cause of a transport or decoding error: timeout, connection or invalid_response."""
+    if isinstance(error, TimeoutError):  # asyncio.TimeoutError, aiohttp.ServerTimeoutError
+        return "timeout"
+    if isinstance(error, ValueError):  # invalid JSON or UTF-8 in a complete response
+        return "invalid_response"
+    return "connection"  # refused, reset, disconnected, body cut off (ClientPayloadError)
+
+
 def _repeat_ranges(repeats: list[int]) -> str:
     return ",".join(str(r) for r in repeats) if len(repeats) <= 4 else f"{repeats[0]}..{repeats[-1]}"
 
@@ -162,11 +193,13 @@ class _CapcalAPIMixin:
         think_end_token: str | None = None,
         **kwargs,
     ) -> None:
-        if "api_key" in kwargs:
+        secret = next((f"{name} in model_args" for name in ("api_key", "auth_token") if name in kwargs), None)
+        secret = secret or _credentials_in_url(kwargs.get("base_url"))
+        if secret:
             raise ValueError(
-                f"{self.BACKEND}: do not pass api_key in model_args (lm-eval writes model_args into its "
-                "results files and logs); put the key in an environment variable and name it with "
-                "api_key_env=NAME (default OPENAI_API_KEY)"
+                f"{self.BACKEND}: do not pass {secret} (lm-eval writes model_args into its results files and "
+                "logs); put the key in an environment variable and name it with api_key_env=NAME (default "
+                "OPENAI_API_KEY)"
             )
         super().__init__(*args, max_retries=max_retries, **kwargs)
         self.run_seed = None if seed is None else int(seed)
@@ -185,7 +218,17 @@ class _CapcalAPIMixin:
 
             cache_path = str(capcal_home() / "cache" / "api" / "samples.sqlite")
         self.cache = SampleCache(cache_path) if _as_bool(sample_cache) else None
-        self.stats = {"requests_sent": 0, "cached_samples_used": 0, "retries": 0}
+        self.stats: dict = {
+            "samples_needed": 0,  # samples the calls asked for (one per question when greedy)
+            "cached_samples_used": 0,  # of those, read from the sample cache
+            "requests_needed": 0,  # requests for the rest (after the cache)
+            "requests_sent": 0,  # HTTP attempts, retries included
+            "samples_received": 0,
+            "retries": 0,
+            "retries_by_cause": {},  # http_<status>, timeout, connection, invalid_response
+            "failed_requests": 0,  # still failing after max_retries
+            "missing_samples": 0,
+        }
         self.failures: list[FailedRequest] = []
 
     # --- credentials: read from the environment on use, never stored on the object -------------------------
@@ -232,6 +275,7 @@ class _CapcalAPIMixin:
     # --- generation ----------------------------------------------------------------------------------------
 
     def generate_until(self, requests: list[Instance], disable_tqdm: bool = False) -> list[str]:
+        before = copy.deepcopy(self.stats)
         results: list[str | None] = [None] * len(requests)
         plans = []  # (group, key, until, greedy, cached samples)
         jobs: list[_Job] = []
@@ -256,6 +300,7 @@ class _CapcalAPIMixin:
             samples_needed = 1 if greedy else group.k
             cached = self.cache.get(key) if self.cache is not None else {}
             missing = [repeat for repeat in range(samples_needed) if repeat not in cached]
+            self.stats["samples_needed"] += samples_needed
             self.stats["cached_samples_used"] += samples_needed - len(missing)
             plans.append((group, key, until, greedy, cached))
             if not missing:
@@ -286,7 +331,7 @@ class _CapcalAPIMixin:
                     self.cache_hook.add_partial("generate_until", (group.context, group.gen_kwargs), texts[0])
             for position, text in zip(group.positions, texts, strict=True):
                 results[position] = text
-        self._report_failures(jobs)
+        self._finish(jobs, "sampling", before)
         return results
 
     # --- log-likelihoods of one-word answers from the first answer token ----------------------------------
@@ -305,6 +350,7 @@ class _CapcalAPIMixin:
             group.positions.append(position)
 
         max_tokens = self.ptrue_max_tokens or (self._max_gen_toks if self.think_end_token else 1)
+        before = copy.deepcopy(self.stats)
         plans, jobs = [], []
         for group in by_context.values():
             run_seed = resolve_run_seed(self.run_seed, None, self.BACKEND)
@@ -313,6 +359,7 @@ class _CapcalAPIMixin:
             key = request_key(self._identity(group, payload, run_seed, "first_token_logprobs"))
             cached = self.cache.get(key) if self.cache is not None else {}
             plans.append((key, group.positions, cached))
+            self.stats["samples_needed"] += 1
             if 0 in cached:
                 self.stats["cached_samples_used"] += 1
             else:
@@ -343,7 +390,7 @@ class _CapcalAPIMixin:
                 self.top_logprobs,
                 MISSING_LOGPROB,
             )
-        self._report_failures(jobs)
+        self._finish(jobs, "first-token log-probabilities", before)
         return results
 
     def _logprobs_payload(self, prompt, max_tokens: int) -> dict:
@@ -370,6 +417,7 @@ class _CapcalAPIMixin:
     # --- HTTP: concurrency, retries, cache ------------------------------------------------------------------
 
     def _run(self, jobs: list[_Job], what: str, disable_tqdm: bool) -> None:
+        self.stats["requests_needed"] += len(jobs)
         if jobs:
             asyncio.run(self._run_jobs(jobs, what, disable_tqdm))
 
@@ -398,32 +446,32 @@ class _CapcalAPIMixin:
 
     async def _post(
         self, session: aiohttp.ClientSession, payload: dict
-    ) -> tuple[int | None, dict | None, str, float | None]:
-        """POST once: (status, None on a transport error; JSON body on success; error text; Retry-After)."""
+    ) -> tuple[int | None, dict | None, str, str, float | None]:
+        """POST once: (status, None on a transport or decoding error; JSON body on success; error text;
+        retry cause; Retry-After)."""
+        self.stats["requests_sent"] += 1
         try:
             async with session.post(self.base_url, json=payload, headers=self.header) as response:
-                self.stats["requests_sent"] += 1
                 body = await response.text()
                 if response.status == 200:
-                    return 200, json.loads(body), "", None
+                    return 200, json.loads(body), "", "", None
                 retry_after = _retry_after_seconds(response.headers.get("Retry-After"))
-                return response.status, None, f"HTTP {response.status}: {body[:500]}", retry_after
-        except (aiohttp.ClientError, asyncio.TimeoutError, json.JSONDecodeError) as error:
-            return None, None, f"{type(error).__name__}: {error}", None
+                error = f"HTTP {response.status}: {body[:500]}"
+                return response.status, None, error, f"http_{response.status}", retry_after
+        except (aiohttp.ClientError, OSError, ValueError) as error:  # OSError includes TimeoutError
+            return None, None, f"{type(error).__name__}: {error}", _error_cause(error), None
 
     async def _run_job(self, session: aiohttp.ClientSession, semaphore: asyncio.Semaphore, job: _Job) -> None:
         while True:
             job.attempts += 1
             async with semaphore:
-                status, body, error, retry_after = await self._post(session, job.payload)
+                status, body, error, cause, retry_after = await self._post(session, job.payload)
             if status == 200:
                 try:
                     values = job.parse(body)
                 except (KeyError, IndexError, TypeError, ValueError) as parse_error:
-                    error, retryable = (
-                        f"unreadable response ({type(parse_error).__name__}: {parse_error})",
-                        True,
-                    )
+                    error = f"unreadable response ({type(parse_error).__name__}: {parse_error})"
+                    cause, retryable = "invalid_response", True
                 else:
                     await self._accept(session, semaphore, job, values)
                     return
@@ -435,6 +483,8 @@ class _CapcalAPIMixin:
             delay = retry_after if retry_after is not None else self._backoff(job.attempts)
             delay = min(delay, self.retry_max_delay)
             self.stats["retries"] += 1
+            by_cause = self.stats["retries_by_cause"]
+            by_cause[cause] = by_cause.get(cause, 0) + 1
             logger.info(
                 "%s: request failed (%s); retry %d of %d in %.1f s",
                 self.BACKEND,
@@ -456,6 +506,7 @@ class _CapcalAPIMixin:
         repeat (each with its own seed) and stop sending n."""
         received = dict(zip(job.repeats, values, strict=False))
         job.samples.update(received)
+        self.stats["samples_received"] += len(received)
         if self.cache is not None and received:
             self.cache.put(job.key, received)
         rest = job.repeats[len(values) :]
@@ -480,8 +531,35 @@ class _CapcalAPIMixin:
                 job.error = follow_up.error
                 job.attempts = max(job.attempts, follow_up.attempts)
 
-    def _report_failures(self, jobs: list[_Job]) -> None:
+    def _finish(self, jobs: list[_Job], what: str, before: dict) -> None:
+        """Log the call's one-line summary; report the requests that still failed (raise, or log them with
+        ``allow_failures=True``)."""
         failed = [job for job in jobs if job.error is not None]
+        missing = sum(len([r for r in job.repeats if r not in job.samples]) for job in failed)
+        self.stats["failed_requests"] += len(failed)
+        self.stats["missing_samples"] += missing
+        now = {name: value - before[name] for name, value in self.stats.items() if isinstance(value, int)}
+        by_cause = {
+            cause: count - before["retries_by_cause"].get(cause, 0)
+            for cause, count in sorted(self.stats["retries_by_cause"].items())
+            if count > before["retries_by_cause"].get(cause, 0)
+        }
+        causes = ", ".join(f"{cause} {count}" for cause, count in by_cause.items())
+        logger.info(
+            "%s %s: %d samples needed, %d from the cache; %d requests (%d HTTP attempts), %d samples "
+            "received; %d retries%s; %d requests failed (%d samples missing)",
+            self.BACKEND,
+            what,
+            now["samples_needed"],
+            now["cached_samples_used"],
+            now["requests_needed"],
+            now["requests_sent"],
+            now["samples_received"],
+            now["retries"],
+            f" ({causes})" if causes else "",
+            len(failed),
+            missing,
+        )
         if not failed:
             return
         failures = [
@@ -495,22 +573,39 @@ class _CapcalAPIMixin:
             for job in failed
         ]
         self.failures.extend(failures)
-        missing = sum(len(f.repeats) for f in failures)
+        finished = now["samples_needed"] - missing
         lines = [
-            f"{self.BACKEND}: {len(failed)} of {len(jobs)} requests still failed after up to "
-            f"{self.max_retries} retries; {missing} samples are missing."
-        ]
-        lines += [
-            f"  {f.task} {f.question_id} repeats {_repeat_ranges(f.repeats)} ({f.attempts} attempts): "
-            f"{f.error[:300]}"
-            for f in failures
+            f"{self.BACKEND}: {what} did not finish: {len(failed)} of {len(jobs)} requests ({missing} of "
+            f"{now['samples_needed']} samples) still failed after up to {self.max_retries} retries; last "
+            f"error: {failures[-1].error[:300]}",
         ]
         if self.cache is not None:
             lines.append(
-                f"All other samples are cached in {self.cache.path}: running again requests only the "
-                "failed ones."
+                f"Finished: {finished} of {now['samples_needed']} samples ({now['cached_samples_used']} read "
+                f"from the cache, {now['samples_received']} received now), all cached in {self.cache.path}."
             )
-        report = "\n".join(lines)
+        else:
+            lines.append(
+                f"Finished: {finished} of {now['samples_needed']} samples (not cached: sample_cache=False)."
+            )
+        shown = failures[:REPORTED_FAILURES]
+        lines.append(
+            f"Not finished: {len(failures)} requests"
+            + (f" (the first {len(shown)}):" if len(shown) < len(failures) else ":")
+        )
+        lines += [
+            f"  {f.task} {f.question_id} repeats {_repeat_ranges(f.repeats)} ({f.attempts} attempts): "
+            f"{f.error[:300]}"
+            for f in shown
+        ]
+        if self.cache is not None:
+            lines.append(
+                f"To resume, re-run the same command: finished samples are read from {self.cache.path} and "
+                "only the unfinished requests are sent."
+            )
+        else:
+            lines.append("To resume, re-run the same command (everything is sampled again: no sample cache).")
+        report = self._redact("\n".join(lines))
         if self.allow_failures:
             logger.error("%s\nThe failed samples are empty strings (allow_failures=True).", report)
         else:
@@ -523,6 +618,7 @@ class _CapcalAPIMixin:
         }
         if self.run_seed is not None:
             info["capcal_run_seed"] = self.run_seed
+        info["capcal_api_stats"] = copy.deepcopy(self.stats)  # lm-eval calls this after the run
         return info
 
 

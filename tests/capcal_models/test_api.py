@@ -2,8 +2,10 @@
 
 The server runs from capcal's vLLM environment (started once for this module, stopped at the end); the clients
 run here, in the main environment. Where a failing or slow server is needed, ``FaultInjectingProxy`` stands in
-between (a real server cannot be made to fail on demand): it forwards to the real server and injects 503s with
-Retry-After, permanent 500s for chosen requests, or a delay.
+between (a real server cannot be made to fail on demand): it forwards to the real server and injects a fixed
+share of faults (500, 429 with Retry-After, timeouts, connection resets, truncated JSON), 503s on first
+attempts or for everything once "down", permanent 500s for chosen requests, or a delay (so that SIGKILLs land
+mid-run).
 
 The first tests need no server: P(True) parsing of thinking and harmony token streams (synthetic responses: no
 reasoning model runs here), Retry-After parsing and the sample cache.
@@ -16,12 +18,15 @@ import functools
 import json
 import logging
 import math
+import random
+import re
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -107,40 +112,91 @@ def test_wrappers_are_registered_without_vllm_installed() -> None:
     assert "capcal_models.vllm" not in sys.modules
 
 
-def test_api_key_in_model_args_is_refused() -> None:
+@pytest.mark.parametrize(
+    "secret_args",
+    [
+        f"base_url=http://127.0.0.1:9/v1,api_key={FAKE_KEY}",
+        f"base_url=http://127.0.0.1:9/v1,auth_token={FAKE_KEY}",
+        f"base_url=http://user:{FAKE_KEY}@127.0.0.1:9/v1",
+        f"base_url=http://127.0.0.1:9/v1?api-version=1&api-key={FAKE_KEY}",
+    ],
+    ids=["api_key", "auth_token", "url_password", "url_query"],
+)
+def test_secrets_in_model_args_are_refused(secret_args: str) -> None:
+    """lm-eval writes model_args into its results files and logs: a secret there is refused, unechoed."""
     register_models()
     from lm_eval.api.registry import get_model
 
     with pytest.raises(ValueError, match="api_key_env") as refused:
-        get_model("capcal-api").create_from_arg_string(
-            f"model=m,base_url=http://127.0.0.1:9/v1,api_key={FAKE_KEY}"
-        )
+        get_model("capcal-api").create_from_arg_string(f"model=m,{secret_args}")
     assert FAKE_KEY not in str(refused.value)
 
 
 # --- a real vLLM server ----------------------------------------------------------------------------------
 
 
-class FaultInjectingProxy:
-    """An HTTP proxy to the real server that fails on purpose (see the module docstring). Records the
-    Authorization headers it sees, the requests it forwarded and the most requests in flight at once."""
+FAULT_KINDS = ("http_500", "http_429", "timeout", "reset", "truncated_json")
+RETRY_CAUSE = {  # the retry cause capcal-api reports for each injected fault
+    "http_500": "http_500",
+    "http_429": "http_429",
+    "timeout": "timeout",
+    "reset": "connection",
+    "truncated_json": "invalid_response",
+}
 
-    def __init__(self, upstream: str) -> None:
+
+class FaultInjectingProxy:
+    """An HTTP proxy to the real server that fails on purpose (see the module docstring).
+
+    ``inject_faults(every, seed)`` fails one request in every ``every`` it receives (retries included), at a
+    seeded offset, cycling through ``FAULT_KINDS`` in a seeded order: HTTP 500 (whose body echoes the
+    Authorization header, as a debugging server might), 429 with ``Retry-After: 1``, a timeout (held for
+    ``hold_s``, longer than the client's timeout), a connection reset (transport aborted) and truncated JSON
+    (status 200, the server's body cut in half). ``down_after`` answers 503 to everything after that many
+    successful answers. Counts what it injected per kind, the successful answers per request identity, the
+    identities in flight, the Authorization headers it saw and the most requests in flight at once.
+    """
+
+    def __init__(self, upstream: str, port: int | None = None) -> None:
         self.upstream = upstream.rstrip("/")
         self.reject_first_attempt = False
         self.failing_seeds: set[int] = set()
         self.delay_s = 0.0
+        self.hold_s = 0.0
+        self.down_after: int | None = None
+        self.received = 0
+        self.injected: Counter[str] = Counter()
+        self.answered: Counter[str] = Counter()  # request identity -> 200 answers passed on whole
+        self.in_flight_ids: Counter[str] = Counter()
         self.seen: set[str] = set()
         self.authorization: set[str] = set()
         self.forwarded: list[dict] = []
         self.in_flight = self.max_in_flight = 0
-        self.port = free_port()
+        self._fault_every = 0
+        self._fault_offset = 0
+        self._fault_order: list[str] = []
+        self.port = port or free_port()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+    def inject_faults(self, every: int, seed: int, hold_s: float) -> None:
+        """Fail one request in every ``every`` (see the class); ``hold_s``: how long a timeout is held."""
+        rng = random.Random(seed)
+        self._fault_every, self._fault_offset = every, rng.randrange(every)
+        self._fault_order = rng.sample(FAULT_KINDS, len(FAULT_KINDS))
+        self.hold_s = hold_s
+
+    def identities_in_flight(self) -> set[str]:
+        """The identities of the requests being answered now (read on the proxy's own thread)."""
+
+        async def read() -> set[str]:
+            return {identity for identity, count in self.in_flight_ids.items() if count > 0}
+
+        return asyncio.run_coroutine_threadsafe(read(), self._loop).result(timeout=30)
 
     def __enter__(self) -> FaultInjectingProxy:
         from aiohttp import web
@@ -158,30 +214,65 @@ class FaultInjectingProxy:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=30)
 
+    def _fault(self) -> str | None:
+        number = self.received
+        self.received += 1
+        if not self._fault_every or number % self._fault_every != self._fault_offset:
+            return None
+        return self._fault_order[(number // self._fault_every) % len(self._fault_order)]
+
     async def _handle(self, request):
-        import aiohttp
         from aiohttp import web
 
         body = await request.json()
-        self.authorization.add(request.headers.get("Authorization", ""))
+        authorization = request.headers.get("Authorization", "")
+        self.authorization.add(authorization)
         identity = json.dumps(body, sort_keys=True)
+        if self.down_after is not None and sum(self.answered.values()) >= self.down_after:
+            return web.Response(status=503, text=f"down for maintenance (you sent {authorization})")
+        fault = self._fault()
+        if fault is not None:
+            self.injected[fault] += 1
+            if fault == "http_500":
+                return web.Response(status=500, text=f"injected failure; request headers: {authorization}")
+            if fault == "http_429":
+                return web.Response(status=429, text="slow down", headers={"Retry-After": "1"})
+            if fault == "timeout":
+                await asyncio.sleep(self.hold_s)
+                return web.Response(status=504, text="too late")
+            if fault == "reset":
+                request.transport.abort()
+                return web.Response(status=500)  # never reaches the client
+            status, text = await self._forward(request, body)
+            return web.Response(status=status, text=text[: len(text) // 2], content_type="application/json")
         if self.reject_first_attempt and identity not in self.seen:
             self.seen.add(identity)
-            return web.Response(status=503, text="overloaded, try again", headers={"Retry-After": "0"})
+            return web.Response(
+                status=503, text=f"overloaded, try again ({authorization})", headers={"Retry-After": "0"}
+            )
         if body.get("seed") in self.failing_seeds:
             return web.Response(status=500, text="injected failure")
         self.in_flight += 1
+        self.in_flight_ids[identity] += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             await asyncio.sleep(self.delay_s)
-            async with aiohttp.ClientSession() as session:
-                url = f"{self.upstream}/{request.match_info['endpoint']}"
-                async with session.post(url, json=body) as upstream:
-                    text = await upstream.text()
-                    self.forwarded.append(body)
-                    return web.Response(status=upstream.status, text=text, content_type="application/json")
+            status, text = await self._forward(request, body)
+            self.forwarded.append(body)
+            if status == 200:
+                self.answered[identity] += 1
+            return web.Response(status=status, text=text, content_type="application/json")
         finally:
             self.in_flight -= 1
+            self.in_flight_ids[identity] -= 1
+
+    async def _forward(self, request, body: dict) -> tuple[int, str]:
+        import aiohttp
+
+        async with aiohttp.ClientSession() as session:
+            url = f"{self.upstream}/{request.match_info['endpoint']}"
+            async with session.post(url, json=body) as upstream:
+                return upstream.status, await upstream.text()
 
 
 @pytest.fixture(scope="module")
@@ -295,18 +386,21 @@ def test_capcal_api_runs_capcal_gsm8k_end_to_end_without_writing_the_key(
     caplog: pytest.LogCaptureFixture,
     capfd: pytest.CaptureFixture,
 ) -> None:
+    from analysis.cli import main
     from analysis.evaluation import run_lm_eval
     from analysis.runs import load_run
 
-    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    key_variable = "CAPCAL_TEST_API_KEY" if model.endswith("chat") else "OPENAI_API_KEY"
+    monkeypatch.setenv(key_variable, FAKE_KEY)
     caplog.set_level(logging.DEBUG)
     with FaultInjectingProxy(server) as proxy:
-        proxy.reject_first_attempt = True  # every request fails once (503, Retry-After: 0), then succeeds
+        # every request fails once (503, Retry-After: 0, a body echoing the Authorization header), then passes
+        proxy.reject_first_attempt = True
         endpoint = "chat/completions" if model.endswith("chat") else "completions"
         model_args = (
             f"model=smollm2,base_url={proxy.base_url}/{endpoint},num_concurrent=2,retry_base_delay=0.01"
         )
-        model_args += f",cache_path={tmp_path / 'cache.sqlite'}"
+        model_args += f",cache_path={tmp_path / 'cache.sqlite'},api_key_env={key_variable}"
         if endpoint == "completions":
             model_args += f",tokenizer={smollm2_path},tokenizer_backend=huggingface"
         run_lm_eval(
@@ -319,8 +413,13 @@ def test_capcal_api_runs_capcal_gsm8k_end_to_end_without_writing_the_key(
     assert all(len(set(responses)) > 1 for responses in table["responses"])
     assert len(proxy.seen) == len(proxy.forwarded) == 3  # one n = 4 request per question, each retried once
     assert proxy.authorization == {f"Bearer {FAKE_KEY}"}  # the key is sent, in the header only
-    assert (tmp_path / "cache.sqlite").is_file()
-    assert _files_containing(tmp_path, FAKE_KEY) == []  # results, samples, cache
+    assert "(Bearer [API key])" in caplog.text  # the echoed header reached the retry log, redacted
+    report_args = ["report", str(tmp_path / "out"), "--output", str(tmp_path / "report"), "--resamples", "20"]
+    assert main(report_args) == 0
+    assert (tmp_path / "cache.sqlite").is_file() and (tmp_path / "report" / "report.html").is_file()
+    searched = [path for path in tmp_path.rglob("*") if path.is_file()]
+    assert len(searched) >= 5  # results, samples, cache (+ WAL), report files
+    assert _files_containing(tmp_path, FAKE_KEY) == []  # results, samples, cache, report (bytes)
     captured = capfd.readouterr()
     assert FAKE_KEY not in caplog.text + captured.out + captured.err
 
@@ -444,58 +543,240 @@ def test_failed_requests_are_retried_reported_and_resumed_from_the_cache(
     assert FAKE_KEY not in caplog.text + report
 
 
-@pytest.mark.slow
-def test_a_killed_run_restarts_without_resampling(
-    server: str, smollm2_path: Path, completions_task, tmp_path: Path
-) -> None:
-    cache_path = tmp_path / "cache.sqlite"
-    with FaultInjectingProxy(server) as proxy:
-        proxy.delay_s = 1.0  # slow enough to kill the run half-way
-        model_args = (
-            f"model=smollm2,base_url={proxy.base_url}/completions,tokenizer={smollm2_path},"
-            f"tokenizer_backend=huggingface,cache_path={cache_path},seed=1234"
-        )
-        arguments = [
-            "eval", "--model", "capcal-api", "--model_args", model_args, "--tasks", "capcal_gsm8k",
-            "--repeats", "2", "--limit", "6", "--data_dir", "bundled", "--apply_chat_template",
-            "--gen_kwargs", "max_gen_toks=8",
-        ]  # fmt: skip
-        run = subprocess.Popen(
-            [sys.executable, "-c", f"from analysis.cli import main; main({arguments!r})"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            deadline = time.monotonic() + 300
-            while _cached_requests(cache_path) < 2 and time.monotonic() < deadline and run.poll() is None:
-                time.sleep(0.2)
-            run.kill()  # SIGKILL: no clean-up code runs
-            run.wait(timeout=30)
-        finally:
-            if run.poll() is None:
-                run.kill()
-        while proxy.in_flight:  # the request the run was waiting for when it was killed
-            time.sleep(0.2)
-        connection = sqlite3.connect(cache_path)
-        before = dict(
-            ((key, repeat), value)
-            for key, repeat, value in connection.execute("SELECT request_key, repeat, value FROM samples")
-        )
-        connection.close()
-        finished = len({key for key, _ in before})
-        assert 2 <= finished < 6, finished
+def _completions_args(base_url: str, model_path: Path, **extra: object) -> str:
+    """capcal-api model_args for the server or proxy at ``base_url`` (run seed 1234, one request at once)."""
+    arguments = {
+        "model": "smollm2",
+        "base_url": f"{base_url}/completions",
+        "tokenizer": model_path,
+        "tokenizer_backend": "huggingface",
+        "seed": 1234,
+        "num_concurrent": 1,
+        **extra,
+    }
+    return ",".join(f"{name}={value}" for name, value in arguments.items())
 
-        proxy.delay_s = 0.0
-        forwarded_before = len(proxy.forwarded)
-        resumed = _lm(
-            "capcal-api", proxy.base_url, smollm2_path, cache_path=cache_path, seed=1234, num_concurrent=1
+
+def _eval_args(model_args: str, output: Path, limit: int, repeats: int, max_gen_toks: int = 8) -> list[str]:
+    """``capcal eval`` of capcal_gsm8k through capcal-api (bundled data, chat template, samples logged)."""
+    return [
+        "eval", "--model", "capcal-api", "--model_args", model_args, "--tasks", "capcal_gsm8k",
+        "--repeats", str(repeats), "--limit", str(limit), "--data_dir", "bundled", "--apply_chat_template",
+        "--gen_kwargs", f"max_gen_toks={max_gen_toks}", "--log_samples", "--output_path", str(output),
+    ]  # fmt: skip
+
+
+def _responses(output: Path) -> dict[tuple[str, int], str]:
+    """(question id, repeat) -> response, from the samples file of the one run under ``output``."""
+    from analysis.runs import load_run
+
+    table = load_run(output)
+    assert table["run_id"].nunique() == 1
+    return {
+        (question, repeat): text
+        for question, texts in zip(table["question_id"], table["responses"], strict=True)
+        for repeat, text in enumerate(texts)
+    }
+
+
+def _results(output: Path) -> dict:
+    """The one lm-eval results JSON under ``output``."""
+    (path,) = output.rglob("results_*.json")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _cache_rows(cache_path: Path) -> dict[tuple[str, int], str]:
+    """(request key, repeat) -> value of every sample in a sample cache."""
+    connection = sqlite3.connect(cache_path, timeout=30)
+    try:
+        rows = connection.execute("SELECT request_key, repeat, value FROM samples").fetchall()
+    finally:
+        connection.close()
+    return {(key, repeat): value for key, repeat, value in rows}
+
+
+CLIENT_TIMEOUT_S = 10  # capcal-api's timeout model argument; a fault-free request takes < 1 s here
+
+
+@pytest.mark.slow
+def test_injected_faults_are_retried_counted_and_change_no_sample(
+    server: str,
+    smollm2_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture,
+) -> None:
+    """One request in five fails (500 echoing the key, 429, timeout, reset, truncated JSON): the run gets
+    every sample, equal to a fault-free run's, and its results JSON reports one retry per fault, by cause."""
+    from analysis.cli import main
+
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    caplog.set_level(logging.INFO)
+    limit, repeats = 6, 4  # supports_n=False: 24 requests, plus retries
+    settings = {"supports_n": False, "retry_base_delay": 0.05, "timeout": CLIENT_TIMEOUT_S}
+    with FaultInjectingProxy(server) as proxy:
+        proxy.inject_faults(every=5, seed=3, hold_s=CLIENT_TIMEOUT_S + 2)
+        model_args = _completions_args(
+            proxy.base_url, smollm2_path, cache_path=tmp_path / "faults.sqlite", **settings
         )
-        requests = cloned_requests(completions_task, 6, 2, max_gen_toks=8)
-        resumed.generate_until(requests)
-        assert len(proxy.forwarded) - forwarded_before == 6 - finished
-        assert resumed.stats["cached_samples_used"] == 2 * finished
-    after = SampleCache(cache_path)
-    assert all(after.get(key)[repeat] == value for (key, repeat), value in before.items())
+        assert main(_eval_args(model_args, tmp_path / "faults", limit, repeats)) == 0
+    clean_args = _completions_args(server, smollm2_path, cache_path=tmp_path / "clean.sqlite", **settings)
+    assert main(_eval_args(clean_args, tmp_path / "clean", limit, repeats)) == 0
+
+    faulty, clean = _responses(tmp_path / "faults"), _responses(tmp_path / "clean")
+    assert len(faulty) == limit * repeats and faulty == clean  # every sample, none changed by the faults
+    assert set(proxy.injected) == set(FAULT_KINDS)
+    assert sum(proxy.injected.values()) in (proxy.received // 5, proxy.received // 5 + 1)  # 20%
+    stats = _results(tmp_path / "faults")["config"]["capcal_api_stats"]
+    expected = Counter()
+    for kind, count in proxy.injected.items():
+        expected[RETRY_CAUSE[kind]] += count
+    assert stats["retries_by_cause"] == dict(expected) and stats["retries"] == sum(proxy.injected.values())
+    assert stats["requests_sent"] == proxy.received and stats["requests_needed"] == limit * repeats
+    assert stats["samples_received"] == limit * repeats
+    assert stats["failed_requests"] == stats["missing_samples"] == 0
+    assert f"capcal-api sampling: {limit * repeats} samples needed, 0 from the cache" in caplog.text
+    assert "request headers: Bearer [API key]" in caplog.text  # the echoed key, redacted in the retry log
+    captured = capfd.readouterr()
+    assert FAKE_KEY not in caplog.text + captured.out + captured.err
+    assert _files_containing(tmp_path, FAKE_KEY) == []
+    print(f"injected {dict(proxy.injected)} in {proxy.received} requests; reported {stats}")
+
+
+@pytest.mark.slow
+def test_a_server_that_stays_down_ends_the_run_with_a_resume_message(
+    server: str,
+    smollm2_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture,
+) -> None:
+    """After 3 answers the server answers only 503 (echoing the key), then refuses connections: each time
+    capcal eval exits with status 3 and one message (what finished and where it is cached, what did not, how
+    to resume); re-running the same command once the server is back sends only the unfinished requests."""
+    from analysis.cli import main
+
+    monkeypatch.setenv("CAPCAL_TEST_API_KEY", FAKE_KEY)
+    caplog.set_level(logging.INFO)
+    limit, repeats, answered = 6, 2, 3
+    cache_path = tmp_path / "cache.sqlite"
+    cached_in = f"cached in {cache_path.resolve()}"
+    resume = f"To resume, re-run the same command: finished samples are read from {cache_path.resolve()}"
+
+    def failure_message(requests_sent: int) -> tuple[str, set[str]]:
+        """capcal eval's error message (checked for what every such message says) and its question ids."""
+        message = capfd.readouterr().err.split("capcal eval: error: ", 1)[1]
+        assert (
+            f"3 of {requests_sent} requests (6 of 12 samples) still failed after up to 2 retries" in message
+        )
+        assert cached_in in message and resume in message and FAKE_KEY not in message
+        unfinished = re.findall(r"^  capcal_gsm8k (\S+) repeats 0,1 \(3 attempts\)", message, re.MULTILINE)
+        assert len(unfinished) == limit - answered
+        return message, set(unfinished)
+
+    with FaultInjectingProxy(server) as proxy:
+        proxy.down_after = answered
+        model_args = _completions_args(
+            proxy.base_url,
+            smollm2_path,
+            cache_path=cache_path,
+            max_retries=2,
+            retry_base_delay=0.05,
+            api_key_env="CAPCAL_TEST_API_KEY",
+        )
+        arguments = _eval_args(model_args, tmp_path / "out", limit, repeats)
+        assert main(arguments) == 3
+        message, unfinished = failure_message(requests_sent=6)
+        first_message = message
+        assert "HTTP 503: down for maintenance (you sent Bearer [API key])" in message
+        assert "Finished: 6 of 12 samples (0 read from the cache, 6 received now)" in message
+    port = proxy.port
+    assert main(arguments) == 3  # nothing listens on the port
+    message, still_unfinished = failure_message(requests_sent=3)  # the others are cached
+    assert "ClientConnectorError" in message and still_unfinished == unfinished
+    assert "Finished: 6 of 12 samples (6 read from the cache, 0 received now)" in message
+
+    with FaultInjectingProxy(server, port=port) as proxy:
+        assert main(arguments) == 0
+    questions = {question for question, _ in _responses(tmp_path / "out")}
+    seeds = {sample_seed(1234, "capcal_gsm8k", question, 0, 0): question for question in questions}
+    assert sorted(seeds[body["seed"]] for body in proxy.forwarded) == sorted(unfinished)  # only those, once
+    stats = _results(tmp_path / "out")["config"]["capcal_api_stats"]
+    assert stats["cached_samples_used"] == answered * repeats and stats["missing_samples"] == 0
+    assert FAKE_KEY not in caplog.text
+    assert _files_containing(tmp_path, FAKE_KEY) == []
+    print(f"capcal eval: error: {first_message}\ncapcal eval: error: {message}")
+
+
+KILL_AFTER = (1, 3, 6)  # cached requests (of 8) at which a run is killed
+
+
+@pytest.mark.slow
+def test_a_run_killed_at_several_points_resumes_to_the_uninterrupted_samples(
+    server: str, smollm2_path: Path, tmp_path: Path
+) -> None:
+    """``capcal eval`` is SIGKILLed once 1, 3 and 6 of its 8 requests are cached, each re-run continuing the
+    last; then a run completes. Its samples equal an uninterrupted run's; no cached sample changes or is
+    requested again (only the request in flight at a kill is sent twice); none is lost."""
+    from analysis.cli import main
+
+    limit, repeats = 8, 2
+
+    def arguments(base_url: str, name: str) -> list[str]:
+        model_args = _completions_args(base_url, smollm2_path, cache_path=tmp_path / f"{name}.sqlite")
+        return _eval_args(model_args, tmp_path / name, limit, repeats)
+
+    assert main(arguments(server, "uninterrupted")) == 0
+    cache_path = tmp_path / "resumed.sqlite"
+    cached: dict[tuple[str, int], str] = {}
+    cached_at_kill = []
+    in_flight_at_kills: Counter[str] = Counter()
+    with FaultInjectingProxy(server) as proxy:
+        proxy.delay_s = 0.5  # so that kills land mid-run
+        command = [
+            sys.executable,
+            "-c",
+            f"from analysis.cli import main; main({arguments(proxy.base_url, 'resumed')!r})",
+        ]
+        for kill_at in KILL_AFTER:
+            log_path = tmp_path / f"killed-at-{kill_at}.log"
+            with open(log_path, "wb") as log:
+                run = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+            try:
+                deadline = time.monotonic() + 240
+                while _cached_requests(cache_path) < kill_at:
+                    assert run.poll() is None, f"the run ended before its kill point:\n{log_path.read_text()}"
+                    assert time.monotonic() < deadline, f"no progress:\n{log_path.read_text()}"
+                    time.sleep(0.05)
+                run.kill()  # SIGKILL: no clean-up code runs
+                run.wait(timeout=30)
+            finally:
+                if run.poll() is None:
+                    run.kill()
+                    run.wait(timeout=30)
+            time.sleep(0.2)  # a request sent just before the kill reaches the proxy's handler
+            in_flight_at_kills.update(proxy.identities_in_flight())
+            while proxy.in_flight:
+                time.sleep(0.1)
+            rows = _cache_rows(cache_path)
+            assert all(rows[key] == value for key, value in cached.items())  # cached samples never change
+            cached = rows
+            cached_at_kill.append(len({key for key, _ in rows}))
+            assert kill_at <= cached_at_kill[-1] < limit, cached_at_kill
+        proxy.delay_s = 0.0
+        assert main(arguments(proxy.base_url, "resumed")) == 0
+    resumed = _responses(tmp_path / "resumed")
+    assert len(resumed) == limit * repeats and resumed == _responses(tmp_path / "uninterrupted")
+    assert len(proxy.answered) == limit
+    assert all(count <= 1 + in_flight_at_kills[identity] for identity, count in proxy.answered.items())
+    twice = sum(proxy.answered.values()) - limit
+    print(f"cached requests at the kills {cached_at_kill}; answered twice (in flight at a kill) {twice}")
+    stats = _results(tmp_path / "resumed")["config"]["capcal_api_stats"]
+    assert stats["cached_samples_used"] == repeats * cached_at_kill[-1]
+    assert stats["requests_needed"] == limit - cached_at_kill[-1] and stats["missing_samples"] == 0
+    assert all(_cache_rows(cache_path)[key] == value for key, value in cached.items())
 
 
 @pytest.mark.slow
