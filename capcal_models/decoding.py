@@ -10,7 +10,10 @@
   distribution, so a sample does not depend on what else is in the batch;
 - a row stops at an EOS token, at ``max_new_tokens`` or when a stop sequence appears in its last tokens;
   finished rows leave the batch and queued rows take their place (between steps, when at least an eighth of
-  the rows have finished).
+  the rows have finished); ``on_samples_done`` receives the samples that finished at each step (capcal-hf
+  commits them to its on-disk cache there, one transaction per step);
+- a job without samples but with an ``on_prefill`` hook is only prefilled (capcal-hf: the activations of a
+  question whose samples are all cached).
 
 Sampling follows transformers' ``generate``: logits in float32, then temperature, top-k, top-p and min-p in
 that order, each with the same semantics as transformers' logits warpers.
@@ -225,7 +228,7 @@ class PromptJob:
 
     ``on_prefill`` (optional) receives the prefill's hidden states (a tuple of ``(1, prompt_len, hidden)``
     tensors, embeddings first). After ``sample_continuations``, ``outputs[i]`` holds sample i's generated
-    token ids (ending with the EOS token when it stopped there).
+    token ids (ending with the EOS token when it stopped there). A job without seeds is only prefilled.
     """
 
     token_ids: list[int]
@@ -267,14 +270,14 @@ class _Sampler:
         stop: StopSequences | None,
         eos_token_ids: set[int],
         max_rows: int,
-        on_sample_done: Callable[[], None] | None,
+        on_samples_done: Callable[[list[tuple[PromptJob, int]]], None] | None,
     ) -> None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be positive, got {max_new_tokens}")
         self.model, self.params, self.max_new_tokens = model, params, max_new_tokens
         self.stop, self.eos_token_ids = stop, eos_token_ids
         self.max_rows = max(1, int(max_rows))
-        self.on_sample_done = on_sample_done
+        self.on_samples_done = on_samples_done
         self.device = next(model.parameters()).device
 
     def _prefill(self, job: PromptJob) -> _Prefill:
@@ -311,19 +314,23 @@ class _Sampler:
         if self.stop is not None:
             for row, found in zip(open_rows, self.stop.found([row.tokens for row in open_rows]), strict=True):
                 row.done = found
+        finished = []
         for row in rows:
             if row.done:
                 row.prefill.job.outputs[row.sample] = row.tokens
-                if self.on_sample_done is not None:
-                    self.on_sample_done()
+                finished.append((row.prefill.job, row.sample))
+        if finished and self.on_samples_done is not None:
+            self.on_samples_done(finished)
 
     def _start_samples(self, prefill: _Prefill, free: int) -> list[_Row]:
         """Start up to ``free`` samples of a prefilled prompt, first tokens drawn from the prefill's logits;
         return those that continue."""
-        started = []
+        started: list[_Row] = []
         while prefill.next_sample < len(prefill.job.seeds) and len(started) < free:
             started.append(self._new_row(prefill, prefill.next_sample))
             prefill.next_sample += 1
+        if not started:
+            return []
         uniforms = torch.tensor([row.uniforms[0] for row in started], dtype=torch.float64)
         first_tokens = sample_tokens(prefill.first_logits.expand(len(started), -1), self.params, uniforms)
         for row, token in zip(started, first_tokens.tolist(), strict=True):
@@ -332,7 +339,7 @@ class _Sampler:
         return [row for row in started if not row.done]
 
     def run(self, jobs: Sequence[PromptJob]) -> None:
-        queue = deque(job for job in jobs if job.seeds)
+        queue = deque(job for job in jobs if job.seeds or job.on_prefill is not None)
         waiting: _Prefill | None = None  # prefilled, with samples not started yet
         cache: SharedPrefixCache | None = None
         rows: list[_Row] = []
@@ -403,10 +410,12 @@ def sample_continuations(
     stop: StopSequences | None,
     eos_token_ids: set[int],
     max_rows: int,
-    on_sample_done: Callable[[], None] | None = None,
+    on_samples_done: Callable[[list[tuple[PromptJob, int]]], None] | None = None,
 ) -> None:
     """Draw every job's samples (see the module docstring); fills ``job.outputs``.
 
     ``max_rows``: the most samples decoded at once (the batch size). Jobs are prefilled in the given order.
+    ``on_samples_done([(job, i), ...])`` runs after each step with the samples it finished (``job.outputs[i]``
+    set).
     """
-    _Sampler(model, params, max_new_tokens, stop, eos_token_ids, max_rows, on_sample_done).run(jobs)
+    _Sampler(model, params, max_new_tokens, stop, eos_token_ids, max_rows, on_samples_done).run(jobs)

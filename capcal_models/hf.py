@@ -16,7 +16,21 @@ whose ``generate_until``
   ``max_gen_toks``, and returns the texts in lm-eval's request order, post-processed like stock ``hf``;
 - decodes greedily once per unique prompt and copies the text to the k clones when ``do_sample`` is false;
 - with ``activations=DIR`` writes the prompt activations of every unique prompt from that same prefill
-  (``capcal_models.activations``; read them with ``analysis.activations.load_activations``).
+  (``capcal_models.activations``; read them with ``analysis.activations.load_activations``);
+- commits every sample to an on-disk cache (``capcal_models.sample_cache``; ``cache_path``, default
+  ``$CAPCAL_HOME/cache/hf/samples.sqlite``; ``sample_cache=False`` turns it off) as soon as its row finishes
+  decoding, so a killed run restarts where it stopped: cached samples are read back, a question with some
+  repeats cached decodes only the others (each sample has its own seed), and a question whose samples are
+  all cached is only prefilled when its activations are still missing. Greedy decodes are cached too (as
+  repeat 0, without the run seed in the key). The key (``sample_identity``) covers the model
+  (``model_identity``: name or resolved path, revision, loaded commit, dtype, and the name, size and mtime
+  of every file of a local model, tokenizer, PEFT or delta folder), the prompt's token ids, the resolved
+  sampling parameters, ``max_gen_toks``, stop sequences, EOS ids, run seed, task, question id and request
+  index; not k (a run with more repeats reuses the cached ones), the device or the batch size. The value is
+  the sample's generated token ids (JSON), decoded and post-processed as a fresh sample is. A model passed
+  as an object has no stable identity and is never cached. Samples decoded after a restart share batches
+  with other rows than before, which changes their logits in the last bits: they equal an uninterrupted
+  run's up to rare token flips (README), exactly at batch size 1.
 
 ``--batch_size`` is the most samples (rows) decoded at once, as for stock ``hf``. Log-likelihood requests use
 ``HFLM`` unchanged.
@@ -24,9 +38,13 @@ whose ``generate_until``
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
+import os
 from collections import defaultdict
 from functools import partial
+from pathlib import Path
 
 from lm_eval.api.instance import Instance
 from lm_eval.api.registry import register_model
@@ -43,6 +61,7 @@ from capcal_models.decoding import (
     sample_continuations,
 )
 from capcal_models.repeat_groups import RepeatGroup, group_repeats, resolve_run_seed, setting_key
+from capcal_models.sample_cache import open_sample_cache, request_key
 
 __all__ = ["CapcalHFLM"]
 
@@ -53,11 +72,20 @@ logger = logging.getLogger(__name__)
 class CapcalHFLM(HFLM):
     """``HFLM`` with shared-prefill, per-sample-seeded repeated sampling (see the module docstring).
 
-    Extra model arguments: ``seed`` (the run seed for sampling) and ``activations`` (a folder for prompt
-    activations). Everything else is ``HFLM``'s.
+    Extra model arguments: ``seed`` (the run seed for sampling), ``activations`` (a folder for prompt
+    activations), ``cache_path`` and ``sample_cache`` (the on-disk sample cache). Everything else is
+    ``HFLM``'s.
     """
 
-    def __init__(self, *args, seed: int | None = None, activations: str | None = None, **kwargs) -> None:
+    def __init__(
+        self,
+        *args,
+        seed: int | None = None,
+        activations: str | None = None,
+        cache_path: str | None = None,
+        sample_cache: bool = True,
+        **kwargs,
+    ) -> None:
         super().__init__(*args, **kwargs)
         if self.backend != "causal":
             raise ValueError("capcal-hf supports decoder-only (causal) models; use hf for seq2seq models")
@@ -69,6 +97,39 @@ class CapcalHFLM(HFLM):
         self.run_seed = None if seed is None else int(seed)
         model_name = self.pretrained if isinstance(self.pretrained, str) else type(self.model).__name__
         self.activation_writer = ActivationWriter(activations, model_name) if activations else None
+        identity = self.model_identity()
+        self.model_key = None if identity is None else request_key(identity)
+        self.cache = None
+        if identity is None:
+            logger.info("capcal-hf: the model was passed as an object (no stable identity): no sample cache")
+        else:
+            self.cache = open_sample_cache(cache_path, sample_cache, "hf")
+        self.stats = {"cached_samples_used": 0, "samples_generated": 0}
+
+    def model_identity(self) -> dict | None:
+        """What identifies the weights (for sample cache keys), None for a model passed as an object.
+
+        The name or resolved local path, revision, the commit transformers loaded (hub models), dtype, and the
+        name, size and mtime of every file (hidden ones excluded) of each local folder among the model, its
+        tokenizer, PEFT adapter and delta weights: replacing a checkpoint file changes the key, copying the
+        folder elsewhere does too (a cache miss, never a wrong hit). Contents are not hashed (a large
+        checkpoint would take minutes).
+        """
+        if not isinstance(self.pretrained, str):
+            return None
+        sources = {
+            "pretrained": self.pretrained,
+            "tokenizer": getattr(self.tokenizer, "name_or_path", None),
+            "peft": self.peft,
+            "delta": self.delta,
+        }
+        return {
+            "backend": "capcal-hf",
+            "sources": {name: _source_identity(value) for name, value in sources.items() if value},
+            "revision": self.revision,
+            "commit": getattr(self.config, "_commit_hash", None),
+            "dtype": str(self.model.dtype),
+        }
 
     def _rows_per_batch(self) -> int:
         return int(self.batch_size) if str(self.batch_size).isdigit() else int(self.max_batch_size)
@@ -101,11 +162,18 @@ class CapcalHFLM(HFLM):
         by_setting: dict[str, list[RepeatGroup]] = defaultdict(list)
         for group in group_repeats(requests):
             by_setting[setting_key(group.gen_kwargs)].append(group)
+        before = dict(self.stats)
         for groups in by_setting.values():
             self._generate_setting(groups, results, progress)
         progress.close()
         if self.activation_writer is not None:
             self.activation_writer.flush()
+        logger.info(
+            "capcal-hf: %d samples read from the sample cache (%s), %d generated",
+            self.stats["cached_samples_used"] - before["cached_samples_used"],
+            self.cache.path if self.cache is not None else "off",
+            self.stats["samples_generated"] - before["samples_generated"],
+        )
         return results
 
     def _generate_setting(self, groups: list[RepeatGroup], results: list[str | None], progress: tqdm) -> None:
@@ -121,20 +189,58 @@ class CapcalHFLM(HFLM):
             "capcal-hf: run seed %d, %s, max_gen_toks %d, until %r", run_seed, params, max_gen_toks, until
         )
 
-        jobs = [self._prompt_job(group, params, run_seed, max_gen_toks) for group in groups]
-        longest_first = sorted(jobs, key=lambda job: -len(job.token_ids))  # similar lengths batch together
+        eos_token_ids = self._eos_token_ids()
+        plans: list[tuple[RepeatGroup, dict[int, list[int]], _Pending | None]] = []
+        pending: dict[int, _Pending] = {}  # id(job) -> its pending samples
+        for group in groups:
+            token_ids = self._encode_prompt(group.context, max_gen_toks)
+            samples = group.k if params.do_sample else 1  # greedy: one decode per question
+            key, found = None, {}
+            if self.cache is not None:
+                identity = self.sample_identity(
+                    group, token_ids, params, max_gen_toks, until, eos_token_ids, run_seed
+                )
+                key = request_key(identity)
+                found = {r: json.loads(v) for r, v in self.cache.get(key).items() if r < samples}
+            missing = [repeat for repeat in range(samples) if repeat not in found]
+            self.stats["cached_samples_used"] += samples - len(missing)
+            if params.do_sample:
+                progress.update(samples - len(missing))
+            on_prefill = self._activation_hook(group)
+            job = None
+            if missing or on_prefill is not None:
+                seeds = [group.seed(run_seed, repeat) for repeat in missing]
+                job = _Pending(PromptJob(token_ids, seeds, on_prefill), key, missing)
+                pending[id(job.job)] = job
+            plans.append((group, found, job))
+
+        def samples_done(finished: list[tuple[PromptJob, int]]) -> None:
+            self.stats["samples_generated"] += len(finished)
+            if self.cache is not None:  # committed at once: a killed run keeps every finished sample
+                rows = {}
+                for job, sample in finished:
+                    entry = pending[id(job)]
+                    rows[(entry.key, entry.repeats[sample])] = json.dumps(job.outputs[sample])
+                self.cache.put_many(rows)
+            if params.do_sample:
+                progress.update(len(finished))
+
+        jobs = [entry.job for entry in pending.values()]
         sample_continuations(
             self.model,
-            longest_first,
+            sorted(jobs, key=lambda job: -len(job.token_ids)),  # similar lengths batch together
             params,
             max_new_tokens=max_gen_toks,
             stop=StopSequences(self.tokenizer, until),
-            eos_token_ids=self._eos_token_ids(),
+            eos_token_ids=eos_token_ids,
             max_rows=self._rows_per_batch(),
-            on_sample_done=None if not params.do_sample else partial(progress.update, 1),
+            on_samples_done=samples_done,
         )
-        for group, job in zip(groups, jobs, strict=True):
-            texts = [self._decode(tokens, until) for tokens in job.outputs]
+        for group, found, entry in plans:
+            tokens = dict(found)
+            if entry is not None:
+                tokens.update(zip(entry.repeats, entry.job.outputs, strict=True))
+            texts = [self._decode(tokens[repeat], until) for repeat in sorted(tokens)]
             if not params.do_sample:  # greedy: one decode, copied to every clone
                 texts = texts * group.k
                 self.cache_hook.add_partial("generate_until", (group.context, group.gen_kwargs), texts[0])
@@ -142,16 +248,39 @@ class CapcalHFLM(HFLM):
             for position, text in zip(group.positions, texts, strict=True):
                 results[position] = text
 
-    def _prompt_job(
-        self, group: RepeatGroup, params: SamplingParams, run_seed: int, max_gen_toks: int
-    ) -> PromptJob:
-        samples = group.k if params.do_sample else 1
-        seeds = [group.seed(run_seed, repeat) for repeat in range(samples)]
-        on_prefill = None
+    def sample_identity(
+        self,
+        group: RepeatGroup,
+        token_ids: list[int],
+        params: SamplingParams,
+        max_gen_toks: int,
+        until: list[str],
+        eos_token_ids: set[int],
+        run_seed: int,
+    ) -> dict:
+        """Everything that defines a group's samples (the sample cache key; the repeat index is the second
+        key). Greedy samples do not depend on the run seed, which is left out for them."""
+        return {
+            "kind": "generate",
+            "value": "generated token ids",
+            "model": self.model_key,
+            "prompt_token_ids": token_ids,
+            "sampling": dataclasses.asdict(params),
+            "max_gen_toks": max_gen_toks,
+            "until": until,
+            "eos_token_ids": sorted(eos_token_ids),
+            "run_seed": run_seed if params.do_sample else None,
+            "task": group.task,
+            "question_id": group.question_id,
+            "request_index": group.request_index,
+        }
+
+    def _activation_hook(self, group: RepeatGroup):
+        """The prefill hook that records this group's activations, None when they are already recorded."""
         writer = self.activation_writer
-        if writer is not None and writer.wants(group.task, group.question_id, group.context):
-            on_prefill = partial(writer.add, group.task, group.question_id, group.context)
-        return PromptJob(self._encode_prompt(group.context, max_gen_toks), seeds, on_prefill)
+        if writer is None or not writer.wants(group.task, group.question_id, group.context):
+            return None
+        return partial(writer.add, group.task, group.question_id, group.context)
 
     def _eos_token_ids(self) -> set[int]:
         """EOS ids that end a sample: the generation config's (as ``generate`` uses) and the tokenizer's."""
@@ -167,4 +296,40 @@ class CapcalHFLM(HFLM):
         info["capcal_sampler"] = "capcal-hf: shared prefill, per-sample seeds"
         if self.run_seed is not None:
             info["capcal_run_seed"] = self.run_seed
+        info["capcal_sample_cache"] = str(self.cache.path) if self.cache is not None else None
+        info["capcal_cached_samples_used"] = self.stats["cached_samples_used"]
+        info["capcal_samples_generated"] = self.stats["samples_generated"]
         return info
+
+
+@dataclasses.dataclass(eq=False)
+class _Pending:
+    """A prompt job and what its samples are: the cache key and the repeat index of each seed."""
+
+    job: PromptJob
+    key: str | None
+    repeats: list[int]
+
+
+def _source_identity(source: str) -> dict:
+    """A model source for ``model_identity``: a hub name as given; a local folder or file by its resolved
+    path and the (relative name, size, mtime in ns) of its files."""
+    path = Path(source).expanduser()
+    if not path.exists():
+        return {"name": source}
+    path = path.resolve()
+    files = [path] if path.is_file() else sorted(_visible_files(path))
+    stats = []
+    for file in files:
+        status = file.stat()
+        name = file.name if file == path else file.relative_to(path).as_posix()
+        stats.append([name, status.st_size, status.st_mtime_ns])
+    return {"path": str(path), "files": stats}
+
+
+def _visible_files(folder: Path) -> list[Path]:
+    found = []
+    for root, directories, names in os.walk(folder, followlinks=True):
+        directories[:] = [name for name in directories if not name.startswith(".")]
+        found += [Path(root) / name for name in names if not name.startswith(".")]
+    return found

@@ -1,10 +1,11 @@
 """On-disk cache of sampled responses, keyed by (request key, repeat index), so an interrupted run resumes.
 
-One SQLite file (no pickle): table ``samples(request_key, repeat, value, created)``. Each finished API
-response is committed as soon as it arrives, so a killed run keeps every sample it had received, and the next
-run with the same requests reads them instead of sampling again. The request key is a SHA-256 over everything
-that defines the samples (endpoint, model, prompt, generation parameters, run seed, task, question id, request
-index) and nothing secret: API keys travel in HTTP headers and never enter a key or a value.
+One SQLite file (no pickle): table ``samples(request_key, repeat, value, created)``. Each finished sample (an
+API response, a capcal-hf row) is committed as soon as it exists, so a killed run keeps every sample it had,
+and the next run with the same requests reads them instead of sampling again. The request key is a SHA-256
+over everything that defines the samples (the backend's model identity, prompt, generation parameters, run
+seed, task, question id, request index) and nothing secret: API keys travel in HTTP headers and never enter a
+key or a value. ``open_sample_cache`` resolves the wrappers' ``cache_path`` / ``sample_cache`` arguments.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import sqlite3
 import time
 from pathlib import Path
 
-__all__ = ["SampleCache", "request_key"]
+from capcal_models.prepare import capcal_home
+
+__all__ = ["SampleCache", "open_sample_cache", "request_key"]
 
 
 def request_key(identity: dict) -> str:
@@ -45,11 +48,15 @@ class SampleCache:
 
     def put(self, key: str, samples: dict[int, str]) -> None:
         """Store samples of one request (repeat index -> value) and commit at once."""
+        self.put_many({(key, repeat): value for repeat, value in samples.items()})
+
+    def put_many(self, samples: dict[tuple[str, int], str]) -> None:
+        """Store samples of any requests ((request key, repeat index) -> value) in one transaction."""
         now = time.time()
         with self._connection:
             self._connection.executemany(
                 "INSERT OR REPLACE INTO samples (request_key, repeat, value, created) VALUES (?, ?, ?, ?)",
-                [(key, int(repeat), value, now) for repeat, value in samples.items()],
+                [(key, int(repeat), value, now) for (key, repeat), value in samples.items()],
             )
 
     def __len__(self) -> int:
@@ -57,3 +64,16 @@ class SampleCache:
 
     def close(self) -> None:
         self._connection.close()
+
+
+def open_sample_cache(cache_path: str | Path | None, enabled: object, backend: str) -> SampleCache | None:
+    """The cache named by a wrapper's model arguments: None when ``enabled`` is false (``False``, or a string
+    such as "false"/"0"/"no"/"off"), else ``cache_path``, by default
+    ``$CAPCAL_HOME/cache/<backend>/samples.sqlite``."""
+    if isinstance(enabled, str):
+        enabled = enabled.strip().lower() in ("1", "true", "yes", "on")
+    if not enabled:
+        return None
+    if cache_path is None:
+        cache_path = capcal_home() / "cache" / backend / "samples.sqlite"
+    return SampleCache(cache_path)

@@ -112,7 +112,7 @@ def capcal_hf_run(tmp_path_factory, smollm2_path) -> tuple[Path, Path]:
     output, activations = root / "out", root / "activations"
     command = [
         sys.executable, "-m", "analysis.cli", "eval", "--model", "capcal-hf",
-        "--model_args", f"pretrained={smollm2_path},activations={activations}",
+        "--model_args", f"pretrained={smollm2_path},activations={activations},sample_cache=False",
         "--tasks", "capcal_gsm8k", "--limit", str(LIMIT), "--repeats", str(K), "--data_dir", "bundled",
         "--gen_kwargs", f"max_gen_toks={MAX_GEN_TOKS}", "--apply_chat_template", "--batch_size", "8",
         "--seed", "7", "--log_samples", "--output_path", str(output),

@@ -187,7 +187,9 @@ def models(smollm2_path):
 
     from capcal_models.hf import CapcalHFLM
 
-    capcal = CapcalHFLM(pretrained=str(smollm2_path), batch_size=32, device="cpu", seed=RUN_SEED)
+    capcal = CapcalHFLM(
+        pretrained=str(smollm2_path), batch_size=32, device="cpu", seed=RUN_SEED, sample_cache=False
+    )  # every run samples (the resume tests cover the cache)
     stock = HFLM(pretrained=str(smollm2_path), batch_size=32, device="cpu")
     return capcal, stock
 

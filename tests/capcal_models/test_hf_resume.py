@@ -1,0 +1,243 @@
+"""Resumable sampling with capcal-hf on the real SmolLM2: its on-disk sample cache.
+
+- ``capcal eval --model capcal-hf`` is SIGKILLed at three points of progress (read from the SQLite cache) and
+  run again each time; the completed run's samples (token ids and lm-eval's logged responses per question and
+  repeat) and prompt activations equal those of an uninterrupted run with its own cache; no sample committed
+  before a kill is lost or generated again;
+- in process: questions with some repeats cached decode only the missing ones and give the same samples;
+  fully cached questions are only prefilled when their activations are missing; greedy decodes are cached.
+
+Both decode one row at a time (batch size 1): a row's logits differ in the last bits with the rows decoded
+beside it, and with the tasks' full-vocabulary sampling a token of probability ~1e-6 then flips about once
+per thousand tokens (README, capcal-hf), so only batch size 1 makes the comparison exact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from capcal_models.hf import _source_identity
+from capcal_models.sample_cache import open_sample_cache
+
+sys.path.insert(0, str(Path(__file__).parent))  # sampling_checks.py
+from sampling_checks import cloned_requests, gsm8k_task  # noqa: E402
+
+RUN_SEED = 1234
+
+
+def _rows(cache_path: Path) -> dict[tuple[str, int], tuple[str, float]]:
+    """(request key, repeat) -> (value, created) of every committed sample; empty before the file exists."""
+    if not cache_path.exists():
+        return {}
+    connection = sqlite3.connect(cache_path, timeout=60.0)
+    try:
+        query = "SELECT request_key, repeat, value, created FROM samples"
+        return {(key, repeat): (value, created) for key, repeat, value, created in connection.execute(query)}
+    except sqlite3.OperationalError:  # the table is not created yet
+        return {}
+    finally:
+        connection.close()
+
+
+def test_cache_location_and_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAPCAL_HOME", str(tmp_path / "home"))
+    assert open_sample_cache(None, True, "hf").path == tmp_path / "home" / "cache" / "hf" / "samples.sqlite"
+    assert open_sample_cache(tmp_path / "c.sqlite", "True", "hf").path == tmp_path / "c.sqlite"
+    assert open_sample_cache(None, False, "hf") is None and open_sample_cache(None, "false", "hf") is None
+
+
+def test_model_identity_changes_with_the_checkpoint_files(tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    weights = folder / "model.safetensors"
+    weights.write_bytes(b"0" * 8)
+    (folder / ".cache").mkdir()  # hidden folders do not count
+    (folder / ".cache" / "lock").write_text("x")
+    before = _source_identity(str(folder))
+    assert before["files"] == [["model.safetensors", 8, weights.stat().st_mtime_ns]]
+    assert _source_identity(str(folder)) == before
+    weights.write_bytes(b"1" * 8)  # same size, new mtime
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1_000_000))
+    assert _source_identity(str(folder)) != before
+    assert _source_identity("org/model") == {"name": "org/model"}  # a hub name: its loaded commit decides
+
+
+# ------------------------------------------------------------------------------------------ real model
+
+
+@pytest.fixture(scope="module")
+def lm(smollm2_path, tmp_path_factory):
+    from capcal_models.hf import CapcalHFLM
+
+    cache_path = tmp_path_factory.mktemp("hf_cache") / "samples.sqlite"
+    return CapcalHFLM(
+        pretrained=str(smollm2_path), batch_size=1, device="cpu", seed=RUN_SEED, cache_path=str(cache_path)
+    )
+
+
+def _generate(lm, requests) -> tuple[list[str], dict[str, int]]:
+    before = dict(lm.stats)
+    texts = lm.generate_until(requests, disable_tqdm=True)
+    return texts, {name: lm.stats[name] - before[name] for name in before}
+
+
+@pytest.mark.slow
+def test_partly_cached_questions_decode_only_their_missing_repeats(lm, tmp_path: Path) -> None:
+    from capcal_models.activations import INDEX_NAME, ActivationWriter
+
+    questions, k = 4, 4
+    requests = cloned_requests(gsm8k_task(lm, questions), questions, k, max_gen_toks=24)
+    texts, counts = _generate(lm, requests)
+    assert counts == {"cached_samples_used": 0, "samples_generated": questions * k}
+    complete = _rows(lm.cache.path)
+    assert len(complete) == questions * k
+
+    # Lose repeats 1 and 3 of one question and every repeat of another: the next run decodes only those six.
+    keys = list(dict.fromkeys(key for key, _ in complete))
+    lost = [(keys[0], 1), (keys[0], 3)] + [(keys[2], repeat) for repeat in range(k)]
+    connection = sqlite3.connect(lm.cache.path)
+    with connection:
+        connection.executemany("DELETE FROM samples WHERE request_key = ? AND repeat = ?", lost)
+    connection.close()
+    again, counts = _generate(lm, requests)
+    assert counts == {"cached_samples_used": questions * k - len(lost), "samples_generated": len(lost)}
+    assert again == texts
+    resumed = _rows(lm.cache.path)
+    assert {row: value for row, (value, _) in resumed.items()} == {
+        row: value for row, (value, _) in complete.items()
+    }  # token for token
+    assert all(resumed[row][1] == complete[row][1] for row in complete if row not in lost)  # not rewritten
+
+    # Everything cached: with a fresh activations folder each question is prefilled, nothing is decoded.
+    lm.activation_writer = ActivationWriter(tmp_path / "activations", lm.pretrained)
+    try:
+        third, counts = _generate(lm, requests)
+    finally:
+        lm.activation_writer = None
+    assert third == texts and counts == {"cached_samples_used": questions * k, "samples_generated": 0}
+    index = json.loads((tmp_path / "activations" / INDEX_NAME).read_text())
+    assert len(index["entries"]["capcal_gsm8k"]) == questions
+
+    # Greedy decodes are cached once per question.
+    greedy = cloned_requests(gsm8k_task(lm, 2), 2, k, max_gen_toks=12, do_sample=False, temperature=0.0)
+    first, counts = _generate(lm, greedy)
+    assert counts == {"cached_samples_used": 0, "samples_generated": 2}
+    second, counts = _generate(lm, greedy)
+    assert second == first and counts == {"cached_samples_used": 2, "samples_generated": 0}
+
+
+LIMIT, K, MAX_GEN_TOKS, BATCH = 6, 4, 24, 1
+KILLS, STEP = 3, 5  # kill once at least STEP more samples are committed than at the start of the run
+
+
+def _command(model: Path, cache: Path, output: Path, activations: Path) -> list[str]:
+    arguments = [
+        "eval", "--model", "capcal-hf",
+        "--model_args", f"pretrained={model},seed={RUN_SEED},cache_path={cache},activations={activations}",
+        "--tasks", "capcal_gsm8k", "--data_dir", "bundled", "--limit", str(LIMIT), "--repeats", str(K),
+        "--gen_kwargs", f"max_gen_toks={MAX_GEN_TOKS}", "--batch_size", str(BATCH), "--apply_chat_template",
+        "--log_samples", "--output_path", str(output),
+    ]  # fmt: skip
+    return [sys.executable, "-c", f"from analysis.cli import main; main({arguments!r})"]
+
+
+def _logged(output: Path) -> tuple[dict[tuple[int, int], str], dict]:
+    """lm-eval's logged responses per (doc id, repeat), and the results file's config."""
+    (samples_file,) = output.rglob("samples_capcal_gsm8k_*.jsonl")
+    (results_file,) = output.rglob("results_*.json")
+    responses = {}
+    for line in samples_file.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        for repeat, text in enumerate(record["resps"][0]):
+            responses[(record["doc_id"], repeat)] = text
+    return responses, json.loads(results_file.read_text(encoding="utf-8"))["config"]
+
+
+def _activations(folder: Path) -> dict[tuple[str, str], dict[str, torch.Tensor]]:
+    index = json.loads((folder / "index.json").read_text(encoding="utf-8"))
+    shards: dict[str, dict[str, torch.Tensor]] = {}
+    found = {}
+    for task, entries in index["entries"].items():
+        for question, entry in entries.items():
+            shard = shards.setdefault(entry["shard"], load_file(folder / entry["shard"]))
+            found[(task, question)] = {name: shard[entry[name]] for name in ("last_token", "prompt_mean")}
+    return found
+
+
+@pytest.mark.slow
+def test_a_run_killed_three_times_ends_like_an_uninterrupted_one(smollm2_path: Path, tmp_path: Path) -> None:
+    total = LIMIT * K
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env}
+    paths = {name: tmp_path / name for name in ("cache.sqlite", "out", "activations")}
+    reference_paths = {name: tmp_path / f"reference-{name}" for name in paths}
+    reference = subprocess.Popen(_command(smollm2_path, *reference_paths.values()), **quiet)  # alongside
+
+    snapshots = []  # committed rows right after each kill
+    partly_cached = []  # questions with some but not all repeats committed, at each kill
+    try:
+        for _ in range(KILLS):
+            start = len(_rows(paths["cache.sqlite"]))
+            run = subprocess.Popen(_command(smollm2_path, *paths.values()), **quiet)
+            deadline = time.monotonic() + 300
+            while len(_rows(paths["cache.sqlite"])) < start + STEP and time.monotonic() < deadline:
+                assert run.poll() is None, "the run ended before it could be killed"
+                time.sleep(0.02)
+            run.kill()  # SIGKILL: no clean-up code runs
+            run.wait(timeout=60)
+            rows = _rows(paths["cache.sqlite"])
+            assert start + STEP <= len(rows) < total, (start, len(rows))
+            snapshots.append(rows)
+            per_question: dict[str, int] = {}
+            for key, _ in rows:
+                per_question[key] = per_question.get(key, 0) + 1
+            partly_cached.append(sum(0 < count < K for count in per_question.values()))
+        # Killed runs never reached their end, where activations are written: the final run has to
+        # prefill the questions whose samples are all cached.
+        assert not (paths["activations"] / "index.json").exists()
+
+        final = subprocess.run(_command(smollm2_path, *paths.values()), **quiet, timeout=600)
+        assert final.returncode == 0
+        assert reference.wait(timeout=600) == 0
+    finally:
+        if reference.poll() is None:
+            reference.kill()
+
+    rows, reference_rows = _rows(paths["cache.sqlite"]), _rows(reference_paths["cache.sqlite"])
+    assert len(rows) == total
+    for snapshot in snapshots:  # nothing committed before a kill was lost or generated again
+        assert all(rows[row] == committed for row, committed in snapshot.items())
+    assert {row: value for row, (value, _) in rows.items()} == {
+        row: value for row, (value, _) in reference_rows.items()
+    }  # the same keys, and the same generated tokens per (question, repeat)
+
+    responses, config = _logged(paths["out"])
+    reference_responses, reference_config = _logged(reference_paths["out"])
+    assert len(responses) == total and responses == reference_responses
+    assert config["capcal_cached_samples_used"] == len(snapshots[-1])
+    assert config["capcal_samples_generated"] == total - len(snapshots[-1])
+    assert reference_config["capcal_samples_generated"] == total
+    assert sum(partly_cached) > 0, partly_cached  # some kill fell between the repeats of a question
+
+    activations, reference_activations = (
+        _activations(paths["activations"]),
+        _activations(reference_paths["activations"]),
+    )
+    assert activations.keys() == reference_activations.keys() and len(activations) == LIMIT
+    for question, arrays in activations.items():
+        for name, array in arrays.items():
+            assert torch.equal(array, reference_activations[question][name]), (question, name)
+    print(
+        f"committed at the kills: {[len(s) for s in snapshots]} of {total}; partly cached questions: "
+        f"{partly_cached}; final run generated {config['capcal_samples_generated']}"
+    )
