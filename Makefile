@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.capcal-installed
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= --durations=25
 
 export OMP_NUM_THREADS ?= 1
 export TOKENIZERS_PARALLELISM ?= false

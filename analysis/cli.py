@@ -53,6 +53,21 @@ def _analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from analysis.completeness import check_run
+
+    checks = check_run(args.output_dir)
+    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 80):
+        print(checks.drop(columns="problems").to_string(index=False))
+    incomplete = checks[~checks["complete"]]
+    for row in incomplete.itertuples():
+        print(f"incomplete: {row.model} {row.task} {row.run_id}: {row.problems}")
+    print(f"\n{len(checks) - len(incomplete)} of {len(checks)} run(s) complete")
+    return 1 if len(incomplete) else 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from analysis.report_builder import ReportOptions, build_report
 
@@ -128,6 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--output", help="table file (.jsonl, .csv, .parquet); default OUTPUT_DIR/capcal_questions.jsonl"
     )
 
+    check = commands.add_parser(
+        "check", help="is every run in an lm-eval output folder complete? (exit status 1 if not)"
+    )
+    check.add_argument("output_dir")
+
     report = commands.add_parser("report", help="HTML report + Markdown summary of lm-eval output folders")
     report.add_argument("output_dirs", nargs="+", metavar="OUTPUT_DIR")
     report.add_argument("--output", default="capcal_report", help="report folder (default capcal_report)")
@@ -170,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(tasks_dir())
         return 0
-    handlers = {"models": _models, "analyze": _analyze, "report": _report, "demo": _demo}
+    handlers = {"models": _models, "analyze": _analyze, "check": _check, "report": _report, "demo": _demo}
     try:
         return handlers[args.command](args)
     except (FileNotFoundError, ValueError, KeyError, RuntimeError) as error:

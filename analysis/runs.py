@@ -71,6 +71,8 @@ class SamplesFile:
     run_id: str
     model: str
     task_config: dict  # the task's config from the results file ({} when there is no results file)
+    has_results: bool = True  # False: no results file beside it (lm-eval writes both at the end of a run)
+    logged_questions: int | None = None  # the results file's "n-samples" (effective) count for the task
 
 
 def _read_results(path: Path) -> dict:
@@ -124,7 +126,12 @@ def find_samples_files(output_dir: str | Path) -> list[SamplesFile]:
         results = results_by_key.get((path.parent, match["date"]))
         config = ((results or {}).get("configs") or {}).get(match["task"]) or {}
         model = _model_name(results, path.parent)
-        files.append(SamplesFile(path, match["task"], match["date"], model, config))
+        counts = ((results or {}).get("n-samples") or {}).get(match["task"])
+        effective = counts.get("effective") if isinstance(counts, dict) else None
+        logged = effective if isinstance(effective, int) and not isinstance(effective, bool) else None
+        files.append(
+            SamplesFile(path, match["task"], match["date"], model, config, results is not None, logged)
+        )
 
     for (folder, date), results in results_by_key.items():
         for task, config in (results.get("configs") or {}).items():

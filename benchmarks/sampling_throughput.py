@@ -79,7 +79,11 @@ def capcal_hf(settings: Settings):
     from capcal_models.hf import CapcalHFLM
 
     return CapcalHFLM(
-        pretrained=settings.model_path, batch_size=settings.batch_size, device="cpu", dtype=settings.dtype
+        pretrained=settings.model_path,
+        batch_size=settings.batch_size,
+        device="cpu",
+        dtype=settings.dtype,
+        sample_cache=False,  # a repeated run must sample, not read the cached samples back
     )
 
 

@@ -72,7 +72,7 @@ from capcal_models.answer_logprobs import (
     first_answer_position,
 )
 from capcal_models.repeat_groups import RepeatGroup, group_repeats, request_question_id, resolve_run_seed
-from capcal_models.sample_cache import SampleCache, request_key
+from capcal_models.sample_cache import open_sample_cache, request_key
 
 __all__ = ["APIRequestsFailed", "CapcalChatAPI", "CapcalCompletionsAPI", "FailedRequest"]
 
@@ -213,11 +213,7 @@ class _CapcalAPIMixin:
         self.ptrue_max_tokens = None if ptrue_max_tokens is None else int(ptrue_max_tokens)
         self.first_token_logprobs = _as_bool(first_token_logprobs)
         self.think_end_token = think_end_token
-        if cache_path is None:
-            from capcal_models.prepare import capcal_home
-
-            cache_path = str(capcal_home() / "cache" / "api" / "samples.sqlite")
-        self.cache = SampleCache(cache_path) if _as_bool(sample_cache) else None
+        self.cache = open_sample_cache(cache_path, _as_bool(sample_cache), "api")
         self.stats: dict = {
             "samples_needed": 0,  # samples the calls asked for (one per question when greedy)
             "cached_samples_used": 0,  # of those, read from the sample cache
@@ -287,6 +283,9 @@ class _CapcalAPIMixin:
                     "%s: n in the generation kwargs is ignored; n is the task's repeats", self.BACKEND
                 )
             settings = normalize_gen_kwargs(gen_kwargs, self._max_gen_toks)
+            if settings.get("top_k") in (0, -1):
+                # no top-k (capcal tasks set top_k: 0) is every server's default; OpenAI's API rejects it
+                del settings["top_k"]
             greedy = float(settings.get("temperature", 0.0)) == 0.0
             until = list(settings.get("until") or [])
             payload = self._create_payload(

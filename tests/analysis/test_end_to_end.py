@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,27 @@ def test_capcal_analyze_on_the_run(capcal_eval_run, shared_data):
         assert row.n == K
         assert row.expected_accuracy == pytest.approx(sum(row.correctness) / K)
         assert row.question == line["doc"]["question"]
+
+
+@pytest.mark.slow
+def test_capcal_check_passes_the_run_and_flags_a_lost_question(capcal_eval_run, shared_data, tmp_path):
+    def check(folder: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            CAPCAL + ["check", str(folder)],
+            env=_env(shared_data), capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    result = check(capcal_eval_run)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    assert "1 of 1 run(s) complete" in result.stdout
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(capcal_eval_run, damaged)
+    samples = next(damaged.rglob("samples_capcal_gsm8k_*.jsonl"))
+    samples.write_text("".join(samples.read_text().splitlines(keepends=True)[:-1]))  # drop one question
+    result = check(damaged)
+    assert result.returncode == 1, result.stdout + result.stderr[-3000:]
+    assert f"{LIMIT - 1} questions logged, the results file counts {LIMIT}" in result.stdout
 
 
 @pytest.mark.slow
