@@ -39,7 +39,9 @@ def _png(figure) -> bytes:
 def _grid(count: int, width: float = 3.0) -> tuple:
     columns = min(count, 4)
     rows = int(np.ceil(count / columns))
-    figure, axes = plt.subplots(rows, columns, figsize=(width * columns, width * rows), squeeze=False)
+    figure, axes = plt.subplots(
+        rows, columns, figsize=(width * columns, width * rows), squeeze=False, layout="constrained"
+    )
     for axis in axes.flat[count:]:
         axis.set_visible(False)
     return figure, axes.flat
@@ -69,7 +71,7 @@ def reliability_figure(
             axis.text(x, min(y + 0.02, 0.97), str(int(count)), ha="center", fontsize=7)
         axis.plot([0, 1], [0, 1], "k--", linewidth=0.8)
         axis.set(xlim=(0, 1), ylim=(0, 1), title=name, xlabel="confidence", ylabel=f"mean {target_name}")
-    figure.suptitle(f"Reliability ({target_name})", fontsize=11, y=1.03)
+    figure.suptitle(f"Reliability ({target_name})", fontsize=11)
     return _png(figure)
 
 
