@@ -7,7 +7,8 @@
   preallocated buffers, no per-step concatenation) and decode in one batch with the rows of other prompts;
 - a row's randomness comes only from its own seed: it draws one uniform number per generated token from a
   ``torch.Generator`` seeded with that seed and picks the token by inverse-CDF sampling from the filtered
-  distribution, so a sample does not depend on what else is in the batch;
+  distribution, so a sample does not depend on what else is in the batch (the logits do not either, to the
+  last bit: per-row attention in ``kv_cache``, and at least ``MIN_DECODE_ROWS`` rows per step);
 - a row stops at an EOS token, at ``max_new_tokens`` or when a stop sequence appears in its last tokens;
   finished rows leave the batch and queued rows take their place (between steps, when at least an eighth of
   the rows have finished); ``on_samples_done`` receives the samples that finished at each step (capcal-hf
@@ -45,6 +46,10 @@ __all__ = [
 # transformers' generate fills unset sampling parameters from the model's generation_config, then from
 # these global defaults (GenerationConfig._get_default_generation_params); note top_k = 50.
 TRANSFORMERS_SAMPLING_DEFAULTS = {"temperature": 1.0, "top_k": 50, "top_p": 1.0, "min_p": None}
+
+# Decoding steps run at least this many rows (padding rows fill smaller batches): matrix products of fewer
+# rows round differently on CPU (MKL sgemm, 1-3 rows), so a row's logits would depend on the batch size.
+MIN_DECODE_ROWS = 4
 
 # Generation settings capcal-hf does not implement, with the value at which each does nothing.
 _NEUTRAL_SETTINGS = {
@@ -259,6 +264,7 @@ class _Row:
     uniforms: list[float]
     tokens: list[int]
     done: bool = False
+    padding: bool = False  # a stand-in that only fills the batch to MIN_DECODE_ROWS; its output is ignored
 
 
 class _Sampler:
@@ -344,8 +350,9 @@ class _Sampler:
         cache: SharedPrefixCache | None = None
         rows: list[_Row] = []
         while True:
-            finished = sum(row.done for row in rows)
-            if cache is None or finished >= max(1, math.ceil(len(rows) / 8)):
+            real = [row for row in rows if not row.padding]
+            finished = sum(row.done for row in real)
+            if cache is None or finished >= max(1, math.ceil(len(real) / 8)):
                 kept_indices = [index for index, row in enumerate(rows) if not row.done]
                 kept = None
                 if kept_indices and cache is not None:
@@ -359,6 +366,10 @@ class _Sampler:
                         waiting = None
                 if not rows:
                     return
+                rows += [
+                    _Row(rows[0].prefill, -1, [], [rows[0].tokens[-1]], done=True, padding=True)
+                    for _ in range(MIN_DECODE_ROWS - len(rows))
+                ]
                 cache = self._assemble(cache, rows, kept)
             self._step(cache, rows)
 

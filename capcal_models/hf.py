@@ -29,8 +29,7 @@ whose ``generate_until``
   index; not k (a run with more repeats reuses the cached ones), the device or the batch size. The value is
   the sample's generated token ids (JSON), decoded and post-processed as a fresh sample is. A model passed
   as an object has no stable identity and is never cached. Samples decoded after a restart share batches
-  with other rows than before, which changes their logits in the last bits: they equal an uninterrupted
-  run's up to rare token flips (README), exactly at batch size 1.
+  with other rows than before and still equal an uninterrupted run's: decoding is batch-invariant (README).
 
 ``--batch_size`` is the most samples (rows) decoded at once, as for stock ``hf``. Log-likelihood requests use
 ``HFLM`` unchanged.

@@ -5,23 +5,22 @@ k times the memory, k times the memory traffic of every attention step, and a co
 whole cache at every step (on this CPU, 64 rows of 800-token prompts spent 65% of a step copying and much of
 the rest in attention over the copies). ``SharedPrefixCache`` keeps
 
-- the prompt part once per prompt: ``PrefixStack``, each layer ``(prompts, kv_heads, longest, head_dim)``,
-  left-aligned, with a validity mask;
+- the prompt part once per prompt, at its exact length (``PrefixStack`` of ``PromptPrefix``);
 - the generated part per row, preallocated: each layer ``(rows, kv_heads, capacity, head_dim)``, written in
   place one column per step; rows are right-aligned (all rows write column ``length``; a row that joined later
   has fewer valid columns).
 
 Attention runs through transformers' ``AttentionInterface`` under the name ``capcal_shared_prefix``
-(``shared_prefix_attention``): scores against the prompt part are computed per prompt for all of its rows at
-once (one matrix product per prompt and head group), scores against each row's own tokens per row, and the two
-are merged with their log-sum-exp, which equals one softmax over the concatenation. Use ``decoding_attention``
-to switch a model to it for a forward pass.
+(``shared_prefix_attention``): per row, scores against its prompt's keys and against its own generated
+tokens, merged with their log-sum-exp (which equals one softmax over the concatenation). Every product has
+the row's own exact lengths, so a row's attention does not change in the last bits with the rest of the batch
+(products over padded or stacked tensors round differently with the padded length and the number of rows).
+Use ``decoding_attention`` to switch a model to it for a forward pass.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -55,7 +54,7 @@ class PromptPrefix:
 
 
 class PrefixStack:
-    """The prompts of a batch, stacked per layer as ``(prompts, kv_heads, longest, head_dim)``."""
+    """The prompts of a batch (each kept at its exact length) and their lengths."""
 
     def __init__(self, prefixes: list[PromptPrefix]) -> None:
         if not prefixes:
@@ -63,20 +62,6 @@ class PrefixStack:
         self.prefixes = list(prefixes)
         reference = prefixes[0].keys[0]
         self.lengths = torch.tensor([prefix.length for prefix in prefixes], device=reference.device)
-        longest = int(self.lengths.max())
-        self.valid = torch.arange(longest, device=reference.device)[None, :] < self.lengths[:, None]
-        self.keys, self.values = [], []
-        for layer in range(len(prefixes[0].keys)):
-            _, kv_heads, _, head_dim = prefixes[0].keys[layer].shape
-            shape = (len(prefixes), kv_heads, longest, head_dim)
-            # Zeros, not empty: masked columns still enter the products, and garbage could be NaN.
-            keys = torch.zeros(shape, dtype=reference.dtype, device=reference.device)
-            values = torch.zeros(shape, dtype=reference.dtype, device=reference.device)
-            for index, prefix in enumerate(prefixes):
-                keys[index, :, : prefix.length] = prefix.keys[layer][0]
-                values[index, :, : prefix.length] = prefix.values[layer][0]
-            self.keys.append(keys)
-            self.values.append(values)
 
 
 class _GeneratedLayer(DynamicLayer):
@@ -132,15 +117,8 @@ class SharedPrefixCache(Cache):
         self.prompt_index = prompt_index
         self._generated_at_start = generated.clone()
         self._length_at_start = length
-        # Row b's place among the rows of its prompt, for the per-prompt product in the attention.
-        order = torch.argsort(prompt_index, stable=True)
-        counts = torch.bincount(prompt_index, minlength=len(prefix.prefixes))
-        firsts = torch.cumsum(counts, 0) - counts
-        slot = torch.empty_like(prompt_index)
-        ranks = torch.arange(len(prompt_index), device=prompt_index.device)
-        slot[order] = ranks - firsts[prompt_index[order]]
-        self.slot, self.slots = slot, int(counts.max())
         self.attention_calls = 0
+        self.row_spans: list[tuple[int, int]] = []  # (prompt index, generated count) per row, this step
 
     @property
     def rows(self) -> int:
@@ -158,11 +136,6 @@ class SharedPrefixCache(Cache):
     def position_ids(self) -> torch.Tensor:
         """``(rows, 1)`` positions of the next token of each row."""
         return (self.prefix.lengths[self.prompt_index] + self.generated)[:, None]
-
-    def generated_valid(self) -> torch.Tensor:
-        """``(rows, length)``: which generated columns of each row hold its tokens."""
-        columns = torch.arange(self.length, device=self.prompt_index.device)
-        return columns[None, :] >= (self.length - self.generated)[:, None]
 
     def kept_rows(self, rows: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
         """The generated keys/values (trimmed to their longest) and counts of the given rows (indices)."""
@@ -188,7 +161,7 @@ class SharedPrefixCache(Cache):
         width = 0 if kept is None else kept[0][0].shape[-2]
         generated = torch.zeros(rows, dtype=torch.long, device=prompt_index.device)
         keys, values = [], []
-        for layer, sample in enumerate(prefix.keys):
+        for layer, sample in enumerate(prefix.prefixes[0].keys):
             shape = (rows, sample.shape[1], width + extra_columns, sample.shape[3])
             key_buffer = torch.zeros(shape, dtype=sample.dtype, device=sample.device)
             value_buffer = torch.zeros(shape, dtype=sample.dtype, device=sample.device)
@@ -200,14 +173,6 @@ class SharedPrefixCache(Cache):
         if kept is not None:
             generated[:kept_rows] = kept[2]
         return cls(prefix, prompt_index, keys, values, generated, width)
-
-
-def _partial_attention(scores: torch.Tensor, valid: torch.Tensor, values: torch.Tensor):
-    """Softmax pieces of one part of the keys: (max score, sum of exp, exp-weighted sum of values)."""
-    scores = scores.float().masked_fill(~valid, -math.inf)
-    top = scores.amax(dim=-1, keepdim=True)
-    weights = torch.exp(scores - top)
-    return top, weights.sum(dim=-1, keepdim=True), (weights.to(values.dtype) @ values).float()
 
 
 def shared_prefix_attention(
@@ -225,6 +190,10 @@ def shared_prefix_attention(
     ``query``: ``(rows, heads, 1, head_dim)``; ``key``/``value``: the rows' generated part
     ``(rows, kv_heads, length, head_dim)`` as ``SharedPrefixCache`` returns it. Returns
     ``(rows, 1, heads, head_dim)`` like transformers' attention functions.
+
+    Each row is computed on its own, over exactly its prompt's keys and its own valid generated keys: every
+    operation's shape depends only on the row, so its result (to the last bit) does not depend on the other
+    rows of the batch, their prompt lengths or the width of the generated buffers.
     """
     if capcal_cache is None or query.shape[2] != 1:
         raise RuntimeError("capcal_shared_prefix attention needs a SharedPrefixCache and one token per row")
@@ -235,32 +204,25 @@ def shared_prefix_attention(
     group = heads // kv_heads
     scaling = head_dim**-0.5 if scaling is None else scaling
     query = (query * scaling).view(rows, kv_heads, group, head_dim)
-    prefix, layer = cache.prefix, module.layer_idx
-
-    # Prompt part: all rows of a prompt against its keys in one product per prompt and kv head.
-    prompts, slots = len(prefix.prefixes), cache.slots
-    by_prompt = query.new_zeros(prompts, slots, kv_heads, group, head_dim)
-    by_prompt[cache.prompt_index, cache.slot] = query
-    by_prompt = by_prompt.permute(0, 2, 1, 3, 4).reshape(prompts, kv_heads, slots * group, head_dim)
-    prompt_scores = by_prompt @ prefix.keys[layer].transpose(-1, -2)
-    prompt_parts = _partial_attention(prompt_scores, prefix.valid[:, None, None, :], prefix.values[layer])
-
-    def per_row(tensor: torch.Tensor) -> torch.Tensor:
-        shaped = tensor.view(prompts, kv_heads, slots, group, tensor.shape[-1]).permute(0, 2, 1, 3, 4)
-        return shaped[cache.prompt_index, cache.slot]  # (rows, kv_heads, group, last)
-
-    prompt_top, prompt_sum, prompt_out = (per_row(part) for part in prompt_parts)
-
-    # Generated part: each row against its own tokens.
-    own_valid = cache.generated_valid()[:, None, None, :]
-    own_top, own_sum, own_out = _partial_attention(query @ key.transpose(-1, -2), own_valid, value)
-
-    top = torch.maximum(prompt_top, own_top)
-    prompt_weight, own_weight = torch.exp(prompt_top - top), torch.exp(own_top - top)
-    output = (prompt_out * prompt_weight + own_out * own_weight) / (
-        prompt_sum * prompt_weight + own_sum * own_weight
-    )
-    output = output.to(value.dtype).reshape(rows, heads, 1, head_dim).transpose(1, 2).contiguous()
+    prefixes, layer = cache.prefix.prefixes, module.layer_idx
+    length = key.shape[-2]
+    if cache.attention_calls == 1:  # the first layer: each row's prompt and generated count, for every layer
+        cache.row_spans = list(zip(cache.prompt_index.tolist(), cache.generated.tolist(), strict=True))
+    outputs = []
+    for row, (prompt, generated) in enumerate(cache.row_spans):
+        row_query, own = query[row], slice(length - generated, length)  # (kv_heads, group, head_dim)
+        prompt_keys, prompt_values = prefixes[prompt].keys[layer][0], prefixes[prompt].values[layer][0]
+        scores = torch.cat(
+            [row_query @ prompt_keys.transpose(-1, -2), row_query @ key[row, :, own].transpose(-1, -2)],
+            dim=-1,
+        )
+        weights = scores.float().softmax(dim=-1).to(value.dtype)
+        prompt_length = prompt_keys.shape[-2]
+        outputs.append(
+            weights[..., :prompt_length] @ prompt_values + weights[..., prompt_length:] @ value[row, :, own]
+        )
+    output = torch.stack(outputs).to(value.dtype)
+    output = output.reshape(rows, heads, 1, head_dim).transpose(1, 2).contiguous()
     return output, None
 
 
