@@ -45,8 +45,8 @@ def reference(lm) -> dict[tuple[str, int], str]:
 
 @pytest.mark.slow
 def test_samples_are_identical_at_batch_sizes_3_and_16(lm, reference):
-    """Batch size 3 also runs the padding rows that keep every step at 4 rows or more (batch size 1 decodes
-    the same rows as 3, four times slower; the kill-and-resume test in test_hf_resume.py runs it)."""
+    """Batch size 3 also runs the padding rows that keep every step at 4 rows or more (batch size 1 pads the
+    same way and is slower; test_hf_resume.py's kill-and-resume test runs at batch size 1)."""
     other = _samples(lm, 3)
     changed = sorted(key for key in reference if other[key] != reference[key])
     assert not changed, f"batch size 3: {len(changed)} of {len(reference)} samples changed"
