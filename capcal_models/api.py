@@ -213,7 +213,7 @@ class _CapcalAPIMixin:
         self.ptrue_max_tokens = None if ptrue_max_tokens is None else int(ptrue_max_tokens)
         self.first_token_logprobs = _as_bool(first_token_logprobs)
         self.think_end_token = think_end_token
-        self.cache = open_sample_cache(cache_path, _as_bool(sample_cache), "api")
+        self.cache = open_sample_cache(cache_path, sample_cache, "api")
         self.stats: dict = {
             "samples_needed": 0,  # samples the calls asked for (one per question when greedy)
             "cached_samples_used": 0,  # of those, read from the sample cache
