@@ -1,4 +1,9 @@
-"""capcal_metrics: capability- and response-calibration metrics on numpy arrays (METHODS.md sections 1, 4, 5).
+"""capcal_metrics: capability- and response-calibration metrics on numpy arrays.
+
+The metrics are those of "On Calibration of LLMs: From Response To Capability" (arXiv 2602.13540): binned
+calibration errors, Brier scores, ranking and correlation metrics, selective prediction, and the unbiased
+pass@k of Chen et al. 2021 with its prediction from a confidence, 1 - (1 - p)^k; and the paper's response
+consistency confidence (the modal-answer share of k sampled responses), in its paper and leakage-free forms.
 
 Every metric takes 1-D arrays of N queries: ``confidence`` in [0, 1] and a ``target`` in [0, 1] — mu_hat
 (the fraction of a query's n sampled responses that are correct) for capability calibration, or the 0/1
@@ -8,10 +13,10 @@ Inputs are validated (ValueError naming the argument); a metric undefined on its
 every confidence is drawn i.i.d. from U(0, 1).
 """
 
-from ._validation import UndefinedMetricWarning
 from .binning import ReliabilityDiagram, assign_bins, equal_width_bin_edges, reliability_diagram
 from .bootstrap import BootstrapCI, bootstrap_ci, bootstrap_cis
 from .brier import brier_score, corrected_capability_brier_score, random_baseline_brier_score
+from .consistency import LeakageFreeConsistency, leakage_free_consistency, modal_count, response_consistency
 from .correlation import pearson_correlation, spearman_correlation
 from .ece import (
     adaptive_calibration_error,
@@ -28,9 +33,11 @@ from .selective import (
     random_baseline_aurc,
     risk_coverage_curve,
 )
+from .validation import UndefinedMetricWarning
 
 __all__ = [
     "BootstrapCI",
+    "LeakageFreeConsistency",
     "ReliabilityDiagram",
     "RiskCoverageCurve",
     "UndefinedMetricWarning",
@@ -45,7 +52,9 @@ __all__ = [
     "corrected_capability_brier_score",
     "equal_width_bin_edges",
     "expected_calibration_error",
+    "leakage_free_consistency",
     "maximum_calibration_error",
+    "modal_count",
     "pass_at_k",
     "pearson_correlation",
     "predicted_pass_at_k",
@@ -55,6 +64,7 @@ __all__ = [
     "random_baseline_brier_score",
     "random_baseline_calibration_error",
     "reliability_diagram",
+    "response_consistency",
     "risk_coverage_curve",
     "soft_label_auroc",
     "spearman_correlation",

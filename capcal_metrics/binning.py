@@ -1,4 +1,7 @@
-"""Confidence binning for calibration errors and reliability diagrams (METHODS.md section 4).
+"""Confidence binning for calibration errors and reliability diagrams.
+
+The default is the binning of "On Calibration of LLMs: From Response To Capability" (arXiv 2602.13540): 10
+equal-width bins with the last one closed.
 
 Two strategies:
 
@@ -22,7 +25,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import check_confidence_and_target, check_positive_integer, check_probabilities
+from .validation import check_confidence_and_target, check_integer, check_probabilities
 
 __all__ = [
     "BinningStrategy",
@@ -38,7 +41,7 @@ _STRATEGIES = ("equal_width", "equal_mass")
 
 def equal_width_bin_edges(n_bins: int = 10) -> np.ndarray:
     """The ``n_bins + 1`` edges ``b / n_bins``, b = 0..n_bins, of equal-width confidence bins."""
-    return _equal_width_edges(check_positive_integer(n_bins, "n_bins"))
+    return _equal_width_edges(check_integer(n_bins, "n_bins"))
 
 
 def assign_bins(
@@ -50,7 +53,7 @@ def assign_bins(
     belongs to it).
     """
     confidence = check_probabilities(confidence, "confidence")
-    return _assign_bins(confidence, check_positive_integer(n_bins, "n_bins"), _check_strategy(strategy))
+    return _assign_bins(confidence, check_integer(n_bins, "n_bins"), _check_strategy(strategy))
 
 
 class ReliabilityDiagram(NamedTuple):
@@ -68,18 +71,14 @@ class ReliabilityDiagram(NamedTuple):
 
 
 def reliability_diagram(
-    confidence: ArrayLike,
-    target: ArrayLike,
-    *,
-    n_bins: int = 10,
-    strategy: BinningStrategy = "equal_width",
+    confidence: ArrayLike, target: ArrayLike, *, n_bins: int = 10, strategy: BinningStrategy = "equal_width"
 ) -> ReliabilityDiagram:
     """Reliability-diagram data: per bin b, ``n_b``, ``mean_b c`` and ``mean_b target``.
 
     ``target`` is mu_hat for a capability diagram or 0/1 correctness for a response diagram.
     """
     confidence, target = check_confidence_and_target(confidence, target)
-    n_bins = check_positive_integer(n_bins, "n_bins")
+    n_bins = check_integer(n_bins, "n_bins")
     strategy = _check_strategy(strategy)
     bins = _assign_bins(confidence, n_bins, strategy)
     count = np.bincount(bins, minlength=n_bins)

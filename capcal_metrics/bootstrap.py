@@ -40,7 +40,7 @@ import numpy as np
 
 from . import brier, correlation, ece, ranking, selective
 from ._kernels import Kernel, Workspace
-from ._validation import UndefinedMetricWarning, check_fraction, check_positive_integer, check_same_length
+from .validation import UndefinedMetricWarning, check_fraction, check_integer, check_same_length
 
 __all__ = ["BootstrapCI", "bootstrap_ci", "bootstrap_cis"]
 
@@ -167,7 +167,7 @@ def _bootstrap(
     array_name: str,
 ) -> tuple[dict[str, BootstrapCI], dict[str, int]]:
     """The shared machinery: intervals per metric and the number of resamples on which each was undefined."""
-    n_resamples = check_positive_integer(n_resamples, "n_resamples")
+    n_resamples = check_integer(n_resamples, "n_resamples")
     confidence_level = check_fraction(confidence_level, "confidence_level", include_one=False)
     # Convert each distinct input object once, so an array shared by several metrics stays one array.
     converted: dict[int, np.ndarray] = {}

@@ -1,4 +1,5 @@
-"""Brier scores for capability and response calibration (METHODS.md sections 1 and 4).
+"""Brier scores for capability and response calibration ("On Calibration of LLMs: From Response To
+Capability", arXiv 2602.13540: its targets and its Brier metric).
 
 * Capability Brier (the paper's "Brier"): ``mean_i (c_i - mu_hat_i)^2``.
 * Response Brier: ``mean_i (c_i - z_i)^2`` with z_i the 0/1 correctness of one sampled response.
@@ -18,7 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._kernels import Kernel, Workspace, evaluate_once
-from ._validation import check_confidence_and_target, check_probabilities, check_whole_numbers
+from .validation import check_confidence_and_target, check_probabilities, check_whole_numbers
 
 __all__ = ["brier_score", "corrected_capability_brier_score", "random_baseline_brier_score"]
 
@@ -36,9 +37,9 @@ def corrected_capability_brier_score(confidence: ArrayLike, mu_hat: ArrayLike, n
 
     where mu_hat_i is the fraction correct among n_i i.i.d. responses. Since
     ``E[mu_hat (1 - mu_hat)] = mu (1 - mu) (n - 1) / n``, the subtracted term is unbiased for the noise
-    ``Var(mu_hat) = mu (1 - mu) / n`` (METHODS.md section 1). ``n_samples`` is a scalar or one count per query
-    (it may vary) and must be >= 2. Being unbiased rather than clipped, the result can be slightly negative
-    when c is almost perfectly calibrated.
+    ``Var(mu_hat) = mu (1 - mu) / n`` (the finite-n noise of the capability target). ``n_samples`` is a
+    scalar or one count per query (it may vary) and must be >= 2. Being unbiased rather than clipped, the
+    result can be slightly negative when c is almost perfectly calibrated.
     """
     confidence, mu_hat = check_confidence_and_target(confidence, mu_hat, target_name="mu_hat")
     n = check_whole_numbers(n_samples, "n_samples")
@@ -57,8 +58,8 @@ def corrected_capability_brier_score(confidence: ArrayLike, mu_hat: ArrayLike, n
 def random_baseline_brier_score(target: ArrayLike) -> float:
     """E[Brier] when each c_i ~ U(0, 1): ``mean_i (1/3 - target_i + target_i^2)`` (exact).
 
-    From ``E[(c - t)^2] = E[c^2] - 2 t E[c] + t^2 = 1/3 - t + t^2``; this is METHODS.md's random baseline
-    (an expectation over c, not one draw).
+    From ``E[(c - t)^2] = E[c^2] - 2 t E[c] + t^2 = 1/3 - t + t^2``; the paper's random baseline taken as
+    an expectation over c, not one draw.
     """
     target = check_probabilities(target, "target")
     return float(np.mean(1.0 / 3.0 - target + target**2))

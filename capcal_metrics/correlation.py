@@ -1,18 +1,21 @@
-"""Correlation of confidence with the capability target (METHODS.md section 4).
+"""Correlation of confidence with the capability target.
 
-Pearson measures linear agreement of c with mu_hat, Spearman monotone agreement (the paper's rebuttal reports
-Spearman as "instance-level discriminative power"). Under the random baseline c_i ~ U(0, 1) i.i.d. both have
+Pearson measures linear agreement of c with mu_hat, Spearman monotone agreement (both are among the
+capability-calibration metrics of "On Calibration of LLMs: From Response To Capability"; Spearman is read as
+instance-level discriminative power). Under the random baseline c_i ~ U(0, 1) i.i.d. both have
 expectation exactly 0 (the map c -> 1 - c preserves the distribution and flips the sign). Constant input
-makes either undefined: NaN with an :class:`~capcal_metrics._validation.UndefinedMetricWarning`.
+makes either undefined: NaN with an :class:`~capcal_metrics.UndefinedMetricWarning`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ._kernels import Groups, Kernel, Workspace, evaluate_once
-from ._validation import check_confidence_and_target, undefined_metric
+from .validation import check_confidence_and_target, undefined_metric
 
 __all__ = ["pearson_correlation", "spearman_correlation"]
 
@@ -22,10 +25,7 @@ def pearson_correlation(confidence: ArrayLike, target: ArrayLike) -> float:
 
     NaN (with a warning) when confidence or target is constant.
     """
-    confidence, target = check_confidence_and_target(confidence, target)
-    if confidence.min() == confidence.max() or target.min() == target.max():
-        return undefined_metric("pearson_correlation", "confidence or target is constant")
-    return evaluate_once(_pearson_correlation_kernel, confidence, target)
+    return _correlation("pearson_correlation", _pearson_correlation_kernel, confidence, target)
 
 
 def spearman_correlation(confidence: ArrayLike, target: ArrayLike) -> float:
@@ -33,10 +33,17 @@ def spearman_correlation(confidence: ArrayLike, target: ArrayLike) -> float:
 
     NaN (with a warning) when confidence or target is constant.
     """
+    return _correlation("spearman_correlation", _spearman_correlation_kernel, confidence, target)
+
+
+def _correlation(
+    name: str, factory: Callable[..., Kernel], confidence: ArrayLike, target: ArrayLike
+) -> float:
+    """Validate, return NaN with a warning for a constant input, else evaluate ``factory``'s kernel."""
     confidence, target = check_confidence_and_target(confidence, target)
     if confidence.min() == confidence.max() or target.min() == target.max():
-        return undefined_metric("spearman_correlation", "confidence or target is constant")
-    return evaluate_once(_spearman_correlation_kernel, confidence, target)
+        return undefined_metric(name, "confidence or target is constant", stacklevel=4)
+    return evaluate_once(factory, confidence, target)
 
 
 # --- kernel factories (see capcal_metrics._kernels) ---------------------------------------------------------

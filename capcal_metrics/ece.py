@@ -1,11 +1,13 @@
-"""Binned calibration errors: ECE, MCE and ACE (METHODS.md section 4).
+"""Binned calibration errors: ECE, MCE and ACE.
 
-One set of functions serves both targets of the paper (arXiv 2602.13540):
+One set of functions serves both targets of "On Calibration of LLMs: From Response To Capability"
+(arXiv 2602.13540, section on evaluation metrics):
 
 * capability calibration: ``target = mu_hat``, the fraction of a query's n sampled responses that are correct;
 * response calibration: ``target = z``, the 0/1 correctness of one sampled response.
 
-With bins b = 1..B (see :mod:`capcal_metrics.binning`), n_b members and N queries in all::
+With bins b = 1..B (see :mod:`capcal_metrics.binning`; by default the paper's 10 equal-width bins, the last
+closed so that c = 1.0 counts), n_b members and N queries in all::
 
     ECE = sum_b (n_b / N) |mean_b target - mean_b c|
     MCE = max over non-empty b of |mean_b target - mean_b c|
@@ -14,14 +16,15 @@ With bins b = 1..B (see :mod:`capcal_metrics.binning`), n_b members and N querie
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ._kernels import Kernel, Workspace, evaluate_once, group_sums, groups_of
-from ._validation import check_confidence_and_target, check_positive_integer, check_probabilities
 from .binning import BinningStrategy, _assign_bins, _check_strategy
+from .validation import check_confidence_and_target, check_integer, check_probabilities
 
 __all__ = [
     "adaptive_calibration_error",
@@ -32,40 +35,35 @@ __all__ = [
 
 
 def expected_calibration_error(
-    confidence: ArrayLike,
-    target: ArrayLike,
-    *,
-    n_bins: int = 10,
-    strategy: BinningStrategy = "equal_width",
+    confidence: ArrayLike, target: ArrayLike, *, n_bins: int = 10, strategy: BinningStrategy = "equal_width"
 ) -> float:
     """ECE = sum_b (n_b / N) |mean_b target - mean_b c| = (1/N) sum_b |sum_{i in b} (target_i - c_i)|.
 
     Capability ECE when ``target`` is mu_hat, response ECE when it is 0/1 correctness. Default: the paper's 10
     equal-width bins, the last one closed so c = 1.0 counts.
     """
-    confidence, target = check_confidence_and_target(confidence, target)
-    return evaluate_once(
-        _expected_calibration_error_kernel, confidence, target, n_bins=n_bins, strategy=strategy
-    )
+    return _binned_error(confidence, target, n_bins=n_bins, strategy=strategy, maximum=False)
 
 
 def maximum_calibration_error(
-    confidence: ArrayLike,
-    target: ArrayLike,
-    *,
-    n_bins: int = 10,
-    strategy: BinningStrategy = "equal_width",
+    confidence: ArrayLike, target: ArrayLike, *, n_bins: int = 10, strategy: BinningStrategy = "equal_width"
 ) -> float:
     """MCE = max over non-empty bins b of |mean_b target - mean_b c| (Naeini et al. 2015)."""
-    confidence, target = check_confidence_and_target(confidence, target)
-    return evaluate_once(
-        _maximum_calibration_error_kernel, confidence, target, n_bins=n_bins, strategy=strategy
-    )
+    return _binned_error(confidence, target, n_bins=n_bins, strategy=strategy, maximum=True)
 
 
 def adaptive_calibration_error(confidence: ArrayLike, target: ArrayLike, *, n_bins: int = 10) -> float:
     """ACE = ECE with equal-mass bins (Nixon et al. 2019): each bin holds about N / n_bins queries."""
-    return expected_calibration_error(confidence, target, n_bins=n_bins, strategy="equal_mass")
+    return _binned_error(confidence, target, n_bins=n_bins, strategy="equal_mass", maximum=False)
+
+
+def _binned_error(
+    confidence: ArrayLike, target: ArrayLike, *, n_bins: int, strategy: str, maximum: bool
+) -> float:
+    confidence, target = check_confidence_and_target(confidence, target)
+    return evaluate_once(
+        _calibration_error_kernel, confidence, target, n_bins=n_bins, strategy=strategy, maximum=maximum
+    )
 
 
 def random_baseline_calibration_error(
@@ -79,17 +77,23 @@ def random_baseline_calibration_error(
 ) -> float:
     """E[ECE] (or E[MCE] with ``maximum=True``) when every c_i ~ U(0, 1) independently.
 
-    METHODS.md asks for the expectation over random confidences, not one draw. ECE has no closed form under
-    this distribution, so this is a Monte-Carlo average over ``n_draws`` independent draws of the whole
-    confidence vector with a fixed ``seed`` (deterministic; its standard error shrinks as 1/sqrt(n_draws) and
-    is small for large N, since ECE of N uniform confidences concentrates).
+    The paper's random baseline is an expectation over random confidences, not one draw. ECE has no closed
+    form under this distribution, so this is a Monte-Carlo average over ``n_draws`` independent draws of the
+    whole confidence vector with a fixed ``seed`` (deterministic; its standard error shrinks as
+    1/sqrt(n_draws) and is small for large N, since ECE of N uniform confidences concentrates).
     """
     target = check_probabilities(target, "target")
-    n_draws = check_positive_integer(n_draws, "n_draws")
-    factory = _maximum_calibration_error_kernel if maximum else _expected_calibration_error_kernel
+    n_draws = check_integer(n_draws, "n_draws")
     rng = np.random.default_rng(seed)
     draws = [
-        evaluate_once(factory, rng.random(target.size), target, n_bins=n_bins, strategy=strategy)
+        evaluate_once(
+            _calibration_error_kernel,
+            rng.random(target.size),
+            target,
+            n_bins=n_bins,
+            strategy=strategy,
+            maximum=maximum,
+        )
         for _ in range(n_draws)
     ]
     return float(np.mean(draws))
@@ -98,37 +102,23 @@ def random_baseline_calibration_error(
 # --- kernel factories (see capcal_metrics._kernels) ---------------------------------------------------------
 
 
-def _expected_calibration_error_kernel(
+def _calibration_error_kernel(
     workspace: Workspace,
     confidence: ArrayLike,
     target: ArrayLike,
     *,
     n_bins: int = 10,
     strategy: str = "equal_width",
+    maximum: bool = False,
 ) -> Kernel:
-    """ECE per row of weights: sum_b |sum_{i in b} w_i (target_i - c_i)| / sum_i w_i."""
-    binned = _binned_gap_and_mass(workspace, confidence, target, n_bins, strategy)
-
-    def evaluate() -> np.ndarray:
-        gap, _ = binned()
-        return np.abs(gap).sum(axis=1) / workspace.total
-
-    return evaluate
-
-
-def _maximum_calibration_error_kernel(
-    workspace: Workspace,
-    confidence: ArrayLike,
-    target: ArrayLike,
-    *,
-    n_bins: int = 10,
-    strategy: str = "equal_width",
-) -> Kernel:
-    """MCE per row of weights: max over bins b with weight of |sum_b w_i (target_i - c_i)| / sum_b w_i."""
+    """ECE per row of weights, sum_b |sum_{i in b} w_i (target_i - c_i)| / sum_i w_i, or with ``maximum``
+    MCE, the max over bins b with weight of |sum_b w_i (target_i - c_i)| / sum_b w_i."""
     binned = _binned_gap_and_mass(workspace, confidence, target, n_bins, strategy)
 
     def evaluate() -> np.ndarray:
         gap, mass = binned()
+        if not maximum:
+            return np.abs(gap).sum(axis=1) / workspace.total
         with np.errstate(invalid="ignore", divide="ignore"):
             bin_error = np.where(mass > 0, np.abs(gap) / mass, -np.inf)
         return bin_error.max(axis=1)
@@ -136,13 +126,10 @@ def _maximum_calibration_error_kernel(
     return evaluate
 
 
-def _adaptive_calibration_error_kernel(
-    workspace: Workspace, confidence: ArrayLike, target: ArrayLike, *, n_bins: int = 10
-) -> Kernel:
-    """ACE per row of weights: the ECE kernel with equal-mass bins (bins formed on the weighted data)."""
-    return _expected_calibration_error_kernel(
-        workspace, confidence, target, n_bins=n_bins, strategy="equal_mass"
-    )
+# The kernels of the three public metrics (used by capcal_metrics.bootstrap), same keywords as the metrics.
+_expected_calibration_error_kernel = _calibration_error_kernel
+_maximum_calibration_error_kernel = functools.partial(_calibration_error_kernel, maximum=True)
+_adaptive_calibration_error_kernel = functools.partial(_calibration_error_kernel, strategy="equal_mass")
 
 
 def _binned_gap_and_mass(
@@ -155,7 +142,7 @@ def _binned_gap_and_mass(
     """
     confidence = np.asarray(confidence, dtype=np.float64)
     target = np.asarray(target, dtype=np.float64)
-    n_bins = check_positive_integer(n_bins, "n_bins")
+    n_bins = check_integer(n_bins, "n_bins")
     strategy = _check_strategy(strategy)
     if strategy == "equal_width":
         bins = groups_of(_assign_bins(confidence, n_bins, strategy))

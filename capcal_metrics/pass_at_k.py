@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import check_positive_integer, check_probabilities, check_whole_numbers
+from .validation import check_integer, check_probabilities, check_whole_numbers
 
 __all__ = ["pass_at_k", "predicted_pass_at_k"]
 
@@ -45,7 +45,7 @@ def pass_at_k(n_samples: ArrayLike, n_correct: ArrayLike, k: int) -> np.ndarray:
     """
     n = check_whole_numbers(n_samples, "n_samples", minimum=1)
     c = check_whole_numbers(n_correct, "n_correct")
-    k = check_positive_integer(k, "k")
+    k = check_integer(k, "k")
     try:
         n, c = np.broadcast_arrays(n, c)
     except ValueError:
@@ -70,5 +70,5 @@ def pass_at_k(n_samples: ArrayLike, n_correct: ArrayLike, k: int) -> np.ndarray:
 def predicted_pass_at_k(confidence: ArrayLike, k: int) -> np.ndarray:
     """pass@k predicted from a capability confidence p: ``1 - (1 - p)^k`` (any shape)."""
     p = check_probabilities(confidence, "confidence", ndim=None, allow_empty=True)
-    k = check_positive_integer(k, "k")
+    k = check_integer(k, "k")
     return 1.0 - (1.0 - p) ** k

@@ -1,4 +1,7 @@
-"""Ranking (discrimination) metrics: soft-label AUROC, AUROC and average precision (METHODS.md section 4).
+"""Ranking (discrimination) metrics: soft-label AUROC, AUROC and average precision.
+
+Soft-label AUROC is the capability form of AUROC from "On Calibration of LLMs: From Response To Capability"
+(arXiv 2602.13540); AUROC and average precision are the response-level metrics against 0/1 correctness.
 
 All are O(N log N) (one sort) and treat tied confidences by value, never by row position, so they do not
 depend on the order of the queries. Undefined cases (a single class) return NaN with an
@@ -19,7 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._kernels import Kernel, Workspace, evaluate_once
-from ._validation import check_binary_labels, check_confidence_and_target, undefined_metric
+from .validation import check_binary_labels, check_confidence_and_target, undefined_metric
 
 __all__ = ["auroc", "average_precision", "random_baseline_average_precision", "soft_label_auroc"]
 

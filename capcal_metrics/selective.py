@@ -1,4 +1,7 @@
-"""Selective prediction: risk-coverage curve, AURC and the prediction-rejection ratio (METHODS.md section 4).
+"""Selective prediction: risk-coverage curve, AURC and the prediction-rejection ratio.
+
+These are among the metrics of "On Calibration of LLMs: From Response To Capability" (arXiv 2602.13540); PRR
+follows LM-Polygraph's definition.
 
 Queries are kept in order of decreasing confidence. Keeping the top k of N (coverage k/N), the selective risk
 is ``risk(k) = 1 - (1/k) sum_{kept} target``, with target = mu_hat (capability) or 0/1 correctness
@@ -23,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._kernels import Kernel, Workspace, evaluate_once, groups_of
-from ._validation import check_confidence_and_target, check_fraction, check_probabilities, undefined_metric
+from .validation import check_confidence_and_target, check_fraction, check_probabilities, undefined_metric
 
 __all__ = [
     "RiskCoverageCurve",

@@ -1,10 +1,14 @@
-"""Applications of capability confidences (METHODS.md section 5), all evaluated exactly on the real samples.
+"""Applications of capability confidences, all evaluated exactly on the real samples.
+
+The applications of "On Calibration of LLMs: From Response To Capability" (arXiv 2602.13540) — pass@k
+prediction, budget allocation, routing — and the test-time strategies of "Efficient Test-Time Scaling via
+Self-Calibration" (arXiv 2503.00031):
 
 * :mod:`.pass_at_k_prediction` — instance-level MSE and dataset-level curves of predicted pass@k, with the
   Oracle-CC and Oracle-RC baselines (Oracle-RC as an exact expectation, Monte Carlo optional);
 * :mod:`.budget` — greedy marginal-gain allocation of a sampling budget (closed form), uniform and oracle
   baselines, accuracy as the exact mean unbiased pass@b (the paper's Monte-Carlo protocol optional);
-* :mod:`.test_time_scaling` — Self-Calibration's early stopping, confidence-weighted and adaptive
+* :mod:`.self_calibration_strategies` — Self-Calibration's early stopping, confidence-weighted and adaptive
   self-consistency on per-response confidences;
 * :mod:`.routing` — routing from a cheap to a strong model by the cheap model's confidence (exact expected
   accuracy against random and oracle routing).
@@ -22,14 +26,14 @@ from .budget import (
 )
 from .pass_at_k_prediction import DEFAULT_KS, dataset_curve, instance_mse, oracle_rc_mse, pass_at_k_prediction
 from .routing import DEFAULT_FRACTIONS, pair_models, routing_accuracy, routing_curves
-from .test_time_scaling import (
+from .self_calibration_strategies import (
     DEFAULT_TAUS,
-    TestTimeInputs,
+    StrategyInputs,
     adaptive_self_consistency,
     early_stopping,
-    prepare_test_time_inputs,
+    prepare_strategy_inputs,
+    self_calibration_curves,
     soft_self_consistency,
-    test_time_scaling_curves,
     vote_accuracy_by_n,
 )
 
@@ -39,7 +43,7 @@ __all__ = [
     "DEFAULT_KS",
     "DEFAULT_TAUS",
     "MonteCarloAccuracy",
-    "TestTimeInputs",
+    "StrategyInputs",
     "adaptive_self_consistency",
     "budget_allocation_curves",
     "dataset_curve",
@@ -52,11 +56,11 @@ __all__ = [
     "oracle_rc_mse",
     "pair_models",
     "pass_at_k_prediction",
-    "prepare_test_time_inputs",
+    "prepare_strategy_inputs",
     "routing_accuracy",
     "routing_curves",
+    "self_calibration_curves",
     "soft_self_consistency",
-    "test_time_scaling_curves",
     "uniform_allocation",
     "vote_accuracy_by_n",
 ]

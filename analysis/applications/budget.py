@@ -1,4 +1,7 @@
-"""Inference-budget allocation from a capability confidence (METHODS.md section 5; Damani et al. 2024).
+"""Inference-budget allocation from a capability confidence.
+
+The allocation application of "On Calibration of LLMs: From Response To Capability" (arXiv 2602.13540),
+with the greedy rule of Damani et al. 2024 ("Learning How Hard to Think", arXiv 2410.04707).
 
 A total budget of T = N * B samples is split over N queries, b_i <= n_i each (n_i = samples available).
 
@@ -26,8 +29,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from analysis.estimators._checks import check_counts, check_int, check_probability_vector
+from analysis.validation import check_confidences, check_counts, check_grid
 from capcal_metrics import pass_at_k
+from capcal_metrics.validation import check_integer, check_probabilities, check_whole_numbers
 
 __all__ = [
     "DEFAULT_BUDGETS",
@@ -46,18 +50,19 @@ _CHUNK_ELEMENTS = 4_000_000  # rows per Monte-Carlo chunk = this // max n
 
 
 def _check_caps(caps: ArrayLike, n_questions: int | None = None) -> np.ndarray:
-    array = np.asarray(caps)
-    if array.ndim != 1 or array.size == 0:
-        raise ValueError(f"caps must be a non-empty 1-D array, got shape {array.shape}")
-    if not np.issubdtype(array.dtype, np.integer):
-        if not np.issubdtype(array.dtype, np.floating) or np.any(array != np.round(array)):
-            raise ValueError("caps must be whole numbers")
-    array = array.astype(np.int64)
-    if array.min() < 0:
-        raise ValueError("caps must be >= 0")
-    if n_questions is not None and array.size != n_questions:
-        raise ValueError(f"caps must have one entry per question ({n_questions}), got {array.size}")
-    return array
+    """Per-question sample caps (or allocations): whole numbers >= 0, one per question."""
+    return check_whole_numbers(caps, "caps", ndim=1, length=n_questions)
+
+
+def _check_allocation(
+    allocation: ArrayLike, n_samples: ArrayLike, n_correct: ArrayLike
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(b, n, c): an allocation b_i <= n_i with the sample and correct counts it draws from."""
+    n, c = check_counts(n_samples, n_correct)
+    b = _check_caps(allocation, n.size)
+    if np.any(b > n):
+        raise ValueError(f"allocation exceeds the available samples at query {int(np.argmax(b > n))}")
+    return b, n, c
 
 
 def greedy_allocation(confidence: ArrayLike, total_budget: int, caps: ArrayLike) -> np.ndarray:
@@ -73,9 +78,9 @@ def greedy_allocations(
     confidence: ArrayLike, total_budgets: Sequence[int], caps: ArrayLike
 ) -> list[np.ndarray]:
     """:func:`greedy_allocation` for several total budgets at once (one gain table, one partition)."""
-    p = check_probability_vector(confidence, "confidence")
+    p = check_probabilities(confidence, "confidence")
     caps = _check_caps(caps, p.size)
-    totals = [check_int(total, "total_budget", minimum=0) for total in total_budgets]
+    totals = [check_integer(total, "total_budget", minimum=0) for total in total_budgets]
     available = int(caps.sum())
     kth = sorted({total - 1 for total in totals if 0 < total < available})
     if kth:
@@ -105,17 +110,14 @@ def greedy_allocations(
 
 def uniform_allocation(per_query_budget: int, caps: ArrayLike) -> np.ndarray:
     """b_i = min(B, caps_i)."""
-    budget = check_int(per_query_budget, "per_query_budget", minimum=0)
+    budget = check_integer(per_query_budget, "per_query_budget", minimum=0)
     return np.minimum(_check_caps(caps), budget)
 
 
 def exact_budget_accuracy(allocation: ArrayLike, n_samples: ArrayLike, n_correct: ArrayLike) -> float:
     """Expected accuracy when query i gets b_i of its n_i real samples (c_i correct) drawn without
     replacement: ``mean_i pass@b_i = mean_i [1 - C(n_i - c_i, b_i) / C(n_i, b_i)]`` (0 where b_i = 0)."""
-    n, c = check_counts(n_samples, n_correct)
-    b = _check_caps(allocation, n.size)
-    if np.any(b > n):
-        raise ValueError(f"allocation exceeds the available samples at query {int(np.argmax(b > n))}")
+    b, n, c = _check_allocation(allocation, n_samples, n_correct)
     solved = np.zeros(n.size)
     for budget in np.unique(b[b > 0]):
         rows = b == budget
@@ -142,11 +144,8 @@ def monte_carlo_budget_accuracy(
     contains a correct sample iff fewer than b_i incorrect samples have a key below the smallest correct key.
     Only (n_i, c_i) matter for the draw, so the real sample order is not needed.
     """
-    n, c = check_counts(n_samples, n_correct)
-    b = _check_caps(allocation, n.size)
-    if np.any(b > n):
-        raise ValueError(f"allocation exceeds the available samples at query {int(np.argmax(b > n))}")
-    seeds = check_int(seeds, "seeds")
+    b, n, c = _check_allocation(allocation, n_samples, n_correct)
+    seeds = check_integer(seeds, "seeds")
     width = int(n.max())
     columns = np.arange(width)
     chunk = max(1, _CHUNK_ELEMENTS // width)
@@ -183,14 +182,8 @@ def budget_allocation_curves(
     paper's protocol over that many seeds).
     """
     n, c = check_counts(n_samples, n_correct)
-    budgets = sorted({check_int(b, "budgets") for b in budgets})
-    if not budgets:
-        raise ValueError("budgets is empty")
-    probabilities = {
-        name: check_probability_vector(p, f"confidences[{name!r}]", length=n.size)
-        for name, p in confidences.items()
-    }
-    probabilities["oracle"] = c / n
+    budgets = check_grid(budgets, "budgets")
+    probabilities = {**check_confidences(confidences, n.size), "oracle": c / n}
     rows = []
     greedy = {
         name: greedy_allocations(p, [b * n.size for b in budgets], n) for name, p in probabilities.items()

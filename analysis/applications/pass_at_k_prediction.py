@@ -1,4 +1,7 @@
-"""pass@k prediction from a capability confidence (METHODS.md section 5).
+"""pass@k prediction from a capability confidence.
+
+The pass@k application of "On Calibration of LLMs: From Response To Capability" (arXiv 2602.13540), at the
+instance and the dataset level, with its two oracle baselines.
 
 A confidence p of query i predicts pass@k as ``s_ik = 1 - (1 - p_i)^k``; the reference is the unbiased
 estimator from the query's n_i real samples with c_i correct, ``pass@k_i = 1 - C(n_i - c_i, k) / C(n_i, k)``
@@ -23,8 +26,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from analysis.estimators._checks import check_counts, check_int, check_probability_vector
+from analysis.validation import check_confidences, check_counts, check_grid
 from capcal_metrics import pass_at_k, predicted_pass_at_k
+from capcal_metrics.validation import check_integer, check_probabilities
 
 __all__ = [
     "DEFAULT_KS",
@@ -39,7 +43,7 @@ DEFAULT_KS = (1, 4, 16, 64)
 
 def _usable_ks(ks: Sequence[int], n: np.ndarray) -> list[int]:
     """The ks that are <= the smallest n (sorted, distinct); raises if none is."""
-    checked = sorted({check_int(k, "ks") for k in ks})
+    checked = check_grid(ks, "ks")
     usable = [k for k in checked if k <= n.min()]
     if not usable:
         raise ValueError(f"no k in {checked} is <= the smallest number of samples ({int(n.min())})")
@@ -52,7 +56,7 @@ def instance_mse(
     """Instance-level ``MSE_k = mean_i (1 - (1 - p_i)^k - pass@k_i)^2`` for each k <= min n (larger k are
     left out: the unbiased pass@k needs k <= n). Columns: k, mse, n_questions."""
     n, c = check_counts(n_samples, n_correct)
-    p = check_probability_vector(confidence, "confidence", length=n.size)
+    p = check_probabilities(confidence, "confidence", length=n.size)
     rows = []
     for k in _usable_ks(ks, n):
         error = predicted_pass_at_k(p, k) - pass_at_k(n, c, k)
@@ -69,7 +73,7 @@ def dataset_curve(
     ``ks`` defaults to 1..min n. Columns: k, predicted, band_low, band_high, observed.
     """
     n, c = check_counts(n_samples, n_correct)
-    p = check_probability_vector(confidence, "confidence", length=n.size)
+    p = check_probabilities(confidence, "confidence", length=n.size)
     ks = range(1, int(n.min()) + 1) if ks is None else ks
     rows = []
     for k in _usable_ks(ks, n):
@@ -99,7 +103,7 @@ def oracle_rc_mse(
     Columns: k, mse, mse_mc, mse_mc_se.
     """
     n, c = check_counts(n_samples, n_correct)
-    seeds = 0 if seeds == 0 else check_int(seeds, "seeds")
+    seeds = 0 if seeds == 0 else check_integer(seeds, "seeds")
     mu = c / n
     picks = [np.random.default_rng(seed).integers(0, n) < c for seed in range(seeds)]  # z of a random sample
     rows = []
@@ -132,7 +136,7 @@ def pass_at_k_prediction(
     seeds, ``mse_se`` its standard error). Columns: estimator, k, mse, mse_se (NaN where not Monte Carlo)."""
     n, c = check_counts(n_samples, n_correct)
     frames = []
-    for name, confidence in {**confidences, "oracle_cc": c / n}.items():
+    for name, confidence in {**check_confidences(confidences, n.size), "oracle_cc": c / n}.items():
         frame = instance_mse(confidence, n, c, ks)[["k", "mse"]]
         frames.append(frame.assign(estimator=name, mse_se=np.nan))
     rc = oracle_rc_mse(n, c, ks, seeds=rc_seeds)

@@ -1,5 +1,7 @@
-"""Routing between a cheap and a strong model by the cheap model's capability confidence (METHODS.md
-section 5).
+"""Routing between a cheap and a strong model by the cheap model's capability confidence.
+
+The routing application of "On Calibration of LLMs: From Response To Capability" (arXiv 2602.13540): send a
+question to the stronger model when the cheap model's confidence is low, against random and oracle routing.
 
 Per question i: the cheap model's confidence c_i and both models' capability targets mu_cheap_i, mu_strong_i
 (mu_hat from each model's samples on the same question). Routing the fraction f of questions with the LOWEST
@@ -31,23 +33,21 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from analysis.estimators._checks import check_probability_vector
+from analysis.validation import check_confidences
+from capcal_metrics.validation import check_probabilities
 
 __all__ = ["DEFAULT_FRACTIONS", "pair_models", "routing_accuracy", "routing_curves"]
 
 DEFAULT_FRACTIONS = tuple(float(f) for f in np.round(np.linspace(0.0, 1.0, 21), 10))
 
 
-def _check_fractions(fractions: ArrayLike) -> np.ndarray:
-    array = np.asarray(fractions, dtype=np.float64)
-    if (
-        array.ndim != 1
-        or array.size == 0
-        or not np.isfinite(array).all()
-        or np.any((array < 0) | (array > 1))
-    ):
-        raise ValueError("fractions must be a non-empty 1-D array of values in [0, 1]")
-    return array
+def _check_inputs(
+    mu_cheap: ArrayLike, mu_strong: ArrayLike, fractions: ArrayLike
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Both models' capability targets (one per question, in [0, 1]) and the fractions routed (in [0, 1])."""
+    cheap = check_probabilities(mu_cheap, "mu_cheap")
+    strong = check_probabilities(mu_strong, "mu_strong", length=cheap.size)
+    return cheap, strong, check_probabilities(fractions, "fractions")
 
 
 def routing_accuracy(
@@ -57,11 +57,9 @@ def routing_accuracy(
     strong model (ties in ``priority`` broken uniformly at random, in expectation): one value per fraction.
     ``priority`` is the cheap model's confidence (or mu_cheap, or -gain for the oracles); any real numbers."""
     score = np.asarray(priority, dtype=np.float64)
-    cheap = check_probability_vector(mu_cheap, "mu_cheap")
-    strong = check_probability_vector(mu_strong, "mu_strong", length=cheap.size)
+    cheap, strong, fractions = _check_inputs(mu_cheap, mu_strong, fractions)
     if score.shape != cheap.shape or not np.isfinite(score).all():
         raise ValueError(f"priority must be finite with one value per question ({cheap.size})")
-    fractions = _check_fractions(fractions)
     order = np.argsort(score, kind="stable")
     ordered_score, gain = score[order], (strong - cheap)[order]
     ends = np.flatnonzero(np.append(ordered_score[1:] != ordered_score[:-1], True)) + 1  # run ends (counts)
@@ -79,17 +77,11 @@ def routing_curves(
     """Accuracy against the fraction routed for each estimator (route lowest confidence first) and the
     baselines ``random``, ``oracle_cheap`` and ``oracle_gain`` (module docstring).
     Columns: method, fraction, accuracy."""
-    cheap = check_probability_vector(mu_cheap, "mu_cheap")
-    strong = check_probability_vector(mu_strong, "mu_strong", length=cheap.size)
-    fractions = _check_fractions(fractions)
-    curves = {}
-    for name, confidence in confidences.items():
-        curves[name] = routing_accuracy(
-            check_probability_vector(confidence, f"confidences[{name!r}]", length=cheap.size),
-            cheap,
-            strong,
-            fractions,
-        )
+    cheap, strong, fractions = _check_inputs(mu_cheap, mu_strong, fractions)
+    curves = {
+        name: routing_accuracy(confidence, cheap, strong, fractions)
+        for name, confidence in check_confidences(confidences, cheap.size).items()
+    }
     curves["random"] = cheap.mean() + fractions * (strong - cheap).mean()
     curves["oracle_cheap"] = routing_accuracy(cheap, cheap, strong, fractions)
     curves["oracle_gain"] = routing_accuracy(-(strong - cheap), cheap, strong, fractions)

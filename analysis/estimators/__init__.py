@@ -1,16 +1,20 @@
-"""Capability-confidence estimators built from lm-eval logs (METHODS.md section 3).
+"""Capability-confidence estimators built from lm-eval logs.
+
+The estimators are those of "On Calibration of LLMs: From Response To Capability" (arXiv 2602.13540) plus
+Self-Calibration's per-response check ("Efficient Test-Time Scaling via Self-Calibration", arXiv 2503.00031):
 
 * :mod:`.consistency` — response consistency for k drawn responses, in the paper's form and leakage-free;
 * :mod:`.elicited` — verbalized confidence, P(True) and Self-Calibration's per-response check, read from the
   confidence tasks' logs and joined to the per-question table by question id, with parse-failure counts;
 * :mod:`.probes` — linear probes on prompt activations (paper probe, ridge, per-layer) with split guards;
-* :mod:`.recalibration` — isotonic recalibration fitted on a calibration split.
+* :mod:`.recalibration` — isotonic recalibration fitted on a calibration split;
+* :mod:`.split_guard` — what the fitted estimators remember of their training questions, and the refusal to
+  score them.
 
 Estimators that are fitted (probes, isotonic) refuse to score the questions they were fitted or tuned on
 (:class:`SplitLeakageError`).
 """
 
-from ._checks import SplitLeakageError
 from .consistency import (
     AnswerClasses,
     LeakageFreeConsistency,
@@ -23,6 +27,7 @@ from .consistency import (
 from .elicited import ELICITED_KINDS, attach_elicited, parse_failure_counts, read_elicited
 from .probes import LinearProbe, ProbeConfig, QuestionSplits, fit_probe, load_probe
 from .recalibration import IsotonicRecalibrator, fit_isotonic, isotonic_fit_points, load_isotonic
+from .split_guard import SplitLeakageError
 
 __all__ = [
     "ELICITED_KINDS",

@@ -1,4 +1,7 @@
-"""Response consistency as a capability confidence (METHODS.md section 3), vectorised over questions.
+"""Response consistency as a capability confidence, on per-question answers and tables.
+
+This is the consistency estimator of "On Calibration of LLMs: From Response To Capability" (arXiv 2602.13540,
+k = 5, 10, 20), together with a leakage-free variant of it.
 
 For a question with sampled responses y_1..y_n and answer classes a(y_j) (equal answers share a class, an
 unparseable response is a class of its own), draw k of the n responses without replacement; the confidence is
@@ -14,10 +17,10 @@ unparseable response is a class of its own), draw k of the n responses without r
   only. With the same ``seed`` and ``pool_size`` the split is the same for every k, so consistencies at
   k = 5, 10, 20 are scored against one common target.
 
-Answers are first encoded as integer class ids per question (:func:`encode_answer_classes`); everything after
-that is array arithmetic on (N, max n) rectangles: a uniformly random k-subset per row is the k smallest of
-i.i.d. uniform keys (``argpartition``), and the modal count is the longest run in the sorted drawn ids.
-On 100,000 questions x 100 samples one k takes about half a second per form (benchmarks/analysis_suite.py).
+This module encodes extracted answers as integer class ids per question (:func:`encode_answer_classes`:
+grouping keys, the unparseable policy) and reads per-question tables (:func:`consistency_from_table`); the
+draws themselves are :mod:`capcal_metrics.consistency` (array arithmetic on (N, max n) rectangles). On
+100,000 questions x 100 samples one k takes about half a second per form (benchmarks/analysis_suite.py).
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from ._checks import as_response_matrix, check_int
+from analysis.validation import as_response_matrix, check_grid
+from capcal_metrics import consistency as core
+from capcal_metrics.consistency import LeakageFreeConsistency, modal_count
 
 __all__ = [
     "AnswerClasses",
@@ -43,7 +48,6 @@ __all__ = [
 ]
 
 UnparseablePolicy = Literal["one_class", "singletons"]
-_CHUNK_ROWS = 20_000  # rows per chunk: bounds temporary memory at about 20,000 x max n x 8 bytes per array
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ class AnswerClasses:
     answer; ids are not comparable across rows); ``n[i]`` responses are valid and positions j >= n[i]
     hold -1.
     ``unparseable[i, j]`` marks responses without an extracted answer: they form a class for consistency but
-    never win a vote (``analysis.applications.test_time_scaling``).
+    never win a vote (``analysis.applications.self_calibration_strategies``).
     """
 
     ids: np.ndarray  # (N, max n) int32
@@ -96,9 +100,9 @@ def encode_answer_classes(
     answer_class : maps an extracted answer to the key under which equal answers are grouped (e.g.
         ``capcal_tasks.answers.numeric.parse_number`` so that "18" and "18.0" agree); a None key counts as
         unparseable. Default: the answer itself.
-    unparseable : "one_class" (METHODS: an unparseable answer is its own class; all of a question's
-        unparseable responses share that class) or "singletons" (each unparseable response is a class alone,
-        so unparseable responses never agree with each other).
+    unparseable : "one_class" (the paper's rule: an unparseable answer is its own class; all of a
+        question's unparseable responses share that class) or "singletons" (each unparseable response is a
+        class alone, so unparseable responses never agree with each other).
     """
     if unparseable not in ("one_class", "singletons"):
         raise ValueError(f"unparseable must be 'one_class' or 'singletons', got {unparseable!r}")
@@ -168,72 +172,16 @@ def _compact(labels: np.ndarray, valid: np.ndarray) -> np.ndarray:
     return np.where(valid, compact, -1).astype(np.int32)
 
 
-def modal_count(drawn: np.ndarray) -> np.ndarray:
-    """Per row of an integer array (N, k): the number of occurrences of the most common value (1..k)."""
-    drawn = np.asarray(drawn)
-    if drawn.ndim != 2 or drawn.shape[1] == 0:
-        raise ValueError(f"drawn must be a 2-D array with at least one column, got shape {drawn.shape}")
-    ordered = np.sort(drawn, axis=1)
-    positions = np.arange(ordered.shape[1])
-    starts = np.ones(ordered.shape, dtype=bool)
-    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
-    run_start = np.maximum.accumulate(np.where(starts, positions, 0), axis=1)
-    return (positions - run_start + 1).max(axis=1)
-
-
-def _random_subset(rng: np.random.Generator, allowed: np.ndarray, size: int) -> np.ndarray:
-    """Column indices (N, size) of a uniformly random ``size``-subset of each row's allowed positions."""
-    keys = rng.random(allowed.shape)
-    keys[~allowed] = 2.0  # never among the smallest: every row has >= size allowed positions (checked)
-    if size == allowed.shape[1]:
-        return np.argsort(keys, axis=1)
-    return np.argpartition(keys, size - 1, axis=1)[:, :size]
-
-
-def _check_k(answers: AnswerClasses, k: Any, available: np.ndarray, what: str) -> int:
-    k = check_int(k, "k")
-    if k > available.min():
-        raise ValueError(
-            f"k={k} exceeds the {what} of question {int(np.argmin(available))} ({int(available.min())})"
-        )
-    return k
-
-
 def response_consistency(answers: AnswerClasses, k: int, *, seed: int = 0) -> np.ndarray:
     """Paper form: ``max_z #{drawn j: a(y_j) = z} / k`` with k of each question's n responses drawn without
     replacement from all n (the same pool that defines mu_hat). Returns (N,) floats in [1/k, 1].
 
-    Deterministic for a given seed (the stream is ``numpy.random.default_rng([seed, 0, k])``).
+    Deterministic for a given seed (the stream is ``numpy.random.default_rng([seed, 0, k])``); the draw is
+    :func:`capcal_metrics.consistency.response_consistency` on the encoded classes.
     """
     if not isinstance(answers, AnswerClasses):
         raise ValueError("answers must be an AnswerClasses (use encode_answer_classes)")
-    k = _check_k(answers, k, answers.n, "number of samples")
-    rng = np.random.default_rng([seed, 0, k])
-    valid = answers.valid
-    out = np.empty(answers.n_questions)
-    for start in range(0, answers.n_questions, _CHUNK_ROWS):
-        rows = slice(start, start + _CHUNK_ROWS)
-        picked = _random_subset(rng, valid[rows], k)
-        out[rows] = modal_count(np.take_along_axis(answers.ids[rows], picked, axis=1)) / k
-    return out
-
-
-@dataclass(frozen=True)
-class LeakageFreeConsistency:
-    """Consistency from a draw pool and the capability target from the disjoint rest of the samples.
-
-    ``confidence[i]`` uses only responses ``draw_indices[i]`` (column indices into the question's responses);
-    ``mu_hat[i]`` = mean correctness over the responses where ``target_mask[i]`` is True (``n_target[i]`` of
-    them). The pool (``pool_mask``) and the target part are disjoint and together are all n_i responses.
-    """
-
-    confidence: np.ndarray  # (N,)
-    mu_hat: np.ndarray  # (N,)
-    n_target: np.ndarray  # (N,) int64
-    n_correct_target: np.ndarray  # (N,) int64
-    draw_indices: np.ndarray  # (N, k) int
-    pool_mask: np.ndarray  # (N, max n) bool
-    target_mask: np.ndarray  # (N, max n) bool
+    return core.response_consistency(answers.ids, k, n=answers.n, seed=seed)
 
 
 def leakage_free_consistency(
@@ -249,52 +197,14 @@ def leakage_free_consistency(
     responses drawn without replacement from the pool; mu_hat = (correct in target part) / (n - pool_size).
 
     ``correctness`` is (N, max n) or per-question 0/1 lists aligned with ``answers``. The split depends only
-    on (seed, pool_size) (stream ``default_rng([seed, 1, pool_size])``), the draw on (seed, k, pool_size).
+    on (seed, pool_size) (stream ``default_rng([seed, 1, pool_size])``), the draw on (seed, k, pool_size);
+    the computation is :func:`capcal_metrics.consistency.leakage_free_consistency` on the encoded classes.
     Requires k <= pool_size <= n_i - 1 for every question.
     """
     if not isinstance(answers, AnswerClasses):
         raise ValueError("answers must be an AnswerClasses (use encode_answer_classes)")
     z, _ = as_response_matrix(correctness, "correctness", n=answers.n, dtype=np.int64)
-    if z.shape != answers.ids.shape:
-        raise ValueError(f"correctness has shape {z.shape}, answers {answers.ids.shape}")
-    valid = answers.valid
-    if np.any((z[valid] != 0) & (z[valid] != 1)):
-        raise ValueError("correctness must be 0/1")
-    k = check_int(k, "k")
-    pool_size = k if pool_size is None else check_int(pool_size, "pool_size")
-    if pool_size < k:
-        raise ValueError(f"pool_size={pool_size} must be >= k={k}")
-    if pool_size > answers.n.min() - 1:
-        raise ValueError(
-            f"pool_size={pool_size} leaves no target samples for question {int(np.argmin(answers.n))} "
-            f"(n = {int(answers.n.min())}); need pool_size <= n_i - 1"
-        )
-    split_rng = np.random.default_rng([seed, 1, pool_size])
-    draw_rng = np.random.default_rng([seed, 2, k, pool_size])
-    n_questions = answers.n_questions
-    confidence = np.empty(n_questions)
-    draw_indices = np.empty((n_questions, k), dtype=np.int64)
-    pool_mask = np.zeros(valid.shape, dtype=bool)
-    for start in range(0, n_questions, _CHUNK_ROWS):
-        rows = slice(start, start + _CHUNK_ROWS)
-        pool = _random_subset(split_rng, valid[rows], pool_size)
-        np.put_along_axis(pool_mask[rows], pool, True, axis=1)
-        picked_in_pool = _random_subset(draw_rng, np.ones(pool.shape, dtype=bool), k)
-        picked = np.take_along_axis(pool, picked_in_pool, axis=1)
-        draw_indices[rows] = picked
-        confidence[rows] = modal_count(np.take_along_axis(answers.ids[rows], picked, axis=1)) / k
-    target_mask = valid & ~pool_mask
-    n_target = target_mask.sum(axis=1)
-    n_correct_target = (z * target_mask).sum(axis=1)
-    return LeakageFreeConsistency(
-        confidence=confidence,
-        mu_hat=n_correct_target / n_target,
-        n_target=n_target,
-        n_correct_target=n_correct_target,
-        draw_indices=draw_indices,
-        pool_mask=pool_mask,
-        target_mask=target_mask,
-    )
+    return core.leakage_free_consistency(answers.ids, z, k, n=answers.n, pool_size=pool_size, seed=seed)
 
 
 def consistency_from_table(
@@ -314,9 +224,7 @@ def consistency_from_table(
     for column in ("question_id", "extracted_answers", "correctness"):
         if column not in table.columns:
             raise ValueError(f"table has no {column!r} column (expected analysis.runs.load_run output)")
-    ks = sorted({check_int(k, "ks") for k in ks})
-    if not ks:
-        raise ValueError("ks is empty")
+    ks = check_grid(ks, "ks")
     answers = encode_answer_classes(
         list(table["extracted_answers"]), answer_class=answer_class, unparseable=unparseable
     )

@@ -1,4 +1,8 @@
-"""Linear probes on prompt activations that predict the capability target mu_hat (METHODS.md section 3).
+"""Linear probes on prompt activations that predict the capability target mu_hat.
+
+The paper probe is the one of "On Calibration of LLMs: From Response To Capability" (arXiv 2602.13540, its
+probing estimator): the hidden states of the last prompt token, read before any generation, predict how
+likely the model is to solve the question.
 
 Features are the hidden states of the last prompt token, shape (N, L + 1, d) with the embeddings first
 (``analysis.activations.load_activations(...).last_token``), or already pooled (N, d). Three probe kinds:
@@ -41,21 +45,15 @@ import numpy as np
 from numpy.typing import ArrayLike
 from safetensors.numpy import load_file, save_file
 
-from ._checks import (
-    SplitLeakageError,
-    check_int,
-    check_probability_vector,
-    check_question_ids,
-    ids_digest,
-    question_id_hash,
-    refuse_seen_questions,
-)
+from analysis.validation import check_question_ids, read_json_file
+from capcal_metrics.validation import check_integer, check_probabilities
+
+from .split_guard import SplitLeakageError, held_out_question_ids, ids_digest, question_fingerprints
 
 __all__ = [
     "LinearProbe",
     "ProbeConfig",
     "QuestionSplits",
-    "SplitLeakageError",
     "fit_probe",
     "load_probe",
 ]
@@ -146,7 +144,7 @@ class ProbeConfig:
         if not 0.0 < self.logit_clip < 0.5:
             raise ValueError(f"logit_clip must be in (0, 0.5), got {self.logit_clip!r}")
         for name in ("batch_size", "max_epochs", "patience"):
-            check_int(getattr(self, name), name)
+            check_integer(getattr(self, name), name)
         if not (0.0 <= self.momentum < 1.0) or self.weight_decay < 0.0:
             raise ValueError("momentum must be in [0, 1) and weight_decay >= 0")
 
@@ -180,8 +178,9 @@ class LinearProbe:
         """Confidences (N,) in [0, 1] for ``features`` (N, L + 1, d) or (N, d) of the questions
         ``question_ids``; raises :class:`SplitLeakageError` if any was a train or validation question."""
         array = _check_features(features, self.n_layers, self.hidden_size)
-        ids = check_question_ids(question_ids, length=array.shape[0])
-        refuse_seen_questions(ids, self.seen_question_hashes, f"this {self.kind} probe")
+        held_out_question_ids(
+            question_ids, self.seen_question_hashes, length=array.shape[0], what=f"this {self.kind} probe"
+        )
         pooled = _pool(array, np.arange(array.shape[0]), self.layer)
         if self.feature_mean is not None:
             pooled = (pooled - self.feature_mean) / self.feature_scale
@@ -235,12 +234,7 @@ def load_probe(directory: str | Path) -> LinearProbe:
     for path in (config_path, weights_path):
         if not path.is_file():
             raise FileNotFoundError(f"{path} not found (expected a folder written by LinearProbe.save)")
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{config_path}: not valid JSON ({error.msg})") from None
-    if config.get("format") != PROBE_FORMAT or config.get("version") != PROBE_VERSION:
-        raise ValueError(f"{config_path}: not a capcal linear probe (format/version {PROBE_VERSION})")
+    config = read_json_file(config_path, file_format=PROBE_FORMAT, version=PROBE_VERSION)
     if hashlib.sha256(weights_path.read_bytes()).hexdigest() != config.get("weights_sha256"):
         raise ValueError(f"{weights_path}: does not match the weights {config_path} was written with")
     tensors = load_file(str(weights_path))
@@ -333,7 +327,7 @@ def fit_probe(
     if not isinstance(splits, QuestionSplits):
         raise ValueError("splits must be a QuestionSplits")
     array = _check_features(features)
-    targets = check_probability_vector(mu_hat, "mu_hat", length=array.shape[0])
+    targets = check_probabilities(mu_hat, "mu_hat", length=array.shape[0])
     ids = check_question_ids(question_ids, length=array.shape[0])
     index = {q: row for row, q in enumerate(ids)}
     train, validation = _rows(index, splits.train, "train"), _rows(index, splits.validation, "validation")
@@ -356,7 +350,7 @@ def fit_probe(
         validation_ids_sha256=ids_digest(splits.validation),
         n_train=len(train),
         n_validation=len(validation),
-        seen_question_hashes=frozenset(question_id_hash(q) for q in (*splits.train, *splits.validation)),
+        seen_question_hashes=question_fingerprints((*splits.train, *splits.validation)),
         **result,
     )
 

@@ -1,4 +1,8 @@
-"""Isotonic recalibration of a confidence, fitted on a calibration split (METHODS.md section 3).
+"""Isotonic recalibration of a confidence, fitted on a calibration split.
+
+"On Calibration of LLMs: From Response To Capability" (arXiv 2602.13540) recalibrates each confidence
+estimator by isotonic regression of mu_hat on the confidence, fitted on a calibration split and applied to
+the evaluation split.
 
 Fit: the non-decreasing step function g minimising sum_i w_i (mu_hat_i - g(c_i))^2 on the calibration
 questions (pool-adjacent-violators on the distinct confidences, equal confidences merged by their weighted
@@ -21,24 +25,20 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._checks import (
-    SplitLeakageError,
-    check_probability_vector,
-    check_question_ids,
-    ids_digest,
-    question_id_hash,
-    refuse_seen_questions,
-)
+from analysis.validation import check_question_ids, read_json_file
+from capcal_metrics.validation import check_probabilities
+
+from .split_guard import held_out_question_ids, ids_digest, question_fingerprints
 
 __all__ = [
     "IsotonicRecalibrator",
-    "SplitLeakageError",
     "fit_isotonic",
     "isotonic_fit_points",
     "load_isotonic",
 ]
 
 ISOTONIC_FORMAT = "capcal-isotonic"
+ISOTONIC_VERSION = 1
 
 
 def isotonic_fit_points(
@@ -46,8 +46,8 @@ def isotonic_fit_points(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The fitted points (distinct x ascending, non-decreasing fitted y in [0, 1]) of the weighted isotonic
     least-squares regression of y on x (pool-adjacent-violators, O(N log N))."""
-    x = check_probability_vector(x, "confidence")
-    y = check_probability_vector(y, "mu_hat", length=x.size)
+    x = check_probabilities(x, "confidence")
+    y = check_probabilities(y, "mu_hat", length=x.size)
     if sample_weight is None:
         w = np.ones(x.size)
     else:
@@ -95,9 +95,10 @@ class IsotonicRecalibrator:
     def predict(self, confidence: ArrayLike, question_ids: Sequence[str]) -> np.ndarray:
         """g(c) for held-out questions: interpolation between the fitted points, clipped outside them.
         Raises :class:`SplitLeakageError` if any question was in the calibration split."""
-        c = check_probability_vector(confidence, "confidence")
-        ids = check_question_ids(question_ids, length=c.size)
-        refuse_seen_questions(ids, self.seen_question_hashes, "this isotonic recalibrator")
+        c = check_probabilities(confidence, "confidence")
+        held_out_question_ids(
+            question_ids, self.seen_question_hashes, length=c.size, what="this isotonic recalibrator"
+        )
         return np.interp(c, self.x, self.y)
 
     def save(self, path: str | Path) -> Path:
@@ -106,7 +107,7 @@ class IsotonicRecalibrator:
         path.parent.mkdir(parents=True, exist_ok=True)
         payload = {
             "format": ISOTONIC_FORMAT,
-            "version": 1,
+            "version": ISOTONIC_VERSION,
             "x": self.x.tolist(),
             "y": self.y.tolist(),
             "calibration_ids_sha256": self.calibration_ids_sha256,
@@ -126,7 +127,7 @@ def fit_isotonic(
 ) -> IsotonicRecalibrator:
     """Fit the isotonic regression of ``mu_hat`` on ``confidence`` over the calibration questions
     ``question_ids`` (all rows given are the calibration split)."""
-    c = check_probability_vector(confidence, "confidence")
+    c = check_probabilities(confidence, "confidence")
     ids = check_question_ids(question_ids, length=c.size)
     x, y = isotonic_fit_points(c, mu_hat, sample_weight)
     return IsotonicRecalibrator(
@@ -134,19 +135,14 @@ def fit_isotonic(
         y=y,
         calibration_ids_sha256=ids_digest(ids),
         n_calibration=len(ids),
-        seen_question_hashes=frozenset(question_id_hash(q) for q in ids),
+        seen_question_hashes=question_fingerprints(ids),
     )
 
 
 def load_isotonic(path: str | Path) -> IsotonicRecalibrator:
     """Read a recalibrator written by :meth:`IsotonicRecalibrator.save`."""
     path = Path(path)
-    try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not valid JSON ({error.msg})") from None
-    if payload.get("format") != ISOTONIC_FORMAT or payload.get("version") != 1:
-        raise ValueError(f"{path}: not a capcal isotonic recalibrator")
+    payload = read_json_file(path, file_format=ISOTONIC_FORMAT, version=ISOTONIC_VERSION)
     x, y = np.asarray(payload["x"], dtype=np.float64), np.asarray(payload["y"], dtype=np.float64)
     if x.ndim != 1 or x.shape != y.shape or x.size == 0 or np.any(np.diff(x) <= 0) or np.any(np.diff(y) < 0):
         raise ValueError(f"{path}: fitted points must be ascending x with non-decreasing y")

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import capcal_metrics as cm
-from capcal_metrics._validation import (
+from capcal_metrics.validation import (
     check_binary_labels,
     check_fraction,
-    check_positive_integer,
+    check_integer,
     check_probabilities,
     check_same_length,
     check_whole_numbers,
@@ -106,12 +106,12 @@ def test_binary_labels_accept_bool_and_integers():
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "3", None])
 def test_positive_integer_rejects(bad):
     with pytest.raises(ValueError, match="k must be a positive integer"):
-        check_positive_integer(bad, "k")
+        check_integer(bad, "k")
 
 
 @pytest.mark.parametrize("good", [1, 7, np.int64(3), 4.0])
 def test_positive_integer_accepts(good):
-    assert check_positive_integer(good, "k") == int(good)
+    assert check_integer(good, "k") == int(good)
 
 
 @pytest.mark.parametrize(
@@ -145,3 +145,33 @@ def test_invalid_bin_count(n_bins):
 def test_invalid_strategy():
     with pytest.raises(ValueError, match="strategy must be one of"):
         cm.expected_calibration_error(GOOD_CONFIDENCE, GOOD_TARGET, strategy="quantile")
+
+
+def test_integer_check_states_the_minimum():
+    assert check_integer(0, "total_budget", minimum=0) == 0
+    with pytest.raises(
+        ValueError, match=r"^seeds must be a non-negative integer \(an integer >= 0\), got -1$"
+    ):
+        check_integer(-1, "seeds", minimum=0)
+    with pytest.raises(ValueError, match=r"^k must be an integer >= 2, got 1$"):
+        check_integer(1, "k", minimum=2)
+
+
+@pytest.mark.parametrize("text", ["0.5", ["0.5", "0.2"], np.array(["1", "0"])])
+def test_text_is_not_parsed_as_numbers(text):
+    with pytest.raises(ValueError, match="must be numeric, got text"):
+        check_probabilities(text, "confidence", ndim=None)
+    with pytest.raises(ValueError, match="must be numeric, got text"):
+        check_whole_numbers(text, "n_samples")
+
+
+def test_length_and_shape_of_per_question_arrays():
+    np.testing.assert_array_equal(check_probabilities([0.1, 0.2], "p", length=2), [0.1, 0.2])
+    with pytest.raises(ValueError, match=r"^p must have one entry per question \(3\), got 2$"):
+        check_probabilities([0.1, 0.2], "p", length=3)
+    np.testing.assert_array_equal(check_whole_numbers([1, 2], "caps", ndim=1, length=2), [1, 2])
+    with pytest.raises(ValueError, match=r"caps must be a 1-D array, got shape \(\)"):
+        check_whole_numbers(3, "caps", ndim=1)
+    with pytest.raises(ValueError, match="^caps is empty$"):
+        check_whole_numbers([], "caps", ndim=1)
+    assert check_whole_numbers([], "caps").size == 0  # without ndim: any shape, may be empty

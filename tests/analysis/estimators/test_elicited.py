@@ -45,7 +45,12 @@ def _write(folder: Path, task: str, lines: list[dict], capcal_task: str | None) 
         json.loads(results_path.read_text()) if results_path.exists() else {"results": {}, "configs": {}}
     )
     results["results"][task] = {}
-    results["configs"][task] = {"metadata": {"capcal_task": capcal_task}} if capcal_task else {}
+    metadata = {"capcal_task": capcal_task} if capcal_task else {}
+    if capcal_task == "sampling":
+        metadata.update(capcal_role="evaluation", capcal_calibration_tasks=[])
+    elif capcal_task:
+        metadata.update(capcal_role="confidence", capcal_target_task="capcal_toy")
+    results["configs"][task] = {"metadata": metadata} if metadata else {}
     results["model_name"] = MODEL
     results_path.write_text(json.dumps(results))
 

@@ -1,5 +1,8 @@
-"""Self-Calibration's test-time strategies on real per-response confidences (Huang et al. 2025; METHODS.md
-section 5).
+"""Self-Calibration's test-time strategies on real per-response confidences.
+
+The strategies of "Efficient Test-Time Scaling via Self-Calibration" (Huang et al. 2025, arXiv 2503.00031),
+evaluated on a model's real sampled responses: early stopping, confidence-weighted and adaptive
+self-consistency, each reported as accuracy against the average number of samples used.
 
 Per question: responses y_1..y_n in sampling order, their answer classes a(y_i) (``AnswerClasses``), 0/1
 correctness z_i and per-response confidences c_i (e.g. the ``selfcheck`` task's ``p_yes`` or
@@ -36,17 +39,18 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from analysis.estimators._checks import as_response_matrix, check_int
 from analysis.estimators.consistency import AnswerClasses
+from analysis.validation import as_response_matrix
+from capcal_metrics.validation import check_integer
 
 __all__ = [
     "DEFAULT_TAUS",
-    "TestTimeInputs",
+    "StrategyInputs",
     "adaptive_self_consistency",
     "early_stopping",
-    "prepare_test_time_inputs",
+    "prepare_strategy_inputs",
+    "self_calibration_curves",
     "soft_self_consistency",
-    "test_time_scaling_curves",
     "vote_accuracy_by_n",
 ]
 
@@ -55,11 +59,9 @@ _TIE_TOLERANCE = 1e-12
 
 
 @dataclass(frozen=True)
-class TestTimeInputs:
+class StrategyInputs:
     """Validated inputs restricted to the first M responses: class ids, parseable mask, correctness,
     confidences (all (N, M)), and each class's correctness (N, width)."""
-
-    __test__ = False  # not a pytest test class
 
     ids: np.ndarray  # (N, M) int, in [0, width)
     votes: np.ndarray  # (N, M) bool: parseable (votes)
@@ -73,12 +75,12 @@ class TestTimeInputs:
         return int(self.ids.shape[1])
 
 
-def prepare_test_time_inputs(
+def prepare_strategy_inputs(
     answers: AnswerClasses,
     correctness: ArrayLike | Sequence[Sequence[int]],
     confidences: ArrayLike | Sequence[Sequence[float]],
     max_samples: int | None = None,
-) -> TestTimeInputs:
+) -> StrategyInputs:
     """Check and align the inputs; keep the first ``max_samples`` (default: min n) responses per question."""
     if not isinstance(answers, AnswerClasses):
         raise ValueError("answers must be an AnswerClasses (analysis.estimators.encode_answer_classes)")
@@ -88,7 +90,7 @@ def prepare_test_time_inputs(
         raise ValueError(
             f"correctness {z.shape} and confidences {c.shape} must match answers {answers.ids.shape}"
         )
-    m = int(answers.n.min()) if max_samples is None else check_int(max_samples, "max_samples")
+    m = int(answers.n.min()) if max_samples is None else check_integer(max_samples, "max_samples")
     if m > answers.n.min():
         raise ValueError(f"max_samples={m} exceeds the smallest number of responses ({int(answers.n.min())})")
     z, c, ids, votes = z[:, :m], c[:, :m], answers.ids[:, :m].astype(np.int64), ~answers.unparseable[:, :m]
@@ -109,13 +111,13 @@ def prepare_test_time_inputs(
     np.add.at(totals, (rows, ids.ravel()), z.ravel())
     np.add.at(counts, (rows, ids.ravel()), 1.0)
     class_correct = np.divide(totals, counts, out=np.zeros_like(totals), where=counts > 0)
-    return TestTimeInputs(ids, votes, z, c, class_correct, width)
+    return StrategyInputs(ids, votes, z, c, class_correct, width)
 
 
-def _permuted(inputs: TestTimeInputs, rng: np.random.Generator) -> TestTimeInputs:
+def _permuted(inputs: StrategyInputs, rng: np.random.Generator) -> StrategyInputs:
     order = np.argsort(rng.random(inputs.ids.shape), axis=1)
     take = lambda a: np.take_along_axis(a, order, axis=1)  # noqa: E731
-    return TestTimeInputs(
+    return StrategyInputs(
         take(inputs.ids), take(inputs.votes), take(inputs.correctness), take(inputs.confidence),
         inputs.class_correct, inputs.width,
     )  # fmt: skip
@@ -133,7 +135,7 @@ def _vote_state(weights: np.ndarray, class_correct: np.ndarray) -> tuple[np.ndar
     return accuracy, ratio
 
 
-def _trajectory(inputs: TestTimeInputs, weighted: bool) -> tuple[np.ndarray, np.ndarray]:
+def _trajectory(inputs: StrategyInputs, weighted: bool) -> tuple[np.ndarray, np.ndarray]:
     """(N, M) expected vote accuracy and max W / sum W after each of the first M responses."""
     n_questions, m = inputs.ids.shape
     weights = np.zeros((n_questions, inputs.width))
@@ -147,14 +149,14 @@ def _trajectory(inputs: TestTimeInputs, weighted: bool) -> tuple[np.ndarray, np.
     return accuracy, ratio
 
 
-def vote_accuracy_by_n(inputs: TestTimeInputs, *, weighted: bool) -> np.ndarray:
+def vote_accuracy_by_n(inputs: StrategyInputs, *, weighted: bool) -> np.ndarray:
     """Accuracy of (confidence-weighted if ``weighted``) self-consistency over the first N responses, for
     N = 1..M: an array of M means over questions."""
     return _trajectory(inputs, weighted)[0].mean(axis=0)
 
 
 def adaptive_self_consistency(
-    inputs: TestTimeInputs, tau: float, *, weighted: bool = True
+    inputs: StrategyInputs, tau: float, *, weighted: bool = True
 ) -> tuple[np.ndarray, np.ndarray]:
     """Adaptive self-consistency for one threshold: per question the expected correctness of the answer
     and the samples used (stop at the first i >= 2 with max W / sum W >= tau, else M)."""
@@ -174,7 +176,7 @@ def _adaptive_stop(accuracy: np.ndarray, ratio: np.ndarray, tau: float) -> tuple
 
 
 def early_stopping(
-    inputs: TestTimeInputs,
+    inputs: StrategyInputs,
     tau: float,
     *,
     fallback: Literal["last", "weighted_vote"] = "last",
@@ -199,13 +201,13 @@ def early_stopping(
     return correct, used
 
 
-def soft_self_consistency(inputs: TestTimeInputs) -> np.ndarray:
+def soft_self_consistency(inputs: StrategyInputs) -> np.ndarray:
     """Per question, ``SSC = max_a sum_{i: a(y_i) = a} c_i / sum_i c_i`` over the M responses (parseable
     ones; NaN where no parseable response has c > 0): the soft self-consistency of the weighted vote."""
     return _trajectory(inputs, weighted=True)[1][:, -1]
 
 
-def test_time_scaling_curves(
+def self_calibration_curves(
     answers: AnswerClasses,
     correctness: ArrayLike | Sequence[Sequence[int]],
     confidences: ArrayLike | Sequence[Sequence[float]],
@@ -222,11 +224,11 @@ def test_time_scaling_curves(
     ``early_stopping``, ``adaptive_weighted_self_consistency`` and ``adaptive_self_consistency`` for each tau
     (``max_samples`` = M). Columns: strategy, max_samples, tau, accuracy, avg_samples.
     """
-    base = prepare_test_time_inputs(answers, correctness, confidences, max_samples)
+    base = prepare_strategy_inputs(answers, correctness, confidences, max_samples)
     taus = [float(t) for t in taus]
     if not taus or any(not np.isfinite(t) for t in taus):
         raise ValueError("taus must be a non-empty sequence of finite thresholds")
-    permutations = 0 if permutations == 0 else check_int(permutations, "permutations")
+    permutations = 0 if permutations == 0 else check_integer(permutations, "permutations")
     rng = np.random.default_rng(seed)
     orders = [base] + [_permuted(base, rng) for _ in range(permutations)]
     m = base.max_samples
@@ -261,6 +263,3 @@ def test_time_scaling_curves(
         for (strategy, count, tau), totals in sums.items()
     ]
     return pd.DataFrame(rows)
-
-
-test_time_scaling_curves.__test__ = False  # type: ignore[attr-defined]  # a library function, not a pytest test

@@ -1,7 +1,9 @@
-"""Shared input checks for every capcal metric: one way to validate each kind of argument.
+"""Input checks for capcal's metrics and analyses: one way to validate each kind of argument.
 
-Every check names the offending argument in its ``ValueError`` and returns a clean numpy array (float64 for
-scores and targets, int64 for counts), so metric code never re-validates.
+Every check names the offending argument in its ``ValueError`` and returns a clean value: numpy arrays as
+float64 (scores, targets, labels) or int64 (counts), integers and fractions as Python numbers. A metric
+undefined on valid input (AUROC with a single class, ...) is reported by :func:`undefined_metric`: NaN with an
+:class:`UndefinedMetricWarning`, the package-wide policy.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ __all__ = [
     "check_binary_labels",
     "check_confidence_and_target",
     "check_fraction",
-    "check_positive_integer",
+    "check_integer",
     "check_probabilities",
     "check_same_length",
     "check_whole_numbers",
@@ -29,45 +31,80 @@ class UndefinedMetricWarning(RuntimeWarning):
     """A metric is undefined on this input (e.g. AUROC with a single class) and is returned as NaN."""
 
 
-def undefined_metric(metric: str, reason: str) -> float:
-    """Warn with :class:`UndefinedMetricWarning` and return NaN; the package-wide policy when undefined."""
-    warnings.warn(f"{metric} is undefined: {reason}; returning nan", UndefinedMetricWarning, stacklevel=3)
+def undefined_metric(metric: str, reason: str, *, stacklevel: int = 3) -> float:
+    """Warn with :class:`UndefinedMetricWarning` and return NaN; the package-wide policy when undefined.
+
+    ``stacklevel`` 3 points the warning at the caller of the public metric that calls this function.
+    """
+    warnings.warn(
+        f"{metric} is undefined: {reason}; returning nan", UndefinedMetricWarning, stacklevel=stacklevel
+    )
     return float("nan")
 
 
-def _as_float_array(values: ArrayLike, name: str, ndim: int | None, allow_empty: bool = False) -> np.ndarray:
-    try:
-        array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{name} must be numeric, could not convert it to float ({error})") from None
+def _check_shape(
+    array: np.ndarray, name: str, ndim: int | None, length: int | None, allow_empty: bool
+) -> None:
+    """``array`` has ``ndim`` dimensions, ``length`` entries along its first axis, and is non-empty unless
+    ``allow_empty``."""
     if ndim is not None and array.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-D array, got shape {array.shape}")
     if array.size == 0 and not allow_empty:
         raise ValueError(f"{name} is empty")
-    finite = np.isfinite(array)
-    if not finite.all():
-        where = np.unravel_index(np.argmin(finite), array.shape)
-        position = where[0] if array.ndim == 1 else where
+    if length is not None and (array.ndim == 0 or array.shape[0] != length):
+        found = "a scalar" if array.ndim == 0 else str(array.shape[0])
+        raise ValueError(f"{name} must have one entry per question ({length}), got {found}")
+
+
+def _first_position(mask: np.ndarray) -> tuple[tuple[int, ...], Any]:
+    """The (index tuple, printable position) of the first True entry of ``mask``."""
+    where = np.unravel_index(np.argmax(mask), mask.shape)
+    return where, (int(where[0]) if mask.ndim == 1 else tuple(int(i) for i in where))
+
+
+def _reject_text(values: ArrayLike, name: str) -> ArrayLike:
+    """``values`` unchanged unless they are text, which numpy would parse as numbers ("0.5" -> 0.5)."""
+    if isinstance(values, (str, bytes)) or np.asarray(values).dtype.kind in "US":
+        raise ValueError(f"{name} must be numeric, got text")
+    return values
+
+
+def _as_float_array(
+    values: ArrayLike, name: str, ndim: int | None, allow_empty: bool, length: int | None
+) -> np.ndarray:
+    try:
+        array = np.asarray(_reject_text(values, name), dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} must be numeric, could not convert it to float ({error})") from None
+    _check_shape(array, name, ndim, length, allow_empty)
+    not_finite = ~np.isfinite(array)
+    if not_finite.any():
+        _, position = _first_position(not_finite)
         raise ValueError(f"{name} contains NaN or infinite values (first at index {position})")
     return array
 
 
 def check_probabilities(
-    values: ArrayLike, name: str, *, ndim: int | None = 1, allow_empty: bool = False
+    values: ArrayLike,
+    name: str,
+    *,
+    ndim: int | None = 1,
+    allow_empty: bool = False,
+    length: int | None = None,
 ) -> np.ndarray:
-    """Finite floats in [0, 1], 1-D (``ndim=None``: any shape), non-empty unless ``allow_empty``."""
-    array = _as_float_array(values, name, ndim, allow_empty)
+    """Finite floats in [0, 1]: 1-D unless ``ndim`` says otherwise (None: any shape), non-empty unless
+    ``allow_empty``, with ``length`` entries (one per question) when given."""
+    array = _as_float_array(values, name, ndim, allow_empty, length)
     outside = (array < 0.0) | (array > 1.0)
     if outside.any():
-        where = np.unravel_index(np.argmax(outside), array.shape)
-        position = where[0] if array.ndim == 1 else where
+        where, position = _first_position(outside)
         raise ValueError(f"{name} must lie in [0, 1]; found {float(array[where])!r} at index {position}")
     return array
 
 
 def check_binary_labels(values: ArrayLike, name: str) -> np.ndarray:
     """Non-empty 1-D array of 0/1 (or bool) labels, returned as float64."""
-    array = _as_float_array(values, name, 1)
+    array = _as_float_array(values, name, 1, False, None)
     not_binary = (array != 0.0) & (array != 1.0)
     if not_binary.any():
         position = int(np.argmax(not_binary))
@@ -76,14 +113,26 @@ def check_binary_labels(values: ArrayLike, name: str) -> np.ndarray:
     return array
 
 
-def check_whole_numbers(values: ArrayLike, name: str, *, minimum: int = 0) -> np.ndarray:
-    """Finite whole numbers >= ``minimum`` of any shape (scalars allowed, may be empty), returned as int64."""
+def check_whole_numbers(
+    values: ArrayLike,
+    name: str,
+    *,
+    minimum: int = 0,
+    ndim: int | None = None,
+    length: int | None = None,
+) -> np.ndarray:
+    """Finite whole numbers >= ``minimum``, returned as int64.
+
+    Any shape (scalars allowed, may be empty) unless ``ndim`` is given: then exactly that many dimensions and
+    non-empty, with ``length`` entries (one per question) when given.
+    """
     try:
-        array = np.asarray(values)
+        array = np.asarray(_reject_text(values, name))
         if not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.bool_)):
             array = array.astype(np.float64)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{name} must be numeric, could not convert it ({error})") from None
+    _check_shape(array, name, ndim, length, allow_empty=ndim is None)
     if np.issubdtype(array.dtype, np.floating):
         if not np.isfinite(array).all():
             raise ValueError(f"{name} contains NaN or infinite values")
@@ -95,16 +144,19 @@ def check_whole_numbers(values: ArrayLike, name: str, *, minimum: int = 0) -> np
     return array
 
 
-def check_positive_integer(value: Any, name: str) -> int:
-    """A Python/numpy integer (or integral float) >= 1; bools are rejected."""
+def check_integer(value: Any, name: str, *, minimum: int = 1) -> int:
+    """A Python/numpy integer (or integral float) >= ``minimum``, as ``int``; bools are rejected."""
+    kind = {0: "a non-negative integer (an integer", 1: "a positive integer (an integer"}.get(minimum)
+    bound = f"an integer >= {minimum}" if kind is None else f"{kind} >= {minimum})"
+    message = f"{name} must be {bound}, got {value!r}"
     if isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        raise ValueError(message)
     try:
         as_int = int(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive integer, got {value!r}") from None
-    if as_int != value or as_int < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        raise ValueError(message) from None
+    if as_int != value or as_int < minimum:
+        raise ValueError(message)
     return as_int
 
 

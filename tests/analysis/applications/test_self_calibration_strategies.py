@@ -10,9 +10,9 @@ import pytest
 from analysis.applications import (
     adaptive_self_consistency,
     early_stopping,
-    prepare_test_time_inputs,
+    prepare_strategy_inputs,
+    self_calibration_curves,
     soft_self_consistency,
-    test_time_scaling_curves,
     vote_accuracy_by_n,
 )
 from analysis.estimators import encode_answer_classes
@@ -24,7 +24,7 @@ TINY_C = [[0.9, 0.3, 0.4, 0.2]]
 
 
 def _tiny():
-    return prepare_test_time_inputs(encode_answer_classes(TINY_ANSWERS), TINY_Z, TINY_C)
+    return prepare_strategy_inputs(encode_answer_classes(TINY_ANSWERS), TINY_Z, TINY_C)
 
 
 def test_hand_computed_votes():
@@ -53,7 +53,7 @@ def test_hand_computed_stopping_rules():
 
 def test_unparseable_responses_do_not_vote_and_fallbacks_differ():
     answers = encode_answer_classes([[None, "B", "A", "B", None]])
-    inputs = prepare_test_time_inputs(answers, [[0, 0, 1, 0, 0]], [[0.99, 0.1, 0.8, 0.2, 0.1]])
+    inputs = prepare_strategy_inputs(answers, [[0, 0, 1, 0, 0]], [[0.99, 0.1, 0.8, 0.2, 0.1]])
     # weighted vote at N=1: no parseable answer -> wrong; N=3: A .8 vs B .1 -> right
     np.testing.assert_allclose(vote_accuracy_by_n(inputs, weighted=True), [0, 0, 1, 1, 1])
     assert early_stopping(inputs, 0.95) == ([0.0], [1.0])  # stops on the unparseable response
@@ -109,7 +109,7 @@ def test_vectorised_strategies_equal_a_loop_reference(fallback):
     ]
     z = [[int(a == "1") for a in row] for row in answers]
     c = np.round(rng.uniform(size=(n_questions, n)), 1)  # coarse: exact ties among weighted votes too
-    inputs = prepare_test_time_inputs(encode_answer_classes(answers), z, c, max_samples=8)
+    inputs = prepare_strategy_inputs(encode_answer_classes(answers), z, c, max_samples=8)
     np.testing.assert_allclose(
         vote_accuracy_by_n(inputs, weighted=False),
         np.mean(_reference(answers, z, c, 8, 0.5, fallback)["sc"], axis=0),
@@ -135,7 +135,7 @@ def test_curves_table_and_permutations():
     answers = [[rng.choice(["1", "2"]) for _ in range(6)] for _ in range(40)]
     z = [[int(a == "1") for a in row] for row in answers]
     c = rng.uniform(size=(40, 6))
-    curves = test_time_scaling_curves(encode_answer_classes(answers), z, c, taus=(0.2, 0.9))
+    curves = self_calibration_curves(encode_answer_classes(answers), z, c, taus=(0.2, 0.9))
     assert set(curves["strategy"]) == {
         "self_consistency", "weighted_self_consistency", "early_stopping",
         "adaptive_weighted_self_consistency", "adaptive_self_consistency",
@@ -143,10 +143,10 @@ def test_curves_table_and_permutations():
     sc = curves[curves["strategy"] == "self_consistency"]
     assert sc["max_samples"].tolist() == [1, 2, 3, 4, 5, 6] and sc["tau"].isna().all()
     # the mean over permuted orders at N = M equals the sampling-order value (order does not matter at M)
-    permuted = test_time_scaling_curves(encode_answer_classes(answers), z, c, taus=(0.5,), permutations=5)
+    permuted = self_calibration_curves(encode_answer_classes(answers), z, c, taus=(0.5,), permutations=5)
     at_m = lambda frame: frame.query("strategy == 'self_consistency' and max_samples == 6")["accuracy"].item()  # noqa: E731
     assert at_m(permuted) == pytest.approx(at_m(curves), abs=1e-12)
     with pytest.raises(ValueError, match="finite"):
-        test_time_scaling_curves(encode_answer_classes(answers), z, np.full((40, 6), np.nan))
+        self_calibration_curves(encode_answer_classes(answers), z, np.full((40, 6), np.nan))
     with pytest.raises(ValueError, match="exceeds"):
-        test_time_scaling_curves(encode_answer_classes(answers), z, c, max_samples=7)
+        self_calibration_curves(encode_answer_classes(answers), z, c, max_samples=7)
