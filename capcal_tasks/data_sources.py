@@ -10,46 +10,39 @@ Each task module names the relative path it reads and converts local files to th
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
-import os
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
 
+from capcal_tasks.settings import BUNDLED, DATA_DIR_ENV, data_dir
+
 __all__ = [
     "BUNDLED_DATA_DIR",
-    "DATA_DIR_ENV",
     "HubSplit",
     "load_split",
     "local_data_dir",
-    "question_id",
+    "local_files_read_by",
     "read_csv",
     "read_jsonl",
     "unique_questions",
 ]
 
-DATA_DIR_ENV = "CAPCAL_DATA_DIR"
 BUNDLED_DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
 def local_data_dir() -> Path | None:
-    """The configured local data folder, or None to use the hub."""
-    value = os.environ.get(DATA_DIR_ENV, "").strip()
-    if not value:
-        return None
-    path = BUNDLED_DATA_DIR if value == "bundled" else Path(value).expanduser().resolve()
-    if not path.is_dir():
-        raise FileNotFoundError(f"{DATA_DIR_ENV}={value!r} is not a folder")
-    return path
-
-
-def question_id(dataset: str, text: str) -> str:
-    """A stable id for a question: the dataset name and a hash of the question's text."""
-    digest = hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:16]
-    return f"{dataset}/{digest}"
+    """The configured local data folder (``capcal_tasks.settings.data_dir``; ``bundled`` is the data inside
+    the package), or None to use the hub."""
+    configured = data_dir()
+    if configured == BUNDLED:
+        if not BUNDLED_DATA_DIR.is_dir():
+            raise FileNotFoundError(f"{DATA_DIR_ENV}={BUNDLED!r} is not a folder")
+        return BUNDLED_DATA_DIR
+    return configured
 
 
 def unique_questions(dataset: datasets.Dataset) -> datasets.Dataset:
@@ -132,6 +125,10 @@ def load_split(
     Otherwise the hub split(s) ``hub`` (several are concatenated, e.g. MATH's seven subject configs). Errors
     name what was looked for and where, and how to use the other source.
     """
+    planned = _planned_local_reads.get()
+    if planned is not None:  # local_files_read_by: record what would be read, read nothing
+        planned.append(local_path)
+        return datasets.DatasetDict({split: datasets.Dataset.from_dict({})})
     root = local_data_dir()
     if root is not None:
         path = root / local_path
@@ -153,3 +150,22 @@ def load_split(
     return datasets.DatasetDict(
         {split: parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)}
     )
+
+
+_planned_local_reads: ContextVar[list[str] | None] = ContextVar("capcal_planned_local_reads", default=None)
+
+
+def local_files_read_by(loader: Callable[..., datasets.DatasetDict], **kwargs) -> list[str]:
+    """The paths, relative to the local data folder, that a task's ``custom_dataset`` function reads there.
+
+    ``loader(**kwargs)`` is called while ``load_split`` records its ``local_path`` and returns an empty split
+    instead of reading anything (from a folder or the hub). A loader that does not go through ``load_split``
+    (generated data, an earlier run's samples file) reads no data-folder file and runs as usual.
+    """
+    planned: list[str] = []
+    token = _planned_local_reads.set(planned)
+    try:
+        loader(**kwargs)
+    finally:
+        _planned_local_reads.reset(token)
+    return planned

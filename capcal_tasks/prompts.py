@@ -1,4 +1,5 @@
-r"""The paper's prompts, quoted exactly (capcal's METHODS spec, sections 2 and 3).
+r"""The paper's prompts, quoted exactly ("On Calibration of LLMs: From Response To
+Capability" and "Efficient Test-Time Scaling via Self-Calibration", Huang et al. 2025).
 
 Sampling: zero-shot, no system prompt; the user message is the question, a blank line, and the instruction for
 the dataset's kind of answer. Confidence elicitation: verbalized confidence and P(True), each in a capability

@@ -1,20 +1,43 @@
-"""An lm-eval TaskManager that always sees capcal's tasks and can set ``repeats`` for the whole run.
+"""An lm-eval TaskManager that always sees capcal's tasks, can set ``repeats`` for the whole run and checks
+task names before anything is loaded.
 
 lm-eval 0.4.13 cannot set ``repeats`` from its command line; ``task.set_config("repeats", k)`` on a loaded
-task works, so ``CapcalTaskManager.load`` applies it to every capcal sampling task.
+task works, so ``CapcalTaskManager.load`` applies it to every task that samples k responses per question. A
+task declares that in its YAML's ``metadata.capcal_task`` (``REPEATED_SAMPLING_KINDS``): the sampling tasks
+(every request cloned k times) and the leaderboard tasks ``capcal_<dataset>_calibration``
+(``capcal_tasks.calibration_task.CalibrationTask`` clones only its sampling request k times, from
+``config.repeats``, and asks P(True) and the verbalized confidence once).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from lm_eval.tasks import TaskManager
+from lm_eval.tasks._yaml_loader import load_yaml
 
 from capcal_tasks import tasks_dir
 from capcal_tasks.sampling import is_sampling_config
 
-__all__ = ["CapcalTaskManager", "is_sampling_task"]
+__all__ = [
+    "REPEATED_SAMPLING_KINDS",
+    "CapcalTaskManager",
+    "UnknownTaskError",
+    "is_sampling_task",
+    "samples_k_responses",
+]
+
+#: ``metadata.capcal_task`` of the tasks that sample k (``repeats``) responses per question.
+REPEATED_SAMPLING_KINDS = frozenset({"sampling", "leaderboard"})
+
+_GLOB_CHARACTERS = set("*?[")
+
+
+class UnknownTaskError(ValueError):
+    """A task name that is not a registered task, group or tag, a pattern matching one, or a YAML file."""
 
 
 def is_sampling_task(task) -> bool:
@@ -22,8 +45,15 @@ def is_sampling_task(task) -> bool:
     return is_sampling_config({"metadata": task.config.metadata})
 
 
+def samples_k_responses(task) -> bool:
+    """Whether a loaded lm-eval task samples k responses per question, so that ``repeats`` is its k: its
+    ``metadata.capcal_task`` is one of ``REPEATED_SAMPLING_KINDS``."""
+    return (task.config.metadata or {}).get("capcal_task") in REPEATED_SAMPLING_KINDS
+
+
 class CapcalTaskManager(TaskManager):
-    """lm-eval's TaskManager with capcal's task folder on the include path and an optional ``repeats``."""
+    """lm-eval's TaskManager with capcal's task folder on the include path and an optional ``repeats`` (k for
+    every loaded task that samples k responses per question, ``samples_k_responses``)."""
 
     def __init__(
         self,
@@ -48,6 +78,72 @@ class CapcalTaskManager(TaskManager):
         loaded = super().load(task_list)
         if self.repeats is not None:
             for task in loaded["tasks"].values():
-                if is_sampling_task(task):
+                if samples_k_responses(task):
                     task.set_config("repeats", self.repeats)
         return loaded
+
+    def resolve_task_names(self, names: Sequence[str]) -> list[str | dict]:
+        """``names`` as lm-eval's command line resolves them, without loading any task: a registered
+        task, group or tag stays a name, a pattern (``capcal_gsm8k*``) becomes the names it matches, a
+        ``.yaml`` file becomes its config. Raises ``UnknownTaskError`` naming the first name that is none of
+        these, with the closest registered names."""
+        resolved: list[str | dict] = []
+        for name in names:
+            if name.endswith(".yaml"):
+                path = Path(name).expanduser()
+                if not path.is_file():
+                    raise UnknownTaskError(f"task file {name} not found")
+                matches: list[str | dict] = [load_yaml(path.resolve(), resolve_func=True)]
+            elif name in self.task_index:
+                matches = [name]
+            elif _GLOB_CHARACTERS & set(name):
+                matches = list(self.match_tasks([name]))
+            else:
+                matches = []
+            if not matches:
+                close = difflib.get_close_matches(name, self.all_tasks, n=3, cutoff=0.6)
+                hint = f"; did you mean {_alternatives(close)}?" if close else ""
+                raise UnknownTaskError(f"unknown task {name}{hint}")
+            resolved.extend(match for match in matches if match not in resolved)
+        return resolved
+
+    def task_configs(self, names: Sequence[str | dict]) -> dict[str, dict[str, Any]]:
+        """The raw YAML config (``!function`` entries unresolved) of every task that ``names`` (resolved task
+        names, groups, tags or config dicts) stands for, by task name."""
+        configs: dict[str, dict[str, Any]] = {}
+
+        def visit(item: str | dict) -> None:
+            if isinstance(item, dict):
+                if isinstance(item.get("task"), str) and "group" not in item:
+                    configs[item["task"]] = item
+                for child in item.get("task", []) if isinstance(item.get("task"), list) else []:
+                    visit(child)
+                return
+            entry = self.task_index.get(item)
+            if entry is None or item in configs:
+                return
+            if entry.kind.name == "TAG":
+                for child in sorted(entry.tags):
+                    visit(child)
+            elif entry.kind.name == "GROUP":
+                children = (entry.cfg or {}).get("task", [])
+                for child in children if isinstance(children, list) else [children]:
+                    visit(child)
+            elif entry.cfg is not None:
+                configs[item] = entry.cfg
+
+        for name in names:
+            visit(name)
+        return configs
+
+    def custom_dataset_of(self, name: str) -> Callable | None:
+        """The ``custom_dataset`` function of a registered task (imported), or None when it has none."""
+        entry = self.task_index.get(name)
+        if entry is None or entry.yaml_path is None or "custom_dataset" not in (entry.cfg or {}):
+            return None
+        loader = load_yaml(entry.yaml_path, resolve_func=True).get("custom_dataset")
+        return loader if callable(loader) else None
+
+
+def _alternatives(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"

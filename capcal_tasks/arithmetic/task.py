@@ -23,8 +23,8 @@ import datasets
 
 from capcal_tasks.answers.boxed import last_boxed
 from capcal_tasks.answers.numeric import numbers_equal, parse_number
-from capcal_tasks.data_sources import question_id
 from capcal_tasks.prompts import sampling_prompt
+from capcal_tasks.question_id import question_id
 from capcal_tasks.sampling import score_responses
 
 DATASET = "arithmetic"

@@ -22,11 +22,13 @@ dataset raises an error naming the file (and line).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
 import datasets
+
+from capcal_tasks.records import RunFormatError, iter_json_lines
+from capcal_tasks.sampling import is_sampling_record, parse_sampling_record
 
 __all__ = ["RESPONSES_SPLIT", "load_earlier_responses", "read_earlier_responses"]
 
@@ -47,68 +49,42 @@ def _samples_file_for(metadata: Mapping, dataset: str) -> Path:
     return Path(str(setting)).expanduser()
 
 
-def _record(path: Path, line_number: int, line: str, dataset: str) -> dict:
+def _record(path: Path, line_number: int, record: dict, dataset: str) -> dict:
     where = f"{path}:{line_number}"
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{where}: malformed or truncated JSON ({error.msg})") from None
-    if not isinstance(record, dict) or "correctness" not in record:
-        raise ValueError(
+    if not is_sampling_record(record):
+        raise RunFormatError(
             f"{where}: not a capcal sampling record (no 'correctness'); is this a capcal_* samples file?"
         )
     doc = record.get("doc")
     if not isinstance(doc, dict) or not isinstance(doc.get("question_id"), str):
-        raise ValueError(f"{where}: 'doc' has no question_id")
+        raise RunFormatError(f"{where}: 'doc' has no question_id")
     if not doc["question_id"].startswith(f"{dataset}/"):
-        raise ValueError(
+        raise RunFormatError(
             f"{where}: question {doc['question_id']} is not a {dataset} question; "
             f"pass the samples file of a capcal {dataset} run"
         )
-    resps = record.get("resps")
-    if not (isinstance(resps, list) and len(resps) == 1 and isinstance(resps[0], list) and resps[0]):
-        raise ValueError(f"{where}: 'resps' must hold one non-empty list of responses")
-    responses = [str(response) for response in resps[0]]
-    correctness = record["correctness"]
-    extracted = record.get("extracted_answers")
-    if not (
-        isinstance(correctness, list)
-        and all(isinstance(z, int) and not isinstance(z, bool) and z in (0, 1) for z in correctness)
-    ):
-        raise ValueError(f"{where}: 'correctness' must be a list of 0/1")
-    if (
-        len(correctness) != len(responses)
-        or not isinstance(extracted, list)
-        or len(extracted) != len(responses)
-    ):
-        raise ValueError(f"{where}: responses, correctness and extracted_answers differ in length")
+    fields = parse_sampling_record(record, where, f"capcal_{dataset}")
     return {
         **doc,
-        "responses": responses,
-        "response_correctness": [int(z) for z in correctness],
-        "response_answers": [None if answer is None else str(answer) for answer in extracted],
+        "responses": fields["responses"],
+        "response_correctness": fields["correctness"],
+        "response_answers": fields["extracted_answers"],
     }
 
 
 def read_earlier_responses(path: Path, dataset: str) -> list[dict]:
-    """The documents (see the module docstring) of the samples file ``path``, for questions of ``dataset``."""
+    """The documents (see the module docstring) of the samples file ``path``, for questions of ``dataset``;
+    each line validated as a sampling record (``capcal_tasks.sampling.parse_sampling_record``)."""
     if not path.is_file():
         raise FileNotFoundError(f"samples file {path} not found")
     docs: dict[str, dict] = {}
-    with path.open("rb") as handle:
-        for line_number, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise ValueError(f"{path}:{line_number}: not valid UTF-8 (byte {error.start})") from None
-            if not line.strip():
-                continue
-            doc = _record(path, line_number, line, dataset)
-            if doc["question_id"] in docs:
-                raise ValueError(f"{path}:{line_number}: question {doc['question_id']} appears twice")
-            docs[doc["question_id"]] = doc
+    for line_number, record in iter_json_lines(path):
+        doc = _record(path, line_number, record, dataset)
+        if doc["question_id"] in docs:
+            raise RunFormatError(f"{path}:{line_number}: question {doc['question_id']} appears twice")
+        docs[doc["question_id"]] = doc
     if not docs:
-        raise ValueError(f"{path}: no samples")
+        raise RunFormatError(f"{path}: no samples")
     return list(docs.values())
 
 

@@ -10,13 +10,13 @@ chat template's generation prompt, as the two conventions require.
 
 Per-question fields: ``p_true``, ``logprob_yes``, ``logprob_no`` and, for the response form,
 ``response_correct`` (0/1, the scored response's correctness in the earlier run). The log-likelihoods are
-exact (all tokens of the word, no top-k cut-off), so there are no parse failures.
+exact (all tokens of the word, no top-k cut-off), so there are no parse failures. The record and the
+formula are defined in ``capcal_tasks.confidence.records`` (``p_true`` is imported from there).
 """
 
 from __future__ import annotations
 
-import math
-
+from capcal_tasks.confidence.records import p_true, ptrue_record
 from capcal_tasks.prompts import ptrue_capability_prompt, ptrue_response_prompt
 
 __all__ = [
@@ -37,29 +37,13 @@ def response_prompt(doc: dict) -> str:
     return ptrue_response_prompt(doc["question_text"], doc["responses"][0])
 
 
-def p_true(logprob_yes: float, logprob_no: float) -> float:
-    """exp(lp_Yes) / (exp(lp_Yes) + exp(lp_No)), computed stably."""
-    difference = logprob_no - logprob_yes
-    if difference > 0:
-        odds = math.exp(-difference)
-        return odds / (1.0 + odds)
-    return 1.0 / (1.0 + math.exp(difference))
-
-
-def _record(results: list) -> dict:
-    (logprob_yes, _), (logprob_no, _) = results
-    return {
-        "p_true": p_true(logprob_yes, logprob_no),
-        "logprob_yes": float(logprob_yes),
-        "logprob_no": float(logprob_no),
-    }
-
-
 def process_results(doc: dict, results: list) -> dict:
     """Capability form: ``results`` are the (log-likelihood, is_greedy) pairs of Yes and No."""
-    return _record(results)
+    (logprob_yes, _), (logprob_no, _) = results
+    return ptrue_record(logprob_yes, logprob_no)
 
 
 def process_results_for_response(doc: dict, results: list) -> dict:
     """Response form: as ``process_results``, plus ``response_correct`` of the scored (first) response."""
-    return {**_record(results), "response_correct": int(doc["response_correctness"][0])}
+    (logprob_yes, _), (logprob_no, _) = results
+    return ptrue_record(logprob_yes, logprob_no, int(doc["response_correctness"][0]))

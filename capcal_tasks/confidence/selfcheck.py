@@ -26,7 +26,7 @@ import numpy as np
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
-from capcal_tasks.confidence.ptrue import p_true
+from capcal_tasks.confidence.records import selfcheck_record
 from capcal_tasks.prompts import SELF_CHECK_QUESTION
 
 __all__ = ["SelfCheckTask", "mean_over_responses", "process_results"]
@@ -95,13 +95,7 @@ def process_results(doc: dict, results: list) -> dict:
         raise ValueError(f"selfcheck: expected {2 * k} log-likelihoods for {k} responses, got {len(results)}")
     logprob_yes = [float(results[2 * i][0]) for i in range(k)]
     logprob_no = [float(results[2 * i + 1][0]) for i in range(k)]
-    return {
-        "p_yes": [float(np.exp(lp)) for lp in logprob_yes],
-        "p_yes_normalized": [p_true(yes, no) for yes, no in zip(logprob_yes, logprob_no, strict=True)],
-        "logprob_yes": logprob_yes,
-        "logprob_no": logprob_no,
-        "response_correctness": [int(z) for z in doc["response_correctness"]],
-    }
+    return selfcheck_record(logprob_yes, logprob_no, doc["response_correctness"])
 
 
 def mean_over_responses(per_question: list[list[float]]) -> float:

@@ -2,7 +2,7 @@ r"""Verbalized confidence: the model states a probability P in ``\boxed{P}``.
 
 Tasks ``capcal_<dataset>_verbalized`` (capability form: "How likely are you to answer the question
 correctly?") and ``capcal_<dataset>_verbalized_rc`` (response form, on the first response of an earlier run).
-One generation per question. Parsing (METHODS): drop everything up to the last ``</think>``; the confidence is
+One generation per question. Parsing: drop everything up to the last ``</think>``; the confidence is
 the LAST ``\boxed{number}`` whose value lies in [0, 1]. A response without one is a parse failure: it is
 logged as ``verbalized_confidence: null`` with ``parse_success: 0`` and counted, never replaced by 0.5 (the
 paper's fallback after three tries).
@@ -20,6 +20,7 @@ import logging
 import re
 
 from capcal_tasks.answers.boxed import boxed_contents
+from capcal_tasks.confidence.records import verbalized_record
 from capcal_tasks.prompts import verbalized_capability_prompt, verbalized_response_prompt
 
 __all__ = [
@@ -58,20 +59,14 @@ def parse_verbalized_confidence(response: str) -> float | None:
     return None
 
 
-def _record(response: str) -> dict:
-    confidence = parse_verbalized_confidence(response)
-    success = int(confidence is not None)
-    return {"verbalized_confidence": confidence, "parse_success": success, "parse_failures": 1 - success}
-
-
 def process_results(doc: dict, results: list) -> dict:
     """Capability form: ``results[0]`` is the one generated response."""
-    return _record(results[0])
+    return verbalized_record(parse_verbalized_confidence(results[0]))
 
 
 def process_results_for_response(doc: dict, results: list) -> dict:
     """Response form: as ``process_results``, plus ``response_correct`` of the scored (first) response."""
-    return {**_record(results[0]), "response_correct": int(doc["response_correctness"][0])}
+    return verbalized_record(parse_verbalized_confidence(results[0]), int(doc["response_correctness"][0]))
 
 
 def mean_of_parsed(confidences: list[float | None]) -> float:

@@ -12,8 +12,9 @@ import datasets
 
 from capcal_tasks.answers.boxed import last_boxed
 from capcal_tasks.answers.numeric import gsm8k_gold, numbers_equal, parse_number
-from capcal_tasks.data_sources import HubSplit, load_split, question_id, read_jsonl, unique_questions
+from capcal_tasks.data_sources import HubSplit, load_split, read_jsonl, unique_questions
 from capcal_tasks.prompts import NUMBER_INSTRUCTION, sampling_prompt
+from capcal_tasks.question_id import question_id
 from capcal_tasks.sampling import score_responses
 
 DATASET = "gsm8k"

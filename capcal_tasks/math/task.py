@@ -17,11 +17,15 @@ import datasets
 
 from capcal_tasks.answers.boxed import last_boxed
 from capcal_tasks.answers.math_equivalence import math_answers_equal
-from capcal_tasks.data_sources import HubSplit, load_split, question_id, read_jsonl, unique_questions
+from capcal_tasks.data_sources import HubSplit, load_split, read_jsonl, unique_questions
 from capcal_tasks.prompts import MATH_INSTRUCTION, sampling_prompt
+from capcal_tasks.question_id import question_id
 from capcal_tasks.sampling import score_responses
 
 DATASET = "math"
+# math-verify runs symbolic comparisons under a time limit: too slow (and time-dependent) to re-run on every
+# read of a log, so analysis.runs does not re-score MATH records (capcal_tasks.sampling.task_checker).
+EXPENSIVE_CHECKER = True
 INSTRUCTION = MATH_INSTRUCTION
 MATH_SUBJECTS = (
     "algebra",

@@ -15,8 +15,9 @@ from pathlib import Path
 import datasets
 
 from capcal_tasks.answers.choices import LETTERS, extract_choice_letter, format_choices
-from capcal_tasks.data_sources import HubSplit, load_split, question_id, read_csv, unique_questions
+from capcal_tasks.data_sources import HubSplit, load_split, read_csv, unique_questions
 from capcal_tasks.prompts import CHOICE_INSTRUCTION, sampling_prompt
+from capcal_tasks.question_id import question_id
 from capcal_tasks.sampling import score_responses
 
 DATASET = "mmlu"

@@ -17,8 +17,9 @@ import datasets
 
 from capcal_tasks.alias_scoring import score_alias_responses
 from capcal_tasks.answers.aliases import extract_short_answer
-from capcal_tasks.data_sources import HubSplit, load_split, question_id, read_csv, unique_questions
+from capcal_tasks.data_sources import HubSplit, load_split, read_csv, unique_questions
 from capcal_tasks.prompts import SHORT_ANSWER_INSTRUCTION, sampling_prompt
+from capcal_tasks.question_id import question_id
 
 DATASET = "simpleqa"
 INSTRUCTION = SHORT_ANSWER_INSTRUCTION

@@ -25,6 +25,7 @@ from capcal_tasks.prompts import (
     SELF_CHECK_QUESTION,
     SHORT_ANSWER_INSTRUCTION,
 )
+from capcal_tasks.relations import task_relations
 from capcal_tasks.task_manager import CapcalTaskManager, is_sampling_task
 
 # family (question-id prefix) -> (evaluation sampling task, its paper instruction)
@@ -37,14 +38,15 @@ FAMILIES = {
     "mmlu": ("capcal_mmlu", CHOICE_INSTRUCTION),
     "gpqa": ("capcal_gpqa", CHOICE_INSTRUCTION),
 }
-CALIBRATION_TASKS = [
+# sampling tasks beside the seven families' evaluation tasks: calibration splits, and SimpleQA-Verified
+OTHER_SAMPLING_TASKS = [
     "capcal_gsm8k_train",
     "capcal_math_train",
     "capcal_triviaqa_train",
     "capcal_mmlu_validation",
     "capcal_simpleqa_verified",
 ]
-SAMPLING_TASKS = [task for task, _ in FAMILIES.values()] + CALIBRATION_TASKS
+SAMPLING_TASKS = [task for task, _ in FAMILIES.values()] + OTHER_SAMPLING_TASKS
 CAPABILITY_CONFIDENCE_TASKS = [
     f"{task}_{kind}" for task in SAMPLING_TASKS for kind in ("verbalized", "ptrue")
 ]
@@ -81,20 +83,19 @@ INDEX = TaskManager(include_path=str(tasks_dir()), include_defaults=False)
 CAPCAL_TASKS = sorted(INDEX.all_subtasks)
 
 
+RELATIONS = task_relations()
+
+
 def _sampling_task_of(name: str) -> str:
-    """The sampling task whose questions (and data source) a capability-confidence task uses."""
-    for suffix in ("_verbalized", "_ptrue"):
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
+    """The sampling task whose questions (and data source) a task uses: its declared target, or itself."""
+    relation = RELATIONS.get(name)
+    return relation.target_task or name
 
 
 def _earlier_sampling_task(name: str) -> str | None:
     """The sampling task whose earlier run a response-level task reads, or None for other tasks."""
-    for suffix in RESPONSE_KINDS:
-        if name.endswith(f"_{suffix}"):
-            return name[: -len(suffix) - 1]
-    return None
+    relation = RELATIONS.get(name)
+    return relation.target_task if relation.kind in RESPONSE_KINDS else None
 
 
 @pytest.fixture(autouse=True)
@@ -181,6 +182,13 @@ def test_task_config(name, earlier_samples_file):
         assert prompt == prompt.rstrip(), "prompt ends in whitespace"
         assert str(task.doc_to_target(doc)).strip()
         assert isinstance(doc["question_id"], str)
+    if RELATIONS.get(name).kind == "leaderboard":
+        # capcal_<dataset>_calibration: per question k sampling clones, P(True) Yes / No and one verbalized
+        # request (test_calibration_task.py compares them with the separate tasks' requests)
+        task.build_all_requests(limit=3, rank=0, world_size=1)
+        instances = sorted(task.instances, key=lambda instance: (instance.doc_id, instance.idx))
+        assert [instance.repeats for instance in instances] == [task.config.repeats, 1, 1, 1] * 3
+        return
     if is_sampling_task(task):
         assert task.config.generation_kwargs["do_sample"] is True, "sampling tasks must set do_sample: true"
         assert "until" in task.config.generation_kwargs, "an unset `until` stops at the first blank line"
@@ -190,7 +198,7 @@ def test_task_config(name, earlier_samples_file):
     assert len({doc["question_id"] for doc in docs}) == len(docs), "question ids must be unique"
     task.build_all_requests(limit=3, rank=0, world_size=1)
     per_doc = {"generate_until": 1, "multiple_choice": 2}[task.config.output_type]
-    if name.endswith("_selfcheck"):
+    if RELATIONS.get(name).kind == "selfcheck":
         per_doc = 2 * 2  # two earlier responses, Yes and No for each
     assert len(task.instances) == 3 * per_doc
     assert all(instance.repeats == task.config.repeats for instance in task.instances)
