@@ -7,14 +7,9 @@ shape ``(num_layers + 1, hidden_size)`` (embeddings first, then each decoder lay
 - ``last_token``: the hidden states of the last prompt token (after the chat template and generation prompt);
 - ``prompt_mean``: the mean over all prompt tokens (including any BOS/system-prompt tokens).
 
-Layout of an activations folder::
-
-    activations-00000.safetensors   tensors "<n>.last_token" and "<n>.prompt_mean"
-    activations-00001.safetensors   ...
-    index.json      {"format": "capcal-activations", "version": 1, "model": ..., "dtype": "float32",
-                     "num_layers_with_embeddings": L + 1, "hidden_size": d,
-                     "entries": {task: {question_id: {"shard", "last_token", "prompt_mean",
-                                                      "prompt_tokens", "prompt_sha256"}}}}
+The folder's layout and index are defined in ``capcal_models.activation_format`` (shared with the reader,
+``analysis.activations``). The index records the model's checkpoint fingerprint
+(``capcal_models.model_identity``) when the model is a local checkpoint.
 
 Shards and the index are written to a temporary file and renamed into place, so a reader never sees a partial
 file. A folder can collect several runs of the same model: a question already present with the same prompt
@@ -24,30 +19,26 @@ reads the folder.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import tempfile
 from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
 
+from capcal_models.activation_format import (
+    FORMAT,
+    INDEX_NAME,
+    SHARD_PATTERN,
+    new_index,
+    prompt_sha256,
+    read_index,
+    shard_name,
+)
+from capcal_models.model_identity import checkpoint_fingerprint
+
 __all__ = ["INDEX_NAME", "ActivationWriter", "prompt_sha256", "shard_name"]
-
-INDEX_NAME = "index.json"
-FORMAT = "capcal-activations"
-VERSION = 1
-_SHARD = re.compile(r"^activations-(\d{5})\.safetensors$")
-
-
-def shard_name(number: int) -> str:
-    return f"activations-{number:05d}.safetensors"
-
-
-def prompt_sha256(prompt: str) -> str:
-    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
 
 def _replace_atomically(path: Path, write) -> None:
@@ -64,10 +55,22 @@ def _replace_atomically(path: Path, write) -> None:
 class ActivationWriter:
     """Collects per-prompt activations and writes them in shards of ``shard_size`` prompts."""
 
-    def __init__(self, directory: str | Path, model_name: str, shard_size: int = 256) -> None:
+    def __init__(
+        self,
+        directory: str | Path,
+        model_name: str,
+        shard_size: int = 256,
+        model_fingerprint: str | None = None,
+    ) -> None:
         self.directory = Path(directory).expanduser().resolve()
         self.directory.mkdir(parents=True, exist_ok=True)
         self.model_name = model_name
+        if model_fingerprint is None and Path(model_name).expanduser().is_dir():
+            try:
+                model_fingerprint = checkpoint_fingerprint(model_name)
+            except ValueError:
+                model_fingerprint = None  # a folder that is not a checkpoint: known by its name only
+        self.model_fingerprint = model_fingerprint
         self.shard_size = shard_size
         self.index = self._read_index()
         self._pending: list[tuple[str, str, dict, torch.Tensor, torch.Tensor]] = []
@@ -76,17 +79,15 @@ class ActivationWriter:
     def _read_index(self) -> dict:
         path = self.directory / INDEX_NAME
         if not path.is_file():
-            return {
-                "format": FORMAT,
-                "version": VERSION,
-                "model": self.model_name,
-                "dtype": "float32",
-                "entries": {},
-            }
-        index = json.loads(path.read_text(encoding="utf-8"))
-        if index.get("format") != FORMAT or index.get("version") != VERSION:
-            raise ValueError(f"{path}: not a capcal activations index (format {FORMAT} version {VERSION})")
-        if index.get("model") != self.model_name:
+            return new_index(self.model_name, self.model_fingerprint)
+        index = read_index(self.directory)
+        known = index.get("model_fingerprint")
+        if known and self.model_fingerprint and known != self.model_fingerprint:
+            raise ValueError(
+                f"{path}: holds activations of checkpoint {known}, not {self.model_fingerprint} "
+                f"({self.model_name}); use one activations folder per model"
+            )
+        if index.get("model") != self.model_name and not (known and known == self.model_fingerprint):
             raise ValueError(
                 f"{path}: holds activations of model {index.get('model')!r}, not {self.model_name!r}; "
                 "use one activations folder per model"
@@ -137,7 +138,7 @@ class ActivationWriter:
             raise ValueError(f"{self.directory}: activations of shape {expected}, got {(layers, hidden)}")
 
     def _next_shard_number(self) -> int:
-        numbers = [int(m.group(1)) for p in self.directory.iterdir() if (m := _SHARD.match(p.name))]
+        numbers = [int(m.group(1)) for p in self.directory.iterdir() if (m := SHARD_PATTERN.match(p.name))]
         return max(numbers, default=-1) + 1
 
     def flush(self) -> None:

@@ -1,4 +1,5 @@
-"""P(True) from an API's top log-probabilities at the first answer token (METHODS section 3).
+"""P(True) from an API's top log-probabilities at the first answer token (P(True) as defined
+in "On Calibration of LLMs: From Response To Capability", its confidence-elicitation section).
 
 Chat endpoints give no prompt log-likelihoods, so P(True) there comes from one short generation with
 ``logprobs`` / ``top_logprobs``: the first answer token is the first non-blank generated token after the end

@@ -8,7 +8,8 @@
 - a row's randomness comes only from its own seed: it draws one uniform number per generated token from a
   ``torch.Generator`` seeded with that seed and picks the token by inverse-CDF sampling from the filtered
   distribution, so a sample does not depend on what else is in the batch (the logits do not either, to the
-  last bit: per-row attention in ``kv_cache``, and at least ``MIN_DECODE_ROWS`` rows per step);
+  last bit: per-row attention in ``kv_cache``, and every step runs at least ``batch_invariant_rows(model)``
+  rows, the fewest from which the machine's matrix products give every row the same bits);
 - a row stops at an EOS token, at ``max_new_tokens`` or when a stop sequence appears in its last tokens;
   finished rows leave the batch and queued rows take their place (between steps, when at least an eighth of
   the rows have finished); ``on_samples_done`` receives the samples that finished at each step (capcal-hf
@@ -39,6 +40,7 @@ __all__ = [
     "StopSequences",
     "filter_logits",
     "resolve_sampling_params",
+    "batch_invariant_rows",
     "sample_continuations",
     "sample_tokens",
 ]
@@ -47,9 +49,9 @@ __all__ = [
 # these global defaults (GenerationConfig._get_default_generation_params); note top_k = 50.
 TRANSFORMERS_SAMPLING_DEFAULTS = {"temperature": 1.0, "top_k": 50, "top_p": 1.0, "min_p": None}
 
-# Decoding steps run at least this many rows (padding rows fill smaller batches): matrix products of fewer
-# rows round differently on CPU (MKL sgemm, 1-3 rows), so a row's logits would depend on the batch size.
-MIN_DECODE_ROWS = 4
+# Row counts probed by ``batch_invariant_rows``: every count up to 64, then a few larger ones.
+_PROBED_ROWS = (*range(1, 65), 96, 128)
+_ROW_FLOORS: dict[tuple, int] = {}
 
 # Generation settings capcal-hf does not implement, with the value at which each does nothing.
 _NEUTRAL_SETTINGS = {
@@ -257,6 +259,45 @@ class _Prefill:
     next_sample: int = 0
 
 
+def batch_invariant_rows(model) -> int:
+    """The fewest rows per decoding step from which a row's output does not depend on the row count.
+
+    BLAS libraries pick their matrix-product kernel by the number of rows M, and different kernels round
+    differently: on one CPU measured here MKL gives rows of M = 1, 2, 3, 4-15 and >= 16 different last bits
+    (earlier machines split at M = 4). So the same row's logits, and with full-vocabulary sampling about one
+    token in a thousand, would change with the batch. The floor is probed once per (device, dtype, layer
+    shapes): for each distinct ``nn.Linear`` shape of the model (outputs capped at 2,048 columns), the rows of
+    a random input are multiplied at every row count in ``_PROBED_ROWS``; the floor is the smallest M from
+    which all larger counts give bit-identical rows. Padding rows fill every step up to it.
+    """
+    parameter = next(model.parameters())
+    shapes = sorted(
+        {
+            (m.in_features, min(m.out_features, 2048))
+            for m in model.modules()
+            if isinstance(m, torch.nn.Linear)
+        }
+    )
+    key = (parameter.device.type, parameter.dtype, tuple(shapes))
+    if key not in _ROW_FLOORS:
+        floor = 1
+        generator = torch.Generator().manual_seed(0)
+        for in_features, out_features in shapes:
+            weight = torch.randn(out_features, in_features, generator=generator).to(parameter)
+            inputs = torch.randn(max(_PROBED_ROWS), in_features, generator=generator).to(parameter)
+            reference = torch.nn.functional.linear(inputs, weight)
+            agrees = [
+                bool(torch.equal(torch.nn.functional.linear(inputs[:rows], weight), reference[:rows]))
+                for rows in _PROBED_ROWS
+            ]
+            first_of_last_run = len(agrees)
+            while first_of_last_run > 0 and agrees[first_of_last_run - 1]:
+                first_of_last_run -= 1
+            floor = max(floor, _PROBED_ROWS[first_of_last_run])
+        _ROW_FLOORS[key] = floor
+    return _ROW_FLOORS[key]
+
+
 @dataclass(eq=False)
 class _Row:
     prefill: _Prefill
@@ -264,7 +305,7 @@ class _Row:
     uniforms: list[float]
     tokens: list[int]
     done: bool = False
-    padding: bool = False  # a stand-in that only fills the batch to MIN_DECODE_ROWS; its output is ignored
+    padding: bool = False  # a stand-in that only fills the batch to its row floor; its output is ignored
 
 
 class _Sampler:
@@ -285,6 +326,7 @@ class _Sampler:
         self.max_rows = max(1, int(max_rows))
         self.on_samples_done = on_samples_done
         self.device = next(model.parameters()).device
+        self.min_rows = batch_invariant_rows(model)
 
     def _prefill(self, job: PromptJob) -> _Prefill:
         input_ids = torch.tensor([job.token_ids], device=self.device)
@@ -368,7 +410,7 @@ class _Sampler:
                     return
                 rows += [
                     _Row(rows[0].prefill, -1, [], [rows[0].tokens[-1]], done=True, padding=True)
-                    for _ in range(MIN_DECODE_ROWS - len(rows))
+                    for _ in range(self.min_rows - len(rows))
                 ]
                 cache = self._assemble(cache, rows, kept)
             self._step(cache, rows)

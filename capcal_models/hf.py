@@ -4,9 +4,10 @@ Stock lm-eval ``hf`` turns ``repeats: k`` into k identical requests: k prefills 
 samples that depend on the batch they land in. ``CapcalHFLM`` (registered as ``capcal-hf``) is an ``HFLM``
 whose ``generate_until``
 
-- groups the k clones of a question (``capcal_models.repeat_groups``) into one prompt that is prefilled
-  once; its KV cache is shared by the k rows, which decode batched with the rows of other questions
-  (``capcal_models.decoding``, ``capcal_models.kv_cache``);
+- takes its sampling jobs from ``capcal_models.sampling_plan`` (shared with capcal-vllm and capcal-api):
+  the k clones of a question form one group, whose prompt is prefilled once; its KV cache is shared by the
+  k rows, which decode batched with the rows of other questions (``capcal_models.decoding``,
+  ``capcal_models.kv_cache``);
 - seeds each sample from (run seed, task, stable question id, request index, repeat index)
   (``capcal_models.seeding``), so a sample does not change with the batch size, ``--limit`` or the other
   questions in the run. The run seed is the model argument ``seed``, else a ``seed`` in the task's generation
@@ -14,7 +15,8 @@ whose ``generate_until``
 - samples like transformers' ``generate`` (temperature, top-k, top-p, min-p; unset values from the model's
   generation config, then transformers' defaults, which include top_k=50), honours ``until`` per row, EOS and
   ``max_gen_toks``, and returns the texts in lm-eval's request order, post-processed like stock ``hf``;
-- decodes greedily once per unique prompt and copies the text to the k clones when ``do_sample`` is false;
+- decodes greedily once per unique prompt and copies the text to the k clones when the setting is greedy
+  (``do_sample`` false or temperature 0: ``capcal_models.sampling_plan.is_greedy``);
 - with ``activations=DIR`` writes the prompt activations of every unique prompt from that same prefill
   (``capcal_models.activations``; read them with ``analysis.activations.load_activations``);
 - commits every sample to an on-disk cache (``capcal_models.sample_cache``; ``cache_path``, default
@@ -41,26 +43,26 @@ import dataclasses
 import json
 import logging
 import os
-from collections import defaultdict
 from functools import partial
 from pathlib import Path
 
 from lm_eval.api.instance import Instance
 from lm_eval.api.registry import register_model
 from lm_eval.models.huggingface import HFLM
-from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
+from lm_eval.models.utils import handle_stop_sequences, postprocess_generated_text
 from tqdm import tqdm
 
 from capcal_models.activations import ActivationWriter
 from capcal_models.decoding import (
+    TRANSFORMERS_SAMPLING_DEFAULTS,
     PromptJob,
     SamplingParams,
     StopSequences,
     resolve_sampling_params,
     sample_continuations,
 )
-from capcal_models.repeat_groups import RepeatGroup, group_repeats, resolve_run_seed, setting_key
 from capcal_models.sample_cache import open_sample_cache, request_key
+from capcal_models.sampling_plan import RepeatGroup, SamplingPlan, SamplingSetting
 
 __all__ = ["CapcalHFLM"]
 
@@ -124,7 +126,7 @@ class CapcalHFLM(HFLM):
         }
         return {
             "backend": "capcal-hf",
-            "sources": {name: _source_identity(value) for name, value in sources.items() if value},
+            "sources": {name: source_identity(value) for name, value in sources.items() if value},
             "revision": self.revision,
             "commit": getattr(self.config, "_commit_hash", None),
             "dtype": str(self.model.dtype),
@@ -154,16 +156,19 @@ class CapcalHFLM(HFLM):
         return postprocess_generated_text(generation=text, stop=until, think_end_token=think_end)
 
     def generate_until(self, requests: list[Instance], disable_tqdm: bool = False) -> list[str]:
-        results: list[str | None] = [None] * len(requests)
+        plan = SamplingPlan(
+            requests,
+            backend="capcal-hf",
+            model_seed=self.run_seed,
+            default_max_gen_toks=self.max_gen_toks,
+            default_temperature=self._default_temperature(),
+        )
         progress = tqdm(
             total=len(requests), disable=disable_tqdm or self.rank != 0, desc="capcal-hf: sampling"
         )
-        by_setting: dict[str, list[RepeatGroup]] = defaultdict(list)
-        for group in group_repeats(requests):
-            by_setting[setting_key(group.gen_kwargs)].append(group)
         before = dict(self.stats)
-        for groups in by_setting.values():
-            self._generate_setting(groups, results, progress)
+        for setting in plan.settings:
+            self._generate_setting(plan, setting, progress)
         progress.close()
         if self.activation_writer is not None:
             self.activation_writer.flush()
@@ -173,45 +178,52 @@ class CapcalHFLM(HFLM):
             self.cache.path if self.cache is not None else "off",
             self.stats["samples_generated"] - before["samples_generated"],
         )
-        return results
+        return plan.results
 
-    def _generate_setting(self, groups: list[RepeatGroup], results: list[str | None], progress: tqdm) -> None:
+    def _default_temperature(self) -> float:
+        """The temperature of a request that sets none: the generation config's, else transformers'."""
+        configured = getattr(self.model.generation_config, "temperature", None)
+        return float(TRANSFORMERS_SAMPLING_DEFAULTS["temperature"] if configured is None else configured)
+
+    def _generate_setting(self, plan: SamplingPlan, setting: SamplingSetting, progress: tqdm) -> None:
         """Sample every group of one generation setting and put the texts at the groups' request positions."""
-        gen_kwargs = dict(groups[0].gen_kwargs)
-        run_seed = resolve_run_seed(self.run_seed, gen_kwargs.pop("seed", None), "capcal-hf")
-        settings = normalize_gen_kwargs(gen_kwargs, self.max_gen_toks)
         eos_text = self.tok_decode(self.eot_token_id, skip_special_tokens=False)
-        until = handle_stop_sequences(settings.pop("until", None), eos=eos_text)
-        max_gen_toks = int(settings.pop("max_gen_toks"))
-        params = resolve_sampling_params(dict(settings), self.model.generation_config)
+        until = handle_stop_sequences(list(setting.until), eos=eos_text)
+        max_gen_toks = setting.max_gen_toks
+        params = resolve_sampling_params(
+            dict(setting.options, do_sample=not setting.greedy), self.model.generation_config
+        )
         logger.info(
-            "capcal-hf: run seed %d, %s, max_gen_toks %d, until %r", run_seed, params, max_gen_toks, until
+            "capcal-hf: run seed %d, %s, max_gen_toks %d, until %r",
+            setting.run_seed,
+            params,
+            max_gen_toks,
+            until,
         )
 
         eos_token_ids = self._eos_token_ids()
-        plans: list[tuple[RepeatGroup, dict[int, list[int]], _Pending | None]] = []
-        pending: dict[int, _Pending] = {}  # id(job) -> its pending samples
-        for group in groups:
+        jobs: list[tuple[RepeatGroup, dict[int, list[int]], _Pending | None]] = []
+        pending: dict[int, _Pending] = {}  # id(prompt job) -> its pending samples
+        for group in setting.groups:
             token_ids = self._encode_prompt(group.context, max_gen_toks)
-            samples = group.k if params.do_sample else 1  # greedy: one decode per question
-            key, found = None, {}
+            key = None
             if self.cache is not None:
                 identity = self.sample_identity(
-                    group, token_ids, params, max_gen_toks, until, eos_token_ids, run_seed
+                    group, token_ids, params, max_gen_toks, until, eos_token_ids, setting.run_seed
                 )
                 key = request_key(identity)
-                found = {r: json.loads(v) for r, v in self.cache.get(key).items() if r < samples}
-            missing = [repeat for repeat in range(samples) if repeat not in found]
-            self.stats["cached_samples_used"] += samples - len(missing)
-            if params.do_sample:
-                progress.update(samples - len(missing))
+            cached, missing = setting.look_up(self.cache, key, group)
+            found = {repeat: json.loads(value) for repeat, value in cached.items()}
+            self.stats["cached_samples_used"] += len(found)
+            if not setting.greedy:
+                progress.update(len(found))
             on_prefill = self._activation_hook(group)
-            job = None
+            entry = None
             if missing or on_prefill is not None:
-                seeds = [group.seed(run_seed, repeat) for repeat in missing]
-                job = _Pending(PromptJob(token_ids, seeds, on_prefill), key, missing)
-                pending[id(job.job)] = job
-            plans.append((group, found, job))
+                seeds = [setting.seed(group, repeat) for repeat in missing]
+                entry = _Pending(PromptJob(token_ids, seeds, on_prefill), key, missing)
+                pending[id(entry.job)] = entry
+            jobs.append((group, found, entry))
 
         def samples_done(finished: list[tuple[PromptJob, int]]) -> None:
             self.stats["samples_generated"] += len(finished)
@@ -221,13 +233,12 @@ class CapcalHFLM(HFLM):
                     entry = pending[id(job)]
                     rows[(entry.key, entry.repeats[sample])] = json.dumps(job.outputs[sample])
                 self.cache.put_many(rows)
-            if params.do_sample:
+            if not setting.greedy:
                 progress.update(len(finished))
 
-        jobs = [entry.job for entry in pending.values()]
         sample_continuations(
             self.model,
-            sorted(jobs, key=lambda job: -len(job.token_ids)),  # similar lengths batch together
+            sorted((entry.job for entry in pending.values()), key=lambda job: -len(job.token_ids)),
             params,
             max_new_tokens=max_gen_toks,
             stop=StopSequences(self.tokenizer, until),
@@ -235,17 +246,14 @@ class CapcalHFLM(HFLM):
             max_rows=self._rows_per_batch(),
             on_samples_done=samples_done,
         )
-        for group, found, entry in plans:
+        for group, found, entry in jobs:
             tokens = dict(found)
             if entry is not None:
                 tokens.update(zip(entry.repeats, entry.job.outputs, strict=True))
             texts = [self._decode(tokens[repeat], until) for repeat in sorted(tokens)]
-            if not params.do_sample:  # greedy: one decode, copied to every clone
-                texts = texts * group.k
-                self.cache_hook.add_partial("generate_until", (group.context, group.gen_kwargs), texts[0])
+            plan.fill(setting, group, texts, self.cache_hook)
+            if setting.greedy:
                 progress.update(group.k)
-            for position, text in zip(group.positions, texts, strict=True):
-                results[position] = text
 
     def sample_identity(
         self,
@@ -310,7 +318,7 @@ class _Pending:
     repeats: list[int]
 
 
-def _source_identity(source: str) -> dict:
+def source_identity(source: str) -> dict:
     """A model source for ``model_identity``: a hub name as given; a local folder or file by its resolved
     path and the (relative name, size, mtime in ns) of its files."""
     path = Path(source).expanduser()

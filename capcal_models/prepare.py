@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from capcal_tasks.settings import capcal_home
+
 __all__ = [
     "MODELS",
     "ModelSpec",
     "PreparedModel",
-    "capcal_home",
     "list_models",
     "model_path",
     "prepare_model",
@@ -83,14 +84,6 @@ class PreparedModel:
     name: str
     path: Path
     manifest: dict
-
-
-def capcal_home() -> Path:
-    """capcal's cache folder: ``$CAPCAL_HOME``, else ``$XDG_CACHE_HOME/capcal``, else ``~/.cache/capcal``."""
-    if os.environ.get("CAPCAL_HOME"):
-        return Path(os.environ["CAPCAL_HOME"]).expanduser().resolve()
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache).expanduser().resolve() / "capcal"
 
 
 def _spec(name: str) -> ModelSpec:

@@ -16,7 +16,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from capcal_models.prepare import capcal_home
+from capcal_tasks.settings import capcal_home, parse_bool
 
 __all__ = ["SampleCache", "open_sample_cache", "request_key"]
 
@@ -68,11 +68,9 @@ class SampleCache:
 
 def open_sample_cache(cache_path: str | Path | None, enabled: object, backend: str) -> SampleCache | None:
     """The cache named by a wrapper's model arguments: None when ``enabled`` is false (``False``, or a string
-    such as "false"/"0"/"no"/"off"), else ``cache_path``, by default
+    "false"/"0"/"no"/"off"; ``capcal_tasks.settings.parse_bool``), else ``cache_path``, by default
     ``$CAPCAL_HOME/cache/<backend>/samples.sqlite``."""
-    if isinstance(enabled, str):
-        enabled = enabled.strip().lower() in ("1", "true", "yes", "on")
-    if not enabled:
+    if not parse_bool(enabled):
         return None
     if cache_path is None:
         cache_path = capcal_home() / "cache" / backend / "samples.sqlite"

@@ -10,21 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from lm_eval.utils import handle_non_serializable, hash_string
-
-__all__ = ["sample_seed", "stable_question_id"]
-
-
-def stable_question_id(task: str, doc: object) -> str:
-    """The id under which a question's samples and activations are keyed.
-
-    ``doc["question_id"]`` when the task provides one (capcal's tasks do); otherwise ``"{task}/doc-{hash}"``
-    with lm-eval's ``doc_hash`` (sha256 of the JSON-dumped doc), the fallback ``analysis.runs.load_run`` uses.
-    """
-    if isinstance(doc, dict) and doc.get("question_id"):
-        return str(doc["question_id"])
-    doc_json = json.dumps(doc, indent=2, default=handle_non_serializable, ensure_ascii=False)
-    return f"{task}/doc-{hash_string(doc_json)}"
+__all__ = ["sample_seed"]
 
 
 def sample_seed(run_seed: int, task: str, question_id: str, request_index: int, repeat: int) -> int:

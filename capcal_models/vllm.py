@@ -4,16 +4,17 @@ Stock lm-eval ``vllm`` sends the k clones of a question (``repeats: k``) as k re
 ``seed`` in the generation kwargs gives every clone the same seed (k identical samples). ``CapcalVLLM``
 (registered as ``capcal-vllm``) is a ``VLLM`` whose ``generate_until``
 
-- groups the k clones (``capcal_models.repeat_groups``) and sends one request per unique prompt with
-  ``SamplingParams(n=k, seed=s)``; vLLM gives child i the seed s + i, and the k children share the prompt's
-  KV cache blocks (prefix caching);
+- groups the k clones (``capcal_models.sampling_plan``, shared with capcal-hf and capcal-api) and sends
+  one request per unique prompt with ``SamplingParams(n=k, seed=s)``; vLLM gives child i the seed s + i,
+  and the k children share the prompt's KV cache blocks (prefix caching);
 - takes s = ``capcal_models.seeding.sample_seed(run seed, task, question id, request index, 0)``, a 63-bit
   hash: distinct across questions, the same in every run with the same run seed, whatever the batch, the
   batch size or ``--limit``. The run seed is the model argument ``seed``, else a ``seed`` in the generation
   kwargs (never passed to vLLM as such), else lm-eval's ``--seed``;
 - with ``data_parallel_size > 1`` sends each unique prompt to one replica with its own seed, so replicas
   (whose engines share one engine seed) cannot produce copies of each other's samples;
-- decodes once per unique prompt when sampling is greedy (temperature 0) and copies the text to the k
+- decodes once per unique prompt when the setting is greedy (``do_sample`` false or temperature 0:
+  ``capcal_models.sampling_plan.is_greedy``; sent to vLLM as temperature 0) and copies the text to the k
   clones;
 - never writes sampled texts to lm-eval's ``--use_cache`` database (all k clones share one cache key
   there).
@@ -44,7 +45,7 @@ from tqdm import tqdm
 from vllm import SamplingParams
 from vllm.platforms import current_platform
 
-from capcal_models.repeat_groups import RepeatGroup, group_repeats, resolve_run_seed, setting_key
+from capcal_models.sampling_plan import SamplingPlan, SamplingSetting
 
 __all__ = ["CapcalVLLM"]
 
@@ -52,6 +53,7 @@ logger = logging.getLogger(__name__)
 
 BACKEND = "capcal-vllm"
 CPU_BLOCK_SIZE = 32
+VLLM_DEFAULT_TEMPERATURE = 1.0  # vllm.SamplingParams' temperature when a request sets none
 
 
 @register_model(BACKEND)
@@ -93,37 +95,38 @@ class CapcalVLLM(VLLM):
         self.run_seed = None if seed is None else int(seed)
 
     def generate_until(self, requests: list[Instance], disable_tqdm: bool = False) -> list[str]:
-        results: list[str | None] = [None] * len(requests)
-        groups_by_setting: dict[str, list[RepeatGroup]] = {}
-        for group in group_repeats(requests):
-            groups_by_setting.setdefault(setting_key(group.gen_kwargs), []).append(group)
+        plan = SamplingPlan(
+            requests,
+            backend=BACKEND,
+            model_seed=self.run_seed,
+            default_max_gen_toks=self.max_gen_toks,
+            default_temperature=VLLM_DEFAULT_TEMPERATURE,
+        )
         progress = tqdm(
             total=len(requests), disable=disable_tqdm or self.rank != 0, desc=f"{BACKEND}: sampling"
         )
-        for groups in groups_by_setting.values():
-            self._generate_setting(groups, results, progress)
+        for setting in plan.settings:
+            self._generate_setting(plan, setting, progress)
         progress.close()
-        return results
+        return plan.results
 
-    def _generate_setting(self, groups: list[RepeatGroup], results: list[str | None], progress: tqdm) -> None:
+    def _generate_setting(self, plan: SamplingPlan, setting: SamplingSetting, progress: tqdm) -> None:
         """Sample all groups of one generation setting; put the texts at the groups' request positions."""
-        gen_kwargs = dict(groups[0].gen_kwargs)
-        run_seed = resolve_run_seed(self.run_seed, gen_kwargs.pop("seed", None), BACKEND)
-        if gen_kwargs.pop("n", None) is not None:
-            logger.warning("%s: n in the generation kwargs is ignored; n is the task's repeats", BACKEND)
+        groups = setting.groups
         eos = self.tokenizer.decode(self.eot_token_id) or getattr(self.tokenizer, "eos_token", None)
         params, until, max_gen_toks = self.modify_gen_kwargs(
-            gen_kwargs, eos=eos, default_max_gen_toks=self.max_gen_toks
+            setting.normalized(), eos=eos, default_max_gen_toks=self.max_gen_toks
         )
-        greedy = float(params.get("temperature", 1.0)) == 0.0
+        if setting.greedy:
+            params["temperature"] = 0.0  # vLLM's default temperature is 1.0
         # with a reasoning model, task stop sequences apply after the thinking is cut off (as stock vllm)
         stop = [s for s in until if s == eos] if self.think_end_token else until
         logger.info(
             "%s: run seed %d, %d prompts, %s, max_gen_toks %d",
             BACKEND,
-            run_seed,
+            setting.run_seed,
             len(groups),
-            "greedy" if greedy else f"n = k, {params}",
+            "greedy" if setting.greedy else f"n = k, {params}",
             max_gen_toks,
         )
 
@@ -139,8 +142,8 @@ class CapcalVLLM(VLLM):
             prompts.append(tokens)
             sampling_params.append(
                 SamplingParams(
-                    n=1 if greedy else group.k,
-                    seed=None if greedy else group.seed(run_seed, 0),
+                    n=setting.samples(group),
+                    seed=None if setting.greedy else setting.seed(group, 0),
                     max_tokens=group_max_gen_toks,
                     stop=stop,
                     **params,
@@ -156,17 +159,10 @@ class CapcalVLLM(VLLM):
                 sampling_params=[sampling_params[i] for i in chunk],
             )
             for i, output in zip(chunk, outputs, strict=True):
-                group = groups[i]
                 completions = sorted(output.outputs, key=lambda completion: completion.index)
                 texts = [postprocess_generated_text(c.text, until, self.think_end_token) for c in completions]
-                if greedy:
-                    texts = texts * group.k
-                    self.cache_hook.add_partial("generate_until", (group.context, group.gen_kwargs), texts[0])
-                if len(texts) != group.k:
-                    raise RuntimeError(f"{BACKEND}: vLLM returned {len(texts)} samples, expected {group.k}")
-                for position, text in zip(group.positions, texts, strict=True):
-                    results[position] = text
-                progress.update(group.k)
+                plan.fill(setting, groups[i], texts, self.cache_hook)
+                progress.update(groups[i].k)
 
     def _chunks(self, order: list[int], samples: list[int]) -> list[list[int]]:
         """Consecutive runs of ``order`` with at most ``batch_size`` samples each (one run for "auto")."""

@@ -118,3 +118,41 @@ def mean_difference_z(a: dict[str, float], b: dict[str, float]) -> float:
     if spread == 0.0:
         return 0.0 if differences.mean() == 0.0 else math.inf
     return float(differences.mean() / spread)
+
+
+def transformers_scores(logits, params):
+    """transformers' own warped next-token scores (temperature, top-k, top-p, min-p warpers) for capcal's
+    ``SamplingParams``: the reference capcal-hf's ``filter_logits`` and sampling are checked against."""
+    from transformers.generation.logits_process import (
+        LogitsProcessorList,
+        MinPLogitsWarper,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    warpers = LogitsProcessorList()
+    if params.temperature != 1.0:
+        warpers.append(TemperatureLogitsWarper(params.temperature))
+    if params.top_k:
+        warpers.append(TopKLogitsWarper(params.top_k))
+    if params.top_p < 1.0:
+        warpers.append(TopPLogitsWarper(params.top_p))
+    if params.min_p is not None:
+        warpers.append(MinPLogitsWarper(params.min_p))
+    return warpers(None, logits.float().clone())
+
+
+def chi_square(counts, probabilities) -> tuple[float, float]:
+    """Chi-square goodness of fit of token counts (torch) to probabilities; tokens expected fewer than 5
+    times are pooled into one bin."""
+    import torch
+    from scipy.stats import chisquare
+
+    expected = probabilities / probabilities.sum() * counts.sum()
+    large = expected >= 5
+    observed = torch.cat([counts[large], counts[~large].sum().reshape(1)])
+    expected = torch.cat([expected[large], expected[~large].sum().reshape(1)])
+    keep = expected > 0
+    statistic, p_value = chisquare(observed[keep].numpy(), expected[keep].numpy())
+    return float(statistic), float(p_value)

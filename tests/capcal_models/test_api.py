@@ -8,7 +8,9 @@ attempts or for everything once "down", permanent 500s for chosen requests, or a
 mid-run).
 
 The first tests need no server: P(True) parsing of thinking and harmony token streams (synthetic responses: no
-reasoning model runs here), Retry-After parsing and the sample cache.
+reasoning model runs here) and the registration of the wrappers. The HTTP transport (retries, backoff,
+Retry-After, the failure report) is tested against a local server in test_http_transport.py, the credentials
+policy in test_credentials.py and the sample cache in test_sample_cache.py.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import re
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections import Counter
@@ -33,6 +34,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # helpers shared with vllm_runner.py (pytest runs with --import-mode=importlib)
+from local_server import ThreadedApp  # noqa: E402
 from sampling_checks import (  # noqa: E402
     cloned_requests,
     duplicate_excess,
@@ -42,7 +44,7 @@ from sampling_checks import (  # noqa: E402
     samples_by_question,
     stratified_permutation_pvalue,
 )
-from vllm_env import free_port, vllm_server  # noqa: E402
+from vllm_env import vllm_server  # noqa: E402
 
 from capcal_models.answer_logprobs import (  # noqa: E402
     MISSING_LOGPROB,
@@ -50,9 +52,9 @@ from capcal_models.answer_logprobs import (  # noqa: E402
     first_answer_position,
     p_true_from_top_logprobs,
 )
-from capcal_models.api import APIRequestsFailed, _retry_after_seconds  # noqa: E402
+from capcal_models.api import APIRequestsFailed  # noqa: E402
 from capcal_models.registry import register_models  # noqa: E402
-from capcal_models.sample_cache import SampleCache, request_key  # noqa: E402
+from capcal_models.sample_cache import SampleCache  # noqa: E402
 from capcal_models.seeding import sample_seed  # noqa: E402
 
 FAKE_KEY = "sk-capcal-test-8d1f0c5e27b94a61-do-not-log"
@@ -88,48 +90,11 @@ def test_p_true_from_top_logprobs() -> None:
     assert not p_true_from_top_logprobs(None).parsed
 
 
-def test_retry_after_header() -> None:
-    assert _retry_after_seconds("3") == 3.0
-    assert _retry_after_seconds(None) is None and _retry_after_seconds("soon") is None
-    in_ten_seconds = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 10))
-    assert 5.0 < _retry_after_seconds(in_ten_seconds) <= 10.0
-
-
-def test_sample_cache_persists_per_request_and_repeat(tmp_path: Path) -> None:
-    key = request_key({"prompt": [1, 2, 3], "temperature": 1.0})
-    assert key == request_key({"temperature": 1.0, "prompt": [1, 2, 3]})
-    cache = SampleCache(tmp_path / "samples.sqlite")
-    cache.put(key, {0: "a", 2: "c"})
-    cache.close()
-    reopened = SampleCache(tmp_path / "samples.sqlite")
-    assert reopened.get(key) == {0: "a", 2: "c"} and reopened.get("other") == {} and len(reopened) == 2
-
-
 def test_wrappers_are_registered_without_vllm_installed() -> None:
     names = register_models()
     assert {"capcal-api", "capcal-api-chat", "capcal-vllm", "local-completions"} <= set(names)
     # capcal-vllm is a lazy entry: importing it needs vLLM, which this (main) environment does not have
     assert "capcal_models.vllm" not in sys.modules
-
-
-@pytest.mark.parametrize(
-    "secret_args",
-    [
-        f"base_url=http://127.0.0.1:9/v1,api_key={FAKE_KEY}",
-        f"base_url=http://127.0.0.1:9/v1,auth_token={FAKE_KEY}",
-        f"base_url=http://user:{FAKE_KEY}@127.0.0.1:9/v1",
-        f"base_url=http://127.0.0.1:9/v1?api-version=1&api-key={FAKE_KEY}",
-    ],
-    ids=["api_key", "auth_token", "url_password", "url_query"],
-)
-def test_secrets_in_model_args_are_refused(secret_args: str) -> None:
-    """lm-eval writes model_args into its results files and logs: a secret there is refused, unechoed."""
-    register_models()
-    from lm_eval.api.registry import get_model
-
-    with pytest.raises(ValueError, match="api_key_env") as refused:
-        get_model("capcal-api").create_from_arg_string(f"model=m,{secret_args}")
-    assert FAKE_KEY not in str(refused.value)
 
 
 # --- a real vLLM server ----------------------------------------------------------------------------------
@@ -175,9 +140,8 @@ class FaultInjectingProxy:
         self._fault_every = 0
         self._fault_offset = 0
         self._fault_order: list[str] = []
-        self.port = port or free_port()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._server = ThreadedApp(port)
+        self.port = self._server.port
 
     @property
     def base_url(self) -> str:
@@ -196,23 +160,18 @@ class FaultInjectingProxy:
         async def read() -> set[str]:
             return {identity for identity, count in self.in_flight_ids.items() if count > 0}
 
-        return asyncio.run_coroutine_threadsafe(read(), self._loop).result(timeout=30)
+        return self._server.call(read())
 
     def __enter__(self) -> FaultInjectingProxy:
         from aiohttp import web
 
         app = web.Application()
         app.router.add_post("/v1/{endpoint:.*}", self._handle)
-        self._runner = web.AppRunner(app)
-        self._loop.run_until_complete(self._runner.setup())
-        self._loop.run_until_complete(web.TCPSite(self._runner, "127.0.0.1", self.port).start())
-        self._thread.start()
+        self._server.start(app)
         return self
 
     def __exit__(self, *exc_info) -> None:
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=30)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=30)
+        self._server.stop()
 
     def _fault(self) -> str | None:
         number = self.received
@@ -387,7 +346,6 @@ def test_capcal_api_runs_capcal_gsm8k_end_to_end_without_writing_the_key(
     capfd: pytest.CaptureFixture,
 ) -> None:
     from analysis.cli import main
-    from analysis.evaluation import run_lm_eval
     from analysis.runs import load_run
 
     key_variable = "CAPCAL_TEST_API_KEY" if model.endswith("chat") else "OPENAI_API_KEY"
@@ -403,11 +361,11 @@ def test_capcal_api_runs_capcal_gsm8k_end_to_end_without_writing_the_key(
         model_args += f",cache_path={tmp_path / 'cache.sqlite'},api_key_env={key_variable}"
         if endpoint == "completions":
             model_args += f",tokenizer={smollm2_path},tokenizer_backend=huggingface"
-        run_lm_eval(
-            ["--model", model, "--model_args", model_args, "--tasks", "capcal_gsm8k", "--repeats", "4",
-             "--limit", "3", "--data_dir", "bundled", "--apply_chat_template",
+        assert main(
+            ["eval", "--model", model, "--model_args", model_args, "--tasks", "capcal_gsm8k",
+             "--repeats", "4", "--limit", "3", "--data_dir", "bundled", "--apply_chat_template",
              "--gen_kwargs", "max_gen_toks=16", "--log_samples", "--output_path", str(tmp_path / "out")]
-        )  # fmt: skip
+        ) == 0  # fmt: skip
     table = load_run(tmp_path / "out")
     assert len(table) == 3 and (table["n"] == 4).all()
     assert all(len(set(responses)) > 1 for responses in table["responses"])
@@ -738,7 +696,8 @@ def test_a_run_killed_at_several_points_resumes_to_the_uninterrupted_samples(
         command = [
             sys.executable,
             "-c",
-            f"from analysis.cli import main; main({arguments(proxy.base_url, 'resumed')!r})",
+            "from analysis.cli import main; "
+            f"raise SystemExit(main({arguments(proxy.base_url, 'resumed')!r}))",
         ]
         for kill_at in KILL_AFTER:
             log_path = tmp_path / f"killed-at-{kill_at}.log"

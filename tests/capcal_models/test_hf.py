@@ -1,8 +1,9 @@
 """capcal-hf against stock lm-eval ``hf`` and transformers, on the real SmolLM2.
 
-Sampling statistics are judged with the helpers in sampling_checks.py (shared with the vLLM tests). Every
-sampled run uses a fixed run seed (1234), so each test is deterministic; the tolerances say how unlikely a
-failure would be if capcal-hf sampled exactly like stock ``hf``:
+The sampler's parts (logit warping, inverse-CDF sampling, parameter resolution, stop sequences) are tested
+in test_decoding.py. Sampling statistics are judged with the helpers in sampling_checks.py (shared with the
+vLLM tests). Every sampled run uses a fixed run seed (1234), so each test is deterministic; the tolerances
+say how unlikely a failure would be if capcal-hf sampled exactly like stock ``hf``:
 
 - token-level equivalence: first tokens of 2000 samples per prompt against transformers' own warped
   distribution, chi-square goodness of fit, p > 0.001;
@@ -22,35 +23,19 @@ from pathlib import Path
 import pytest
 import torch
 from lm_eval.api.instance import Instance
-from scipy.stats import chisquare
-from transformers import GenerationConfig
-from transformers.generation.logits_process import (
-    LogitsProcessorList,
-    MinPLogitsWarper,
-    TemperatureLogitsWarper,
-    TopKLogitsWarper,
-    TopPLogitsWarper,
-)
 
-from capcal_models.decoding import (
-    TRANSFORMERS_SAMPLING_DEFAULTS,
-    PromptJob,
-    SamplingParams,
-    StopSequences,
-    filter_logits,
-    resolve_sampling_params,
-    sample_continuations,
-    sample_tokens,
-)
+from capcal_models.decoding import PromptJob, SamplingParams, sample_continuations
 
 sys.path.insert(0, str(Path(__file__).parent))  # sampling_checks.py, shared with the vLLM tests
 from sampling_checks import (  # noqa: E402
+    chi_square,
     cloned_requests,
     duplicate_excess,
     gsm8k_task,
     mean_difference_z,
     samples_by_question,
     stratified_permutation_pvalue,
+    transformers_scores,
 )
 
 QUESTIONS, K, MAX_GEN_TOKS, RUN_SEED = 5, 4, 16, 1234
@@ -59,89 +44,6 @@ QUESTIONS, K, MAX_GEN_TOKS, RUN_SEED = 5, 4, 16, 1234
 def gsm8k_requests(lm, questions: int, k: int, **gen_kwargs) -> list[Instance]:
     """lm-eval's capcal_gsm8k requests of the first questions, k clones each, ``gen_kwargs`` added."""
     return cloned_requests(gsm8k_task(lm, questions), questions, k, **gen_kwargs)
-
-
-def _transformers_scores(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
-    warpers = LogitsProcessorList()
-    if params.temperature != 1.0:
-        warpers.append(TemperatureLogitsWarper(params.temperature))
-    if params.top_k:
-        warpers.append(TopKLogitsWarper(params.top_k))
-    if params.top_p < 1.0:
-        warpers.append(TopPLogitsWarper(params.top_p))
-    if params.min_p is not None:
-        warpers.append(MinPLogitsWarper(params.min_p))
-    return warpers(None, logits.float().clone())
-
-
-WARPER_SETTINGS = [
-    SamplingParams(True, temperature=1.0, top_k=50),
-    SamplingParams(True, temperature=0.7, top_k=None, top_p=0.9),
-    SamplingParams(True, temperature=1.3, top_k=20, top_p=0.8, min_p=0.05),
-    SamplingParams(True, temperature=1.0, top_k=None, min_p=0.1),
-]
-
-
-@pytest.mark.parametrize("params", WARPER_SETTINGS, ids=str)
-def test_filter_logits_equals_transformers_warpers(params):
-    logits = torch.randn(8, 1000, generator=torch.Generator().manual_seed(0)) * 4
-    assert torch.equal(filter_logits(logits, params), _transformers_scores(logits, params))
-
-
-@pytest.mark.parametrize("params", WARPER_SETTINGS, ids=str)
-def test_inverse_cdf_sampling_draws_from_the_warped_distribution(params):
-    logits = torch.randn(1, 300, generator=torch.Generator().manual_seed(1)) * 3
-    expected = _transformers_scores(logits, params).softmax(dim=-1)[0].double()
-    draws = 20000
-    uniforms = torch.rand(draws, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    tokens = sample_tokens(logits.expand(draws, -1), params, uniforms)
-    assert expected[tokens].min() > 0  # never a filtered token
-    counts = torch.bincount(tokens, minlength=300).double()
-    _, p_value = _chi_square(counts, expected)
-    assert p_value > 1e-3
-
-
-def _chi_square(counts: torch.Tensor, probabilities: torch.Tensor) -> tuple[float, float]:
-    """Chi-square goodness of fit; tokens expected fewer than 5 times are pooled into one bin."""
-    expected = probabilities / probabilities.sum() * counts.sum()
-    large = expected >= 5
-    observed = torch.cat([counts[large], counts[~large].sum().reshape(1)])
-    expected = torch.cat([expected[large], expected[~large].sum().reshape(1)])
-    keep = expected > 0
-    statistic, p_value = chisquare(observed[keep].numpy(), expected[keep].numpy())
-    return float(statistic), float(p_value)
-
-
-def test_sampling_parameters_resolve_like_transformers_generate():
-    defaults = GenerationConfig._get_default_generation_params()
-    for name, value in TRANSFORMERS_SAMPLING_DEFAULTS.items():
-        assert defaults.get(name) == value, name
-    # Unset values come from transformers' defaults (top_k 50), as with stock hf.
-    assert resolve_sampling_params({"do_sample": True, "temperature": 1.0}, GenerationConfig()) == (
-        SamplingParams(do_sample=True, temperature=1.0, top_k=50, top_p=1.0)
-    )
-    # The model's generation config comes before the defaults, the request before both.
-    configured = GenerationConfig(top_k=20, top_p=0.9, temperature=0.6)
-    assert resolve_sampling_params({"do_sample": True, "temperature": 0.8}, configured) == (
-        SamplingParams(do_sample=True, temperature=0.8, top_k=20, top_p=0.9)
-    )
-    assert resolve_sampling_params({"do_sample": True, "top_k": 0}, GenerationConfig()).top_k is None
-    assert not resolve_sampling_params({"do_sample": False, "temperature": 0.0}, GenerationConfig()).do_sample
-
-
-@pytest.mark.parametrize(
-    "gen_kwargs, config",
-    [
-        ({"do_sample": True, "repetition_penalty": 1.2}, GenerationConfig()),
-        ({"do_sample": True, "num_beams": 4}, GenerationConfig()),
-        ({"do_sample": True, "no_such_setting": 1}, GenerationConfig()),
-        ({"do_sample": True}, GenerationConfig(repetition_penalty=1.05)),
-        ({"do_sample": True, "temperature": 0.0}, GenerationConfig()),
-    ],
-)
-def test_unsupported_generation_settings_raise(gen_kwargs, config):
-    with pytest.raises(ValueError):
-        resolve_sampling_params(gen_kwargs, config)
 
 
 def test_capcal_hf_is_registered_next_to_lm_evals_models():
@@ -155,30 +57,7 @@ def test_capcal_hf_is_registered_next_to_lm_evals_models():
     assert get_model("capcal-hf") is CapcalHFLM
 
 
-def test_neutral_generation_settings_are_accepted():
-    gen_kwargs = {"do_sample": True, "repetition_penalty": 1.0, "num_beams": 1}
-    assert resolve_sampling_params(gen_kwargs, GenerationConfig(repetition_penalty=1.05)).do_sample
-
-
 # ------------------------------------------------------------------------------------------ real model
-
-
-@pytest.fixture(scope="module")
-def tokenizer(smollm2_path):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(smollm2_path)
-
-
-def test_stop_sequences_are_found_in_the_last_tokens(tokenizer):
-    stop = StopSequences(tokenizer, ["Question:", "\n\n"])
-    rows = [
-        tokenizer.encode("The answer is 4.\n\nQuestion:", add_special_tokens=False),
-        tokenizer.encode("The answer is 4. Quest", add_special_tokens=False),
-        # "Question:" spelled one character per token still ends the row.
-        [tokenizer.convert_tokens_to_ids(c) for c in "Question:"],
-    ]
-    assert stop.found(rows) == [True, False, True]
 
 
 @pytest.fixture(scope="module")
@@ -380,11 +259,11 @@ def test_first_tokens_follow_transformers_distribution(models):
         ids = capcal.tok_batch_encode([prompt])[0][0].tolist()
         with torch.inference_mode():
             logits = model(torch.tensor([ids])).logits[:, -1]
-        expected = _transformers_scores(logits, params).softmax(dim=-1)[0].double()
+        expected = transformers_scores(logits, params).softmax(dim=-1)[0].double()
         job = PromptJob(ids, seeds=list(range(2000)))
         sample_continuations(model, [job], params, 1, None, set(), max_rows=250)
         counts = torch.bincount(torch.tensor([out[0] for out in job.outputs]), minlength=len(expected))
-        _, p_value = _chi_square(counts.double(), expected)
+        _, p_value = chi_square(counts.double(), expected)
         assert p_value > 1e-3, (params, p_value)
 
 

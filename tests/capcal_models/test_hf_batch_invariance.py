@@ -45,8 +45,9 @@ def reference(lm) -> dict[tuple[str, int], str]:
 
 @pytest.mark.slow
 def test_samples_are_identical_at_batch_sizes_3_and_16(lm, reference):
-    """Batch size 3 also runs the padding rows that keep every step at 4 rows or more (batch size 1 pads the
-    same way and is slower; test_hf_resume.py's kill-and-resume test runs at batch size 1)."""
+    """Batch size 3 also runs the padding rows that keep every step at the machine's batch-invariant row
+    floor (``batch_invariant_rows``; batch size 1 pads the same way and is slower; test_hf_resume.py's
+    kill-and-resume test runs at batch size 1)."""
     other = _samples(lm, 3)
     changed = sorted(key for key in reference if other[key] != reference[key])
     assert not changed, f"batch size 3: {len(changed)} of {len(reference)} samples changed"

