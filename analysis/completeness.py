@@ -1,24 +1,31 @@
-"""Is a run complete? Per (model, task, run): every question logged, every question with its k samples.
+"""Is a run complete? Per (model, task, run): every question logged, every question with its k samples, every
+confidence record joined to a question.
 
 lm-eval writes the results and samples files only when a run finishes, so a run that was killed leaves no
 files (its finished samples are in capcal's sample cache; re-running the same command resumes it). A run
 that finished can still be short of what was asked for: questions missing from the samples file (a
-truncated or hand-edited file), questions with fewer than the task's k responses, or empty responses (what
-``capcal-api`` returns for requests that still failed at the end with ``allow_failures=True``, or a model
-that generated nothing). ``check_run`` counts each of these; ``capcal check OUTPUT_DIR`` prints them and
-exits with status 1 when a run is incomplete.
+truncated or hand-edited file), questions with fewer than the task's k responses, null responses (a
+response that was never produced; never read as the text "None"), or empty responses (what ``capcal-api``
+returns for requests that still failed at the end with ``allow_failures=True``, or a model that generated
+nothing). A confidence run is incomplete when some of its records have no question in a sampling run of
+the same model and target task (or its target task is not declared). ``check_run`` counts each of these;
+``capcal check OUTPUT_DIR`` prints them and exits with status 1 when a run is incomplete. Every file is read
+once (``analysis.runs.load_runs``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from analysis.runs import find_samples_files, load_run
+from analysis.joins import JoinReport, join_report
+from analysis.runs import SamplesFile, load_runs
 from capcal_tasks.sampling import is_sampling_config
 
-__all__ = ["check_run"]
+__all__ = ["CHECK_COLUMNS", "check_run"]
 
 CHECK_COLUMNS = [
     "model",
@@ -28,57 +35,171 @@ CHECK_COLUMNS = [
     "questions_expected",
     "k",
     "questions_short_of_k",
+    "null_responses",
     "empty_responses",
+    "unmatched",
     "complete",
     "problems",
 ]
 
 
-def check_run(output_dir: str | Path) -> pd.DataFrame:
-    """One row per (model, task, run) of capcal's sampling tasks under ``output_dir``, with columns
+def check_run(output_dir: str | Path | Sequence[str | Path]) -> pd.DataFrame:
+    """One row per distinct (model, task, run) of capcal's sampling and confidence tasks under
+    ``output_dir`` (a folder or several), with columns
 
-    ``questions`` (logged), ``questions_expected`` (lm-eval's "n-samples" count in the results file),
-    ``k`` (the task's ``repeats``), ``questions_short_of_k`` (questions with fewer than k responses),
-    ``empty_responses`` (responses that are empty after stripping whitespace), ``complete`` (no problem
-    found) and ``problems`` (a readable list, empty when complete). Malformed logs raise
-    ``analysis.runs.RunFormatError`` (file and line), as in ``load_run``.
+    ``questions`` (logged questions or confidence records), ``questions_expected`` (lm-eval's "n-samples"
+    count in the results file), ``k`` (the task's ``repeats``), ``questions_short_of_k`` (questions with
+    fewer than k responses), ``null_responses`` (null responses), ``empty_responses`` (responses that are
+    empty after stripping whitespace), ``unmatched`` (confidence records without a question of the same
+    model and target task), ``complete`` (no problem found) and ``problems`` (a readable list, empty when
+    complete). The join reports of the confidence runs are in ``result.attrs["joins"]``. Malformed logs
+    raise ``analysis.runs.RunFormatError`` (file and line); a folder without capcal sampling or confidence
+    records raises ``FileNotFoundError`` saying what it holds instead.
     """
-    table = load_run(output_dir)
-    files = {(f.model, f.task, f.run_id): f for f in find_samples_files(output_dir)}
-    rows = []
-    for (model, task, run_id), group in table.groupby(["model", "task", "run_id"], sort=True):
-        file = files[(model, task, run_id)]
-        repeats = file.task_config.get("repeats")
-        k = (
-            int(repeats)
-            if isinstance(repeats, int) and not isinstance(repeats, bool)
-            else int(group["n"].max())
+    roots = [output_dir] if isinstance(output_dir, (str, Path)) else list(output_dir)
+    collection = load_runs(roots, select="all", allow_null_responses=True)
+    table, elicited = collection.questions, collection.confidences
+    if table.empty and elicited.empty:
+        raise FileNotFoundError(
+            f"no capcal sampling or confidence samples under {', '.join(map(str, roots))} "
+            f"(expected samples_capcal_*.jsonl from --log_samples); {collection.found()}"
         )
-        short = int((group["n"] < k).sum())
-        empty = int(sum(not response.strip() for responses in group["responses"] for response in responses))
-        problems = []
-        if not file.has_results:
-            problems.append(f"no results file beside {file.path.name}")
-        elif not is_sampling_config(file.task_config):
-            problems.append("the results file does not describe this task as a capcal sampling task")
-        if file.logged_questions is not None and len(group) != file.logged_questions:
-            problems.append(f"{len(group)} questions logged, the results file counts {file.logged_questions}")
-        if short:
-            problems.append(f"{short} question(s) with fewer than k = {k} responses")
-        if empty:
-            problems.append(f"{empty} empty response(s)")
-        rows.append(
-            {
-                "model": model,
-                "task": task,
-                "run_id": run_id,
-                "questions": len(group),
-                "questions_expected": file.logged_questions,
-                "k": k,
-                "questions_short_of_k": short,
-                "empty_responses": empty,
-                "complete": not problems,
-                "problems": "; ".join(problems),
-            }
+    by_run = {file.run_key: file for file in collection.files}
+    rows = [
+        _sampling_row(by_run[run_key], task, run_id, group) for task, run_id, run_key, group in _runs(table)
+    ]
+    question_keys = set(zip(table["model_id"], table["task"], table["question_id"], strict=True))
+    joins = []
+    for task, run_id, run_key, group in _runs(elicited):
+        report = _confidence_join(by_run[run_key], task, group, question_keys)
+        joins.append(report)
+        rows.append(_confidence_row(by_run[run_key], task, run_id, group, report))
+    checks = pd.DataFrame(rows, columns=CHECK_COLUMNS)
+    checks.attrs["joins"] = joins
+    checks.attrs["duplicates"] = collection.duplicates
+    checks.attrs["skipped"] = collection.skipped
+    return checks
+
+
+def _runs(frame: pd.DataFrame) -> Iterator[tuple[str, str, str, pd.DataFrame]]:
+    """(task, run_id, run_key, rows) of each run in a question or confidence table, by (model, task, run)."""
+    for (_, task, run_id, run_key), group in frame.groupby(["model", "task", "run_id", "run_key"], sort=True):
+        yield task, run_id, run_key, group
+
+
+def _samples_per_question(file: SamplesFile, group: pd.DataFrame) -> int:
+    """k: the task's ``repeats`` from the results file, else the most responses any question has."""
+    repeats = file.task_config.get("repeats")
+    if isinstance(repeats, int) and not isinstance(repeats, bool):
+        return int(repeats)
+    return int(group["n"].max())
+
+
+def _empty_responses(group: pd.DataFrame) -> int:
+    """Responses that are empty after stripping whitespace (null responses are counted apart)."""
+    return int(
+        sum(
+            response is not None and not response.strip()
+            for responses in group["responses"]
+            for response in responses
         )
-    return pd.DataFrame(rows, columns=CHECK_COLUMNS)
+    )
+
+
+def _file_problems(file: SamplesFile, logged: int, noun: str, *, sampling: bool) -> list[str]:
+    """What the results file beside a run's samples file says against it: missing, not a sampling task
+    (``sampling`` runs only), or another count of ``noun`` (questions or records) than ``logged``."""
+    problems = []
+    if not file.has_results:
+        problems.append(f"no results file beside {file.path.name}")
+    elif sampling and not is_sampling_config(file.task_config):
+        problems.append("the results file does not describe this task as a capcal sampling task")
+    if file.logged_questions is not None and logged != file.logged_questions:
+        problems.append(f"{logged} {noun} logged, the results file counts {file.logged_questions}")
+    return problems
+
+
+def _row(
+    file: SamplesFile, task: str, run_id: str, questions: int, problems: list[str], **counts: Any
+) -> dict:
+    """A ``CHECK_COLUMNS`` row; ``counts`` sets ``k`` and the problem counts (0, k None, when not given)."""
+    return {
+        "model": file.model,
+        "task": task,
+        "run_id": run_id,
+        "questions": questions,
+        "questions_expected": file.logged_questions,
+        "k": counts.get("k"),
+        "questions_short_of_k": counts.get("questions_short_of_k", 0),
+        "null_responses": counts.get("null_responses", 0),
+        "empty_responses": counts.get("empty_responses", 0),
+        "unmatched": counts.get("unmatched", 0),
+        "complete": not problems,
+        "problems": "; ".join(problems),
+    }
+
+
+def _sampling_row(file: SamplesFile, task: str, run_id: str, group: pd.DataFrame) -> dict:
+    """The check of one sampling run: questions short of k, null and empty responses, the results file."""
+    k = _samples_per_question(file, group)
+    short = int((group["n"] < k).sum())
+    null = int(group["null_responses"].sum())
+    empty = _empty_responses(group)
+    problems = _file_problems(file, len(group), "questions", sampling=True)
+    if short:
+        problems.append(f"{short} question(s) with fewer than k = {k} responses")
+    if null:
+        problems.append(f"{null} null response(s) (missing)")
+    if empty:
+        problems.append(f"{empty} empty response(s)")
+    return _row(
+        file,
+        task,
+        run_id,
+        len(group),
+        problems,
+        k=k,
+        questions_short_of_k=short,
+        null_responses=null,
+        empty_responses=empty,
+    )
+
+
+def _target_task(group: pd.DataFrame) -> str | None:
+    """The sampling task a confidence run scores (one per run), None when it declares none."""
+    target = group["target_task"].iloc[0]
+    return None if pd.isna(target) else str(target)
+
+
+def _confidence_join(
+    file: SamplesFile, task: str, group: pd.DataFrame, question_keys: set[tuple[str, str, str]]
+) -> JoinReport:
+    """The join of a confidence run's records to the questions of the same model and its target task
+    (``question_keys``: (model_id, task, question_id) of every sampling question)."""
+    model_id = file.model_id
+    target = _target_task(group)
+    keys = list(group["question_id"])  # one model and one target task per run: question ids suffice
+    targets = [qid for m, task_name, qid in question_keys if m == model_id and task_name == target]
+    notes = [] if target is not None else [f"{task} declares no target task (capcal_target_task)"]
+    if str(model_id).startswith("unresolved:"):
+        notes.append(f"model {file.model} known only by its label (unresolved checkpoint)")
+    return join_report(
+        f"{task} ({file.model}) -> {target or 'no target'}",
+        keys,
+        targets,
+        left_name="records",
+        right_name=f"{target} questions" if target else "target questions",
+        notes=notes,
+    )
+
+
+def _confidence_row(
+    file: SamplesFile, task: str, run_id: str, group: pd.DataFrame, report: JoinReport
+) -> dict:
+    """The check of one confidence run: the results file, and records without a question (``report``)."""
+    problems = _file_problems(file, len(group), "records", sampling=False)
+    if report.unmatched_left:
+        problems.append(report.summary())
+    elif _target_task(group) is None:
+        problems.append(report.notes[0])
+    return _row(file, task, run_id, len(group), problems, unmatched=report.unmatched_left)

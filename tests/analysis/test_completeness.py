@@ -57,7 +57,9 @@ def test_complete_run_has_no_problems(tmp_path: Path) -> None:
             "questions_expected": 3,
             "k": K,
             "questions_short_of_k": 0,
+            "null_responses": 0,
             "empty_responses": 0,
+            "unmatched": 0,
             "complete": True,
             "problems": "",
         }
@@ -91,3 +93,83 @@ def test_malformed_logs_still_raise_with_the_line(tmp_path: Path) -> None:
     samples.write_text(samples.read_text() + '{"doc_id": 1, "resps": [["4"\n')
     with pytest.raises(RunFormatError, match=r"samples_capcal_toy_.*\.jsonl:2"):
         check_run(root)
+
+
+def test_null_response_makes_a_run_incomplete_never_the_text_none(tmp_path: Path) -> None:
+    """A null response (hand-edited or broken writer) is counted as missing, not read as "None"."""
+    line = _line(0, ["4", "5", "4", "3"])
+    line["resps"] = [["4", None, "4", "3"]]
+    line["extracted_answers"][1] = None
+    line["correctness"][1] = 0
+    root = _write(tmp_path, [line, _line(1, ["4"] * K)])
+    checks = check_run(root)
+    assert checks.loc[0, "null_responses"] == 1 and not checks.loc[0, "complete"]
+    assert "1 null response(s) (missing)" in checks.loc[0, "problems"]
+    assert checks.loc[0, "empty_responses"] == 0  # None is not an empty text either
+
+
+def _confidence(folder: Path, question_ids: list[str], target: str | None = "capcal_toy") -> None:
+    task = "capcal_toy_verbalized"
+    lines = [
+        {
+            "doc_id": i,
+            "doc": {"question_id": q},
+            "resps": [["\\boxed{0.5}"]],
+            "verbalized_confidence": 0.5,
+            "parse_success": 1,
+            "parse_failures": 0,
+        }
+        for i, q in enumerate(question_ids)
+    ]
+    (folder / f"samples_{task}_{DATE}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    path = folder / f"results_{DATE}.json"
+    results = json.loads(path.read_text())
+    metadata = {"capcal_task": "verbalized", "capcal_role": "confidence"}
+    if target:
+        metadata["capcal_target_task"] = target
+    results["results"][task] = {}
+    results["configs"][task] = {"metadata": metadata}
+    path.write_text(json.dumps(results))
+
+
+def test_confidence_records_without_a_question_are_counted(tmp_path: Path) -> None:
+    root = _write(tmp_path, [_line(i, ["4"] * K) for i in range(2)])
+    _confidence(root / "model__toy", ["toy/0", "toy/1", "toy/7", "toy/8"])
+    checks = check_run(root).set_index("task")
+    assert bool(checks.loc["capcal_toy", "complete"])
+    assert checks.loc["capcal_toy_verbalized", "unmatched"] == 2
+    assert not checks.loc["capcal_toy_verbalized", "complete"]
+    assert "toy/7" in checks.loc["capcal_toy_verbalized", "problems"]
+    (report,) = check_run(root).attrs["joins"]
+    assert (report.matched, report.unmatched_left) == (2, 2)
+
+
+def test_confidence_task_without_declared_target_is_incomplete(tmp_path: Path) -> None:
+    root = _write(tmp_path, [_line(0, ["4"] * K)])
+    _confidence(root / "model__toy", ["toy/0"], target=None)
+    with pytest.raises(ValueError, match="capcal_target_task"):
+        check_run(root)  # the declaration itself is malformed: a confidence role needs a target
+
+
+def test_a_backup_copy_is_checked_once(tmp_path: Path) -> None:
+    import shutil
+
+    root = _write(tmp_path, [_line(i, ["4"] * K) for i in range(3)])
+    shutil.copytree(root / "model__toy", root / "model__toy" / "backup")
+    checks = check_run(root)
+    assert len(checks) == 1 and checks.loc[0, "questions"] == 3
+    assert len(checks.attrs["duplicates"]) == 1
+
+
+def test_undeclared_confidence_task_is_never_complete(tmp_path: Path) -> None:
+    """No declaration at all: its records join nothing (no guess from the name), and check says why."""
+    root = _write(tmp_path, [_line(0, ["4"] * K)])
+    folder = root / "model__toy"
+    _confidence(folder, ["toy/0"])
+    results = json.loads((folder / f"results_{DATE}.json").read_text())
+    results["configs"]["capcal_toy_verbalized"] = {"metadata": {"capcal_task": "verbalized"}}
+    (folder / f"results_{DATE}.json").write_text(json.dumps(results))
+    checks = check_run(root).set_index("task")
+    row = checks.loc["capcal_toy_verbalized"]
+    assert not row["complete"] and row["unmatched"] == 1
+    assert "declares no target task" in row["problems"]

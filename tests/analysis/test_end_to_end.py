@@ -5,11 +5,14 @@ Runs the real ``capcal`` and ``lm_eval`` command lines in subprocesses (minutes 
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -133,3 +136,113 @@ def test_stock_lm_eval_runs_the_task_with_include_path(tmp_path, smollm2_path, s
     assert result.returncode == 0, result.stderr[-4000:]
     (line,) = _samples_lines(tmp_path, "capcal_gsm8k")
     assert len(line["resps"][0]) == 16 == len(line["correctness"])  # the YAML's default repeats
+
+
+# ---------------------------------------------------------------- MATH-500 + AIME with Probe-MATH
+MATH_LIMIT, MATH_K, MATH_TOKS = 12, 2, 16
+
+
+def _sections(markdown: str) -> dict[str, str]:
+    """The report's ``## `` sections by title, with Markdown's backslash escapes and entities undone."""
+    text = html.unescape(re.sub(r"\\(.)", r"\1", markdown))
+    parts = re.split(r"^## (.+)$", text, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+@pytest.fixture(scope="session")
+def math_runs(tmp_path_factory, smollm2_path, shared_data) -> tuple[Path, float]:
+    """Sampling with activations (capcal-hf) on MATH-500, AIME 2025 and MATH train, then P(True) (stock hf)
+    on the same questions: (lm-eval output folder, seconds). MATH train is not in ../shared/data, so its
+    local file holds MATH-500 problems 401-416 (real MATH problems, none of them among the evaluated first
+    12); the tasks read it as capcal_math_train."""
+    root = tmp_path_factory.mktemp("math_runs")
+    data = root / "data"
+    (data / "math").mkdir(parents=True)
+    for name in ("math500", "aime2025"):
+        (data / name).symlink_to(shared_data / name, target_is_directory=True)
+    lines = (shared_data / "math500" / "test.jsonl").read_text(encoding="utf-8").splitlines()
+    (data / "math" / "train.jsonl").write_text("\n".join(lines[400:416]) + "\n", encoding="utf-8")
+    output, activations = root / "lm_eval", root / "activations"
+    common = ["--limit", str(MATH_LIMIT), "--apply_chat_template", "--batch_size", "16", "--log_samples",
+              "--output_path", str(output), "--data_dir", str(data)]  # fmt: skip
+    sampler = f"pretrained={smollm2_path},activations={activations}"
+    commands = [
+        CAPCAL + ["eval", "--model", "capcal-hf", "--model_args", sampler,
+                  "--tasks", "capcal_math500,capcal_aime25,capcal_math_train", "--repeats", str(MATH_K),
+                  "--gen_kwargs", f"max_gen_toks={MATH_TOKS}", "--seed", "7", *common],
+        CAPCAL + ["eval", "--model", "hf", "--model_args", f"pretrained={smollm2_path}",
+                  "--tasks", "capcal_math500_ptrue,capcal_aime25_ptrue,capcal_math_train_ptrue", *common],
+    ]  # fmt: skip
+    started = time.monotonic()
+    for command in commands:
+        result = subprocess.run(command, env=_env(shared_data), capture_output=True, text=True, timeout=900)
+        assert result.returncode == 0, result.stderr[-4000:]
+    return output, time.monotonic() - started
+
+
+@pytest.mark.slow
+def test_report_has_probe_math_and_isotonic_for_math500_and_aime(math_runs, tmp_path):
+    from analysis.report import ReportOptions, build_report
+
+    output, seconds = math_runs
+    print(f"MATH-500 + AIME + MATH train runs: {seconds:.0f} s")
+    files = build_report([output], tmp_path / "report", options=ReportOptions(n_resamples=50))
+    sections = _sections(files.markdown.read_text(encoding="utf-8"))
+    # MATH train is a calibration split: not reported as an evaluation task
+    assert set(sections) == {"Runs and task relations", "smollm2 · capcal_math500", "smollm2 · capcal_aime25"}
+    relations = sections["Runs and task relations"]
+    assert re.search(
+        r"^\| capcal_aime25 \| evaluation \| capcal_math_train \|  \| \S+results_", relations, re.M
+    )
+    assert re.search(r"^\| capcal_math_train \| calibration \|  \|  \| \S+results_", relations, re.M)
+    assert re.search(r"^\| capcal_aime25_ptrue \| confidence \|  \| capcal_aime25 \| ", relations, re.M)
+    for task, domain in (("capcal_math500", "in-domain"), ("capcal_aime25", "cross-domain")):
+        section = sections[f"smollm2 · {task}"]
+        trained = f"capcal_math_train ({MATH_LIMIT} questions, {domain}, declared in"
+        for estimator in ("probe", "isotonic_p_true"):
+            assert f"| {estimator} | {trained}" in section, (task, estimator)  # what it was trained on
+            assert f"| {estimator} | {MATH_LIMIT} | " in section, (task, estimator)  # in the metric tables
+        assert f"evaluated on {MATH_LIMIT} {task} questions" in section
+        assert f"fitted on {MATH_LIMIT} questions with p_true" in section
+        for joined in (
+            f"{task} <-> activations",
+            "capcal_math_train <-> activations",
+            "capcal_math_train <-> capcal_math_train_ptrue",
+            f"{task} <-> {task}_ptrue",
+        ):
+            assert f"| {joined} | {MATH_LIMIT} | {MATH_LIMIT} | {MATH_LIMIT} |" in section, joined
+        for run in (task, "capcal_math_train", f"{task}_ptrue", "capcal_math_train_ptrue"):
+            assert re.search(rf"^\| {run} \| \S+ \| [0-9T.-]+ \| True \| only run \|", section, re.M), run
+
+
+@pytest.mark.slow
+def test_capcal_report_calibration_option(math_runs, shared_data, tmp_path):
+    output, _ = math_runs
+    report = tmp_path / "report"
+    command = CAPCAL + ["report", str(output), "--output", str(report), "--resamples", "20",
+                        "--calibration", "capcal_aime25=capcal_math_train"]  # fmt: skip
+    result = subprocess.run(command, env=_env(shared_data), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    sections = _sections((report / "report.md").read_text(encoding="utf-8"))
+    assert (
+        f"| probe | capcal_math_train ({MATH_LIMIT} questions, cross-domain, override"
+        in sections["smollm2 · capcal_aime25"]
+    )
+    assert "override" not in sections["smollm2 · capcal_math500"]
+
+    bad = CAPCAL + [
+        "report",
+        str(output),
+        "--output",
+        str(report),
+        "--calibration",
+        "capcal_aime25=capcal_math500",
+    ]
+    result = subprocess.run(bad, env=_env(shared_data), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert re.fullmatch(
+        r"capcal report: error: override: task capcal_aime25: capcal_math500 is not a calibration task "
+        r"\(declared evaluation in \S+/results_[0-9T.-]+\.json\)",
+        line,
+    ), line

@@ -3,51 +3,29 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from analysis.runs import RunFormatError, load_run, summarize, write_question_table
-from capcal_tasks.sampling import score_responses
+from analysis.completeness import check_run
+from analysis.estimators.elicited import join_elicited, read_elicited
+from analysis.runs import (
+    LEADERBOARD_REASON,
+    RunFormatError,
+    load_run,
+    load_runs,
+    summarize,
+    write_question_table,
+)
 
-DATE = "2026-01-02T03-04-05.123456"
-
-
-def _line(doc_id: int, answers: list[str | None], gold: str = "4") -> dict:
-    responses = [f"... \\boxed{{{a}}}" if a is not None else "no idea" for a in answers]
-    record = score_responses(
-        responses, extract=lambda r: r.rsplit("{", 1)[1][:-1] if "{" in r else None, judge=lambda a: a == gold
-    )
-    question = f"What is {doc_id} + 4 - {doc_id}?"
-    return {
-        "doc_id": doc_id,
-        "doc": {"question": question, "question_id": f"toy/{doc_id:04d}"},
-        "target": gold,
-        "arguments": {"gen_args_0": {"arg_0": question, "arg_1": {}}},
-        "resps": [responses],
-        "filtered_resps": [responses],
-        "filter": "all_responses",
-        "metrics": list(record),
-        "doc_hash": f"hash{doc_id}",
-        **record,
-    }
-
-
-def _write_run(
-    root: Path, lines: list[dict | str], task: str = "capcal_toy", with_results: bool = True
-) -> Path:
-    folder = root / "model__x"
-    folder.mkdir(parents=True, exist_ok=True)
-    samples = folder / f"samples_{task}_{DATE}.jsonl"
-    samples.write_text("".join((json.dumps(x) if isinstance(x, dict) else x) + "\n" for x in lines))
-    if with_results:
-        results = {
-            "results": {task: {}},
-            "configs": {task: {"metadata": {"capcal_task": "sampling"}}},
-            "model_name": "toy-model",
-        }
-        (folder / f"results_{DATE}.json").write_text(json.dumps(results))
-    return samples
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the hostile corpus' log writers
+from hostile.logs import DATE  # noqa: E402
+from hostile.logs import sampling_line as _line  # noqa: E402
+from hostile.logs import write_run as _write_run  # noqa: E402
 
 
 def test_valid_run_round_trips(tmp_path):
@@ -122,3 +100,239 @@ def test_folders_without_capcal_samples(tmp_path):
     _write_run(tmp_path, [other], task="arc_easy", with_results=False)
     with pytest.raises(FileNotFoundError, match="no capcal sampling samples"):
         load_run(tmp_path)
+
+
+# ---------------------------------------------------------------- folders, run identity and selection
+
+LATER = "2026-05-06T07-08-09.000000"
+
+
+def _run(
+    root: Path,
+    folder: str,
+    lines: list[dict],
+    *,
+    task: str = "capcal_toy",
+    date: str = DATE,
+    model_name: str = "toy-model",
+    model_args: str | None = None,
+    metadata: dict | None = None,
+) -> Path:
+    directory = root / folder
+    directory.mkdir(parents=True, exist_ok=True)
+    samples = directory / f"samples_{task}_{date}.jsonl"
+    samples.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    results: dict = {
+        "results": {task: {}},
+        "configs": {task: {"metadata": metadata or {"capcal_task": "sampling"}}},
+        "model_name": model_name,
+    }
+    if model_args is not None:
+        results["config"] = {"model": "hf", "model_args": model_args}
+    (directory / f"results_{date}.json").write_text(json.dumps(results))
+    return samples
+
+
+LEADERBOARD_TASK = "capcal_arithmetic_calibration"
+
+
+def _leaderboard_line(doc_id: int) -> dict:
+    """A leaderboard task's samples line: its requests' responses and column items, no capcal record."""
+    return {
+        "doc_id": doc_id,
+        "doc": {"question": f"What is {doc_id} + 1?", "question_id": f"arithmetic/{doc_id:04d}"},
+        "target": str(doc_id + 1),
+        "resps": [["2", "3"], [["-1.0", "False"]], [["-2.0", "False"]], ["no idea"]],
+        "expected_accuracy": 0.5,
+        "n_samples": 2,
+        "ptrue_available": 1.0,
+        "ptrue_brier": 0.25,
+    }
+
+
+def test_leaderboard_runs_are_listed_as_not_used_and_named_when_nothing_else_is_found(tmp_path):
+    metadata = {"capcal_task": "leaderboard", "capcal_role": "evaluation"}
+    _run(
+        tmp_path,
+        "logged",
+        [_leaderboard_line(0), _leaderboard_line(1)],
+        task=LEADERBOARD_TASK,
+        metadata=metadata,
+    )
+    samples = _run(
+        tmp_path, "unlogged", [], task=LEADERBOARD_TASK, metadata=metadata, model_name="other-model"
+    )
+    samples.unlink()  # a run without --log_samples: only its results file
+    collection = load_runs([tmp_path])
+    assert collection.questions.empty and collection.confidences.empty and not collection.files
+    runs = collection.runs.set_index("model")
+    assert sorted(runs.index) == ["other-model", "toy-model"]
+    assert list(runs["kind"]) == ["leaderboard"] * 2 and not runs["used"].any()
+    assert set(runs["reason"]) == {LEADERBOARD_REASON}
+    assert runs.loc["other-model", "samples_path"] is None and runs.loc["toy-model", "records"] == 0
+    expected = f"{LEADERBOARD_TASK} (leaderboard run {DATE}): {LEADERBOARD_REASON}"
+    for read, nothing in [
+        (load_run, "no capcal sampling samples"),
+        (check_run, "no capcal sampling or confidence samples"),
+        (read_elicited, "no capcal confidence-task samples"),
+    ]:
+        with pytest.raises(FileNotFoundError, match=nothing) as error:
+            read(tmp_path)
+        assert expected in str(error.value) and "\n" not in str(error.value), read
+
+    _run(tmp_path, "sampled", [_line(0, ["4"] * 4)])  # beside a sampling run: still listed, left out
+    collection = load_runs([tmp_path])
+    assert len(collection.questions) == 1
+    assert sorted(zip(collection.runs["kind"], collection.runs["used"], strict=True)) == [
+        ("leaderboard", False),
+        ("leaderboard", False),
+        ("sampling", True),
+    ]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="found no lm-eval results or samples files"):
+        load_run(empty)
+
+
+def test_run_reached_twice_is_read_once(tmp_path):
+    """A folder given twice, a folder and its sub-folder, a backup/ copy: 2 questions, not 4 or 8."""
+    _run(tmp_path, "m", [_line(0, ["4"] * 4), _line(1, ["5"] * 4)])
+    shutil.copytree(tmp_path / "m", tmp_path / "m" / "backup")
+    collection = load_runs([tmp_path, tmp_path / "m", tmp_path, tmp_path / "m" / "backup"])
+    assert list(collection.questions["question_id"]) == ["toy/0000", "toy/0001"]
+    assert len(collection.runs) == 1 and bool(collection.runs.loc[0, "used"])
+    (copy, original) = collection.duplicates[0]
+    assert "backup" in str(copy) and "backup" not in str(original)
+    assert len(load_run(tmp_path)) == 2
+
+
+def test_same_content_under_another_folder_name_is_one_run_different_content_is_not(tmp_path):
+    _run(tmp_path, "a", [_line(0, ["4"] * 4)])
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    assert len(load_runs([tmp_path]).runs) == 1
+    _run(tmp_path, "c", [_line(0, ["5"] * 4)])  # same model, task and time; different content
+    collection = load_runs([tmp_path])
+    runs = collection.runs
+    assert len(runs) == 2 and runs["used"].sum() == 1
+    assert "different content" in runs.loc[~runs["used"], "reason"].iloc[0]
+
+
+def test_symlinked_folders_are_followed_and_loops_end(tmp_path):
+    _run(tmp_path / "store", "model", [_line(0, ["4"] * 4)])
+    out = tmp_path / "out"
+    out.mkdir()
+    os.symlink(tmp_path / "store" / "model", out / "model")  # a model folder that is a symlink
+    os.symlink(out, out / "model_again")  # a loop back to the output folder
+    os.symlink(tmp_path / "store" / "model", tmp_path / "store" / "model" / "self")  # a loop onto itself
+    collection = load_runs([out])
+    assert list(collection.questions["doc_id"]) == [0] and len(collection.runs) == 1
+
+
+def test_folder_named_like_a_samples_file_is_skipped_with_a_reason(tmp_path):
+    _run(tmp_path, "m", [_line(0, ["4"] * 4)])
+    (tmp_path / "m" / f"samples_capcal_toy_{LATER}.jsonl").mkdir()
+    collection = load_runs([tmp_path])
+    assert len(collection.questions) == 1
+    ((path, reason),) = collection.skipped
+    assert path.name.startswith("samples_") and "named like" in reason
+
+
+def test_latest_run_is_used_and_the_choice_is_recorded_and_can_be_overridden(tmp_path):
+    old = _run(tmp_path, "m", [_line(0, ["4"] * 4)])
+    new = _run(tmp_path, "m", [_line(0, ["5"] * 4)], date=LATER)
+    collection = load_runs([tmp_path])
+    assert list(collection.questions["expected_accuracy"]) == [0.0]  # the later run: all wrong
+    runs = collection.runs.set_index("run_id")
+    assert runs.loc[LATER, "reason"] == "latest run" and runs.loc[LATER, "samples_path"] == new
+    assert not runs.loc[DATE, "used"] and runs.loc[DATE, "reason"].startswith("older than the used run")
+
+    for select in (
+        [DATE],
+        [str(old)],
+        [str(old.parent / f"results_{DATE}.json")],
+        {("toy-model", "capcal_toy"): DATE},
+    ):
+        chosen = load_runs([tmp_path], select=select)
+        assert list(chosen.questions["expected_accuracy"]) == [1.0], select
+        assert chosen.runs.set_index("run_id").loc[DATE, "reason"] == "selected"
+    key = runs.loc[DATE, "run_key"]
+    assert list(load_runs([tmp_path], select=[key[:12]]).questions["run_id"]) == [DATE]
+    with pytest.raises(ValueError, match="matches no run"):
+        load_runs([tmp_path], select=["2031-01-01T00-00-00"])
+    with pytest.raises(ValueError, match="matches no run"):
+        load_runs([tmp_path], select={("toy-model", "capcal_toy"): "nothing"})
+    assert sorted(load_run(tmp_path)["run_id"]) == [DATE, LATER]  # load_run keeps every distinct run
+
+
+@pytest.fixture(scope="module")
+def changed_checkpoint(smollm2_path, tmp_path_factory) -> Path:
+    """SmolLM2 with one weight byte changed (other files linked): another model under the same name."""
+    folder = tmp_path_factory.mktemp("changed") / "smollm2"
+    folder.mkdir()
+    for path in smollm2_path.iterdir():
+        if path.name == "model.safetensors":
+            shutil.copyfile(path, folder / path.name)
+        else:
+            os.symlink(path, folder / path.name)
+    weights = folder / "model.safetensors"
+    with weights.open("r+b") as handle:
+        handle.seek(weights.stat().st_size - 1)
+        last = handle.read(1)
+        handle.seek(-1, os.SEEK_CUR)
+        handle.write(bytes([last[0] ^ 0x01]))
+    return folder
+
+
+def test_model_identity_is_the_checkpoint_not_its_name(tmp_path, smollm2_path, changed_checkpoint):
+    """Trailing slash and symlink join; a changed checkpoint under the same name does not."""
+    from capcal_models.model_identity import checkpoint_fingerprint
+
+    os.symlink(smollm2_path, tmp_path / "link")
+    confidence = {
+        "capcal_task": "verbalized",
+        "capcal_role": "confidence",
+        "capcal_target_task": "capcal_toy",
+    }
+    _run(tmp_path, "a", [_line(0, ["4"] * 4)], model_name="smollm2", model_args=f"pretrained={smollm2_path}")
+    verbalized = {"doc_id": 0, "doc": {"question_id": "toy/0000"}, "resps": [["\\boxed{0.7}"]]}
+    verbalized.update(verbalized_confidence=0.7, parse_success=1, parse_failures=0)
+    _run(
+        tmp_path,
+        "b",
+        [verbalized],
+        task="capcal_toy_verbalized",
+        model_name="smollm2/",
+        model_args=f"pretrained={smollm2_path}/,dtype=float32",
+        metadata=confidence,
+    )
+    _run(
+        tmp_path,
+        "c",
+        [{**verbalized, "verbalized_confidence": 0.2}],
+        task="capcal_toy_verbalized",
+        date=LATER,
+        model_name="smollm2",
+        model_args=f"pretrained={tmp_path / 'link'}",
+        metadata=confidence,
+    )
+    _run(
+        tmp_path,
+        "d",
+        [_line(0, ["5"] * 4)],
+        model_name="smollm2",
+        model_args=f"pretrained={changed_checkpoint}",
+    )
+    collection = load_runs([tmp_path])
+    fingerprint = checkpoint_fingerprint(smollm2_path)
+    questions = collection.questions.set_index("model_id")
+    assert set(questions.index) == {fingerprint, checkpoint_fingerprint(changed_checkpoint)}
+    assert questions.loc[fingerprint, "expected_accuracy"] == 1.0  # not mixed with the changed model
+    # the two confidence runs (trailing slash, symlink) are one model: the later is used, the other named
+    runs = collection.runs[collection.runs["task"] == "capcal_toy_verbalized"]
+    assert set(runs["model_id"]) == {fingerprint} and runs["used"].sum() == 1
+    joined, (report,) = join_elicited(collection.questions, collection.confidences)
+    joined = joined.set_index("model_id")
+    assert joined.loc[fingerprint, "verbalized_confidence"] == 0.2
+    assert np.isnan(joined.loc[checkpoint_fingerprint(changed_checkpoint), "verbalized_confidence"])
+    assert report.matched == 1 and report.unmatched_right == 0
+    assert collection.models[fingerprint]["source"] == "checkpoint"

@@ -28,8 +28,7 @@ import pandas as pd
 
 import capcal_metrics
 from analysis.estimators.elicited import parse_failure_counts, read_elicited
-from analysis.report_builder import ReportOptions, build_report, load_runs
-from analysis.runs import RunFormatError, load_run, summarize
+from analysis.runs import RunFormatError, load_run, load_runs, summarize
 from capcal_tasks.answers.aliases import extract_short_answer, matches_an_alias
 from capcal_tasks.answers.boxed import boxed_contents, last_boxed
 from capcal_tasks.answers.choices import extract_choice_letter
@@ -269,8 +268,8 @@ def _(root: Path) -> Any:
 @case(
     "expected_accuracy_nan",
     SAMPLES,
-    "NaN (valid for Python's json) is not a mean of 0/1 values",
-    Raises(RunFormatError, LINE2, "expected_accuracy nan"),
+    "NaN (valid for Python's json, not JSON) is rejected on read, before any field sees it",
+    Raises(RunFormatError, LINE2, "non-finite number NaN"),
 )
 def _(root: Path) -> Any:
     return run_with_second_line(root, json.dumps(_mutated(expected_accuracy=math.nan)))
@@ -555,16 +554,20 @@ def _(root: Path) -> Any:
     return table, summarize(table)
 
 
-def _check_rerun(value: tuple[pd.DataFrame, pd.DataFrame]) -> None:
-    table, latest = value
+def _check_rerun(value: tuple[pd.DataFrame, Any]) -> None:
+    table, collection = value
+    latest = collection.questions
     assert sorted(set(table["run_id"])) == [DATE, LATER]
     assert list(latest["run_id"]) == [LATER] and list(latest["expected_accuracy"]) == [0.0]
+    runs = collection.runs.set_index("run_id")
+    assert bool(runs.loc[LATER, "used"]) and not bool(runs.loc[DATE, "used"])
+    assert "older" in runs.loc[DATE, "reason"]
 
 
 @case(
     "same_model_task_run_twice",
     MIXED,
-    "load_run keeps both runs (two run_ids); report_builder.load_runs keeps only the latest",
+    "load_run keeps both runs (two run_ids); load_runs uses the latest and says which it left out",
     Returns(_check_rerun),
 )
 def _(root: Path) -> Any:
@@ -607,10 +610,10 @@ def _(root: Path) -> Any:
 
 
 @case(
-    "elicited_verbalized_nan_is_counted",
+    "elicited_verbalized_nan_rejected",
     ELICITED,
-    "NaN written by a writer is a failure, counted",
-    Returns(_check_counted_failure),
+    "no writer logs NaN (a failure is null): NaN is a broken log, named, not a silent failure",
+    Raises(RunFormatError, _elicited_path() + ":2", "non-finite number NaN"),
 )
 def _(root: Path) -> Any:
     return _elicited(
@@ -619,20 +622,20 @@ def _(root: Path) -> Any:
 
 
 @case(
-    "elicited_verbalized_nan_claimed_success",
+    "elicited_verbalized_null_claimed_success",
     ELICITED,
     "parse_success 1 with no value contradicts itself",
     Raises(RunFormatError, _elicited_path() + ":2", "disagrees"),
 )
 def _(root: Path) -> Any:
-    return _elicited(root, confidence_line(0), confidence_line(1, verbalized_confidence=math.nan))
+    return _elicited(root, confidence_line(0), confidence_line(1, verbalized_confidence=None))
 
 
 @case(
-    "elicited_p_true_infinity_is_counted",
+    "elicited_p_true_infinity_rejected",
     ELICITED,
-    "Infinity is not a probability: NaN, a counted failure",
-    Returns(_check_counted_failure),
+    "Infinity is not JSON and not a probability",
+    Raises(RunFormatError, _elicited_path("capcal_toy_ptrue") + ":2", "non-finite number Infinity"),
 )
 def _(root: Path) -> Any:
     return _elicited(
@@ -679,14 +682,14 @@ def _check_selfcheck_nan(elicited: pd.DataFrame) -> None:
 
 
 @case(
-    "elicited_selfcheck_nan_entry_is_counted",
+    "elicited_selfcheck_null_entry_is_counted",
     ELICITED,
-    "one unparsed check among k is a counted failure",
+    "one unparsed check among k (null) is a counted failure",
     Returns(_check_selfcheck_nan),
 )
 def _(root: Path) -> Any:
     return _elicited(
-        root, confidence_line(0, "selfcheck", p_yes_normalized=[0.5, math.nan]), task="capcal_toy_selfcheck"
+        root, confidence_line(0, "selfcheck", p_yes_normalized=[0.5, None]), task="capcal_toy_selfcheck"
     )
 
 
@@ -999,7 +1002,14 @@ CASES.append(
 
 # ---------------------------------------------------------------- HTML report
 REPORT = "report"
-REPORT_OPTIONS = ReportOptions(n_resamples=20, consistency_ks=(2,), max_examples=4)
+REPORT_OPTIONS = {"n_resamples": 20, "consistency_ks": (2,), "max_examples": 4}
+
+
+def build_hostile_report(runs: Path, report: Path):
+    """The report of ``runs``."""
+    from analysis.report import ReportOptions, build_report
+
+    return build_report([runs], report, options=ReportOptions(**REPORT_OPTIONS))
 
 
 def write_hostile_run(root: Path, question_id_prefix: str = "toy/") -> Path:
@@ -1040,7 +1050,7 @@ def _check_escaped(value: tuple[str, list[Path], list[Path]]) -> None:
 def _(root: Path) -> Any:
     runs = write_hostile_run(root)
     report = root / "report"
-    files = build_report([runs], report, options=REPORT_OPTIONS)
+    files = build_hostile_report(runs, report)
     written = [p for p in root.rglob("*") if p.is_file()]
     outside = [p for p in written if report not in p.parents and runs not in p.parents]
     figures = [p.resolve() for p in files.figures]
@@ -1051,6 +1061,8 @@ def _(root: Path) -> Any:
 def assert_equal(actual: object, expected: object) -> None:
     assert actual == expected, f"got {actual!r}, expected {expected!r}"
 
+
+from . import strict_cases  # noqa: E402, F401 - registers the strict-record, folder and join cases
 
 CATEGORIES = sorted({c.category for c in CASES})
 _DUPLICATES = [name for name, count in Counter(c.name for c in CASES).items() if count > 1]

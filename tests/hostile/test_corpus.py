@@ -6,8 +6,8 @@ code, where ``signal.alarm`` cannot interrupt) fails that one test instead of ha
 
 from __future__ import annotations
 
+import ast
 import multiprocessing
-import re
 import traceback
 from collections import Counter
 from pathlib import Path
@@ -82,43 +82,86 @@ def test_corpus_size_and_documentation() -> None:
 
 def test_script_in_a_response_does_not_run_in_chromium(tmp_path: Path, browser) -> None:
     """load_run -> build_report on responses holding <script> and <img onerror>: Chromium runs none of it."""
-    from analysis.report_builder import build_report
+    from .cases import build_hostile_report, write_hostile_run
 
-    from .cases import REPORT_OPTIONS, write_hostile_run
-
-    files = build_report([write_hostile_run(tmp_path)], tmp_path / "report", options=REPORT_OPTIONS)
+    files = build_hostile_report(write_hostile_run(tmp_path), tmp_path / "report")
     loaded, total, pwned, dom = browser.check_page(files.html, tmp_path / "profile")
     assert total > 0 and loaded == total
     assert not pwned, "a script from model text ran in the report"
     assert "window.__capcal_pwned = 1" in dom  # shown as text
 
 
-_UNSAFE_CALLS = re.compile(
-    r"(?<![\w.])(?:eval|exec)\s*\(|pickle\.loads?\s*\(|\byaml\.load\s*\((?![^)]*SafeLoader)"
-)
+def _safe_loader(node: ast.expr | None, safe_classes: set[str]) -> bool:
+    """Whether a ``Loader=`` argument is yaml's SafeLoader (or CSafeLoader) or a class of this module that
+    derives from it."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in {"SafeLoader", "CSafeLoader"}
+    return isinstance(node, ast.Name) and (
+        node.id in {"SafeLoader", "CSafeLoader"} or node.id in safe_classes
+    )
+
+
+def unsafe_calls(source: str) -> list[int]:
+    """Lines of calls that run data as code: eval/exec, pickle.load(s), yaml.load without a safe loader.
+    Read from the syntax tree, so text in strings and comments does not count."""
+    tree = ast.parse(source)
+    safe_classes = {
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef) and any(_safe_loader(base, set()) for base in node.bases)
+    }
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in {"eval", "exec"}:
+            lines.append(node.lineno)
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            owner, name = func.value.id, func.attr
+            if owner == "pickle" and name in {"load", "loads"}:
+                lines.append(node.lineno)
+            elif owner == "yaml" and name == "load":
+                loader = next((k.value for k in node.keywords if k.arg == "Loader"), None)
+                if loader is None and len(node.args) > 1:
+                    loader = node.args[1]
+                if not _safe_loader(loader, safe_classes):
+                    lines.append(node.lineno)
+    return sorted(lines)
 
 
 def test_model_output_is_never_evaluated_as_code() -> None:
-    """No eval/exec, pickle.load or yaml.load without SafeLoader in capcal's packages (lm-eval's own
+    """No eval/exec, pickle.load or yaml.load without a SafeLoader in capcal's packages (lm-eval's own
     ``!function`` YAML loading is lm-eval's, not reimplemented here)."""
     offenders = []
     for package in PACKAGES:
         for path in sorted((REPO / package).rglob("*.py")):
-            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-                code = line.split("#", 1)[0]
-                if _UNSAFE_CALLS.search(code):
-                    offenders.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
+            source = path.read_text(encoding="utf-8")
+            lines = source.splitlines()
+            for number in unsafe_calls(source):
+                offenders.append(f"{path.relative_to(REPO)}:{number}: {lines[number - 1].strip()}")
     assert offenders == []
 
 
-def test_unsafe_call_pattern_catches_what_it_should() -> None:
-    """The pattern of the test above can fail."""
-    for bad in ("eval(text)", "x = exec(code)", "pickle.load(f)", "pickle.loads(b)", "yaml.load(f)"):
-        assert _UNSAFE_CALLS.search(bad), bad
+def test_unsafe_call_check_catches_what_it_should() -> None:
+    """The check of the test above can fail."""
+    for bad in (
+        "eval(text)",
+        "x = exec(code)",
+        "pickle.load(f)",
+        "pickle.loads(b)",
+        "yaml.load(f)",
+        "yaml.load(f, Loader=yaml.Loader)",
+        "class L(yaml.Loader): pass\nyaml.load(f, Loader=L)",
+    ):
+        assert unsafe_calls(bad), bad
     for fine in (
         "model.eval()",
         "self.evaluate(x)",
         "yaml.load(f, Loader=yaml.SafeLoader)",
+        "class L(yaml.SafeLoader): pass\nyaml.load(f, Loader=L)",
         "ast.literal_eval(s)",
+        '"""Registers them with lm-eval (after its own models)"""',
+        "x = 1  # eval(text)",
     ):
-        assert not _UNSAFE_CALLS.search(fine), fine
+        assert not unsafe_calls(fine), fine

@@ -1,9 +1,10 @@
-"""Self-contained HTML report and Markdown summary.
+"""Rendering the report: a self-contained ``report.html`` and a ``report.md`` summary from report sections.
 
 The HTML needs no network to open: figures are inline PNGs (``data:`` URIs), styles are inline, there is
 no script. Every piece of text that comes from data (model names, questions, model responses) is HTML-escaped,
 so a ``<script>`` in a response is shown as text. The Markdown summary holds the same tables and links the
-figures, which are also written as PNG files.
+figures, which are also written as PNG files; its text goes through :func:`markdown_text`, so no raw HTML,
+link, image, autolink or heading from the data survives into it either.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["Figure", "ReportFiles", "ReportSection", "format_interval", "write_report"]
+__all__ = ["Figure", "ReportFiles", "ReportSection", "format_interval", "markdown_text", "write_report"]
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
@@ -70,6 +71,29 @@ def format_interval(estimate: float, low: float, high: float, digits: int = 3) -
     return text
 
 
+# Characters that can start Markdown markup (CommonMark and GitHub's extensions): each is backslash-escaped.
+_MARKDOWN_SPECIAL = re.compile(
+    r"([\\`*{}\[\]()#!|~$]|:(?=/)|@(?=[\w-]+\.[\w-])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))"
+)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_WWW = re.compile(r"(?i)\bwww\.")
+_SCHEME = re.compile(r"(?i)\b(mailto|xmpp):")
+
+
+def markdown_text(text: object) -> str:
+    """``text`` as literal Markdown on one line: control and bidirectional characters removed, whitespace
+    collapsed, ``&``, ``<`` and ``>`` written as entities (no raw HTML or autolink), every other character
+    that can open markup backslash-escaped (links, images, emphasis, code, tables, headings), and the ``:``
+    of ``http://`` and ``mailto:``, the ``.`` of ``www.`` and the ``@`` of an address too (no autolinks);
+    ``javascript:`` or ``data:`` stay inert text without link syntax. An underscore between two letters or
+    digits stays as it is (it cannot open emphasis there)."""
+    text = " ".join(_CONTROL.sub("", str(text)).split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    text = _SCHEME.sub(r"\1\\:", text)
+    return _WWW.sub(lambda match: match.group(0)[:3] + "\\.", text)
+
+
 def _cell(value: object) -> str:
     if isinstance(value, float):
         return "n/a" if math.isnan(value) else f"{value:.4g}"
@@ -96,7 +120,7 @@ def _html_table(frame: pd.DataFrame) -> str:
 
 def _markdown_table(frame: pd.DataFrame) -> str:
     def clean(value: object) -> str:
-        return " ".join(_cell(value).split()).replace("|", "\\|")
+        return markdown_text(_cell(value))
 
     lines = ["| " + " | ".join(clean(c) for c in frame.columns) + " |", "|" + "---|" * len(frame.columns)]
     lines += ["| " + " | ".join(clean(v) for v in row) + " |" for row in frame.itertuples(index=False)]
@@ -119,24 +143,27 @@ def write_report(
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
     ]
-    markdown = [f"# {title}", ""]
+    markdown = [f"# {markdown_text(title)}", ""]
     written: list[Path] = []
     for number, section in enumerate(sections, start=1):
         anchor = f"s{number}-{_slug(section.title)}"
         html_parts.append(f"<h2 id='{anchor}'>{html.escape(section.title)}</h2>")
-        markdown += [f"## {section.title}", ""]
+        markdown += [f"## {markdown_text(section.title)}", ""]
         if section.facts:
             facts = pd.DataFrame(
                 {"": list(section.facts), "value": [_cell(v) for v in section.facts.values()]}
             )
             html_parts.append(_html_table(facts))
-            markdown += [f"- {key}: {_cell(value)}" for key, value in section.facts.items()] + [""]
+            markdown += [
+                f"- {markdown_text(key)}: {markdown_text(_cell(value))}"
+                for key, value in section.facts.items()
+            ] + [""]
         for note in section.notes:
             html_parts.append(f"<p class='note'>{html.escape(note)}</p>")
-            markdown += [f"_{note}_", ""]
+            markdown += [f"_{markdown_text(note)}_", ""]
         for caption, frame in section.tables:
             html_parts.append(f"<h3>{html.escape(caption)}</h3>{_html_table(frame)}")
-            markdown += [f"### {caption}", "", _markdown_table(frame), ""]
+            markdown += [f"### {markdown_text(caption)}", "", _markdown_table(frame), ""]
         for index, figure in enumerate(section.figures, start=1):
             path = figure_dir / f"{anchor}-{index}.png"
             path.write_bytes(figure.png)
@@ -147,7 +174,7 @@ def write_report(
                 f"<figure><img alt='{alt}' src='data:image/png;base64,{data}'>"
                 f"<figcaption>{html.escape(figure.caption)}</figcaption></figure>"
             )
-            markdown += [f"![{figure.caption}](figures/{path.name})", ""]
+            markdown += [f"![{markdown_text(figure.caption)}](figures/{path.name})", ""]
     html_parts.append("</body></html>")
     html_path = output_dir / "report.html"
     html_path.write_text("\n".join(html_parts), encoding="utf-8")

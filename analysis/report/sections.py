@@ -1,0 +1,416 @@
+"""The sections of the report, computed from the per-question tables: one per (model, evaluation task) and
+one per routing pair."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.applications.budget import budget_allocation_curves
+from analysis.applications.pass_at_k_prediction import dataset_curve, pass_at_k_prediction
+from analysis.applications.routing import pair_models, routing_curves
+from analysis.applications.self_calibration_strategies import self_calibration_curves
+from analysis.calibration_table import (
+    CAPABILITY_METRICS,
+    RESPONSE_METRICS,
+    calibration_table,
+    first_response_correctness,
+)
+from analysis.estimators.consistency import encode_answer_classes
+from analysis.figures import Curve, curves_figure, reliability_figure, target_scatter_figure
+from analysis.joins import join_report
+from analysis.report.registry import BUDGET, CALIBRATION_TABLES, PASS_AT_K, ComputedEstimators
+from analysis.report.render import Figure, ReportSection, format_interval
+
+__all__ = [
+    "CAPABILITY_PARTS",
+    "SectionInputs",
+    "SectionPart",
+    "capability_facts",
+    "capability_section",
+    "display_name",
+    "examples_table",
+    "routing_section",
+]
+
+BASELINE_STYLES = {
+    "uniform": "k:",
+    "random": "k:",
+    "oracle": "k--",
+    "oracle_cheap": "k--",
+    "oracle_gain": "k-.",
+}
+
+
+def display_name(model: str) -> str:
+    """A model's display name: the last component of a checkpoint path."""
+    return Path(model).name or model
+
+
+def _metric_table(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Long metric rows (estimator, metric, estimate, low, high, questions) as one row per estimator: the
+    question count, then each metric as ``estimate [low, high]`` in the order the metrics come."""
+    metrics = metrics.assign(
+        value=[
+            format_interval(e, lo, hi)
+            for e, lo, hi in zip(metrics.estimate, metrics.low, metrics.high, strict=True)
+        ]
+    )
+    wide = metrics.pivot(index="estimator", columns="metric", values="value")
+    order = [m for m in metrics["metric"].drop_duplicates() if m in wide.columns]
+    questions = metrics.groupby("estimator")["questions"].max()
+    wide = wide[order].fillna("")
+    wide.insert(0, "questions", questions.reindex(wide.index))
+    return wide.reset_index()
+
+
+@dataclass
+class SectionPart:
+    """What one part of a capability section adds: tables (caption, frame) and figures, in order."""
+
+    tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+
+
+@dataclass
+class SectionInputs:
+    """What the parts of one (model, evaluation task) section read: the computed estimators, those registered
+    for the calibration tables (``estimators``), and the bootstrap settings."""
+
+    computed: ComputedEstimators
+    estimators: list[str]
+    n_resamples: int
+    seed: int
+
+    @property
+    def evaluation(self) -> pd.DataFrame:
+        return self.computed.evaluation
+
+    @cached_property
+    def mu(self) -> np.ndarray:
+        """The capability target mu_hat per question."""
+        return self.evaluation["expected_accuracy"].to_numpy(dtype=float)
+
+    @cached_property
+    def z(self) -> np.ndarray:
+        """The response target: the first response's correctness per question."""
+        return first_response_correctness(self.evaluation)
+
+    @cached_property
+    def counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per question: the number of samples n and of correct samples c."""
+        n = self.evaluation["n"].to_numpy(dtype=int)
+        c = np.array([int(sum(vector)) for vector in self.evaluation["correctness"]])
+        return n, c
+
+    @cached_property
+    def confidences(self) -> dict[str, np.ndarray]:
+        """Each calibration-table estimator's confidence per question (NaN where it has none)."""
+        return {name: self.evaluation[name].to_numpy(dtype=float) for name in self.estimators}
+
+    @cached_property
+    def complete(self) -> dict[str, np.ndarray]:
+        """The confidences defined on every question of the estimators registered for pass@k prediction."""
+        registered = self.computed.in_section(PASS_AT_K)
+        return {
+            name: values
+            for name, values in self.confidences.items()
+            if np.isfinite(values).all() and name in registered
+        }
+
+
+def capability_facts(computed: ComputedEstimators, facts: dict[str, object], estimators: list[str]) -> dict:
+    """The section's key facts: ``facts`` (model, task, relations), then the question count, samples per
+    question, mean mu_hat, the share of questions with 0 < mu_hat < 1 and the estimators with their target."""
+    evaluation = computed.evaluation
+    mu = evaluation["expected_accuracy"].to_numpy(dtype=float)
+    n = evaluation["n"].to_numpy(dtype=int)
+    return {
+        **facts,
+        "questions": len(evaluation),
+        "samples per question": f"{n.min()}" if n.min() == n.max() else f"{n.min()}-{n.max()}",
+        "mean expected accuracy": f"{mu.mean():.3f}",
+        "questions with 0 < mu_hat < 1": f"{np.mean((mu > 0) & (mu < 1)):.1%}",
+        "estimators": ", ".join(f"{e} ({computed.columns[e].target})" for e in estimators) or "none",
+    }
+
+
+def fitted_estimators_part(computed: ComputedEstimators) -> SectionPart:
+    """What each fitted estimator (isotonic recalibration, probe) was trained on, when there is one."""
+    if not computed.trained_on:
+        return SectionPart()
+    trained = pd.DataFrame(
+        {"estimator": list(computed.trained_on), "trained on": list(computed.trained_on.values())}
+    )
+    return SectionPart(tables=[("Fitted estimators: what each was trained on", trained)])
+
+
+def metric_tables_part(inputs: SectionInputs) -> SectionPart:
+    """Capability metrics (target mu_hat) and response metrics (target z) of every calibration-table
+    estimator, with bootstrap intervals over questions."""
+    metrics = calibration_table(
+        inputs.evaluation, inputs.estimators, n_resamples=inputs.n_resamples, seed=inputs.seed
+    )
+    intervals = f"{inputs.n_resamples} bootstrap resamples over questions, 95% intervals"
+    targets = {
+        "Capability calibration (target: mu_hat)": CAPABILITY_METRICS,
+        "Response calibration (target: the first response's correctness z)": RESPONSE_METRICS,
+    }
+    return SectionPart(
+        tables=[
+            (f"{target}; {intervals}", _metric_table(metrics[metrics["metric"].isin(names)]))
+            for target, names in targets.items()
+        ]
+    )
+
+
+def leakage_free_part(inputs: SectionInputs) -> SectionPart:
+    """Capability ECE, Brier and soft AUROC of the leakage-free consistency (``consistency_lf_k{k}``), each
+    scored against the target mu_hat_lf of the samples outside its draw pool."""
+    leakage_free = inputs.computed.extra.get("leakage_free")
+    if leakage_free is None:
+        return SectionPart()
+    columns = [c for c in leakage_free.columns if c.startswith("consistency_lf_k")]
+    table = leakage_free.assign(
+        expected_accuracy=leakage_free["mu_hat_lf"],
+        n=leakage_free["n_lf"],
+        correctness=inputs.evaluation["correctness"],
+    )
+    metrics = calibration_table(table, columns, n_resamples=inputs.n_resamples, seed=inputs.seed)
+    metrics = metrics[metrics["metric"].isin(["capability_ece", "capability_brier", "soft_auroc"])]
+    caption = "Leakage-free consistency (drawn from a pool disjoint from the samples defining its target)"
+    return SectionPart(tables=[(caption, _metric_table(metrics))])
+
+
+def reliability_part(inputs: SectionInputs) -> SectionPart:
+    """Reliability diagrams against mu_hat and against z, and the scatter of confidence against both."""
+    confidences, mu, z = inputs.confidences, inputs.mu, inputs.z
+    return SectionPart(
+        figures=[
+            Figure(
+                "Capability reliability: mean mu_hat per confidence bin",
+                reliability_figure(confidences, mu, "mu_hat"),
+            ),
+            Figure(
+                "Response reliability: accuracy of the first response per confidence bin",
+                reliability_figure(confidences, z, "z"),
+            ),
+            Figure(
+                "Confidence against the capability target (dots) and the response target (crosses)",
+                target_scatter_figure(confidences, mu, z),
+            ),
+        ]
+    )
+
+
+def pass_at_k_part(inputs: SectionInputs) -> SectionPart:
+    """pass@k predicted from each complete pass@k estimator: the instance-level MSE against the unbiased
+    pass@k, and the dataset-level curve (95% band) against the actual one."""
+    complete = inputs.complete
+    if not complete:
+        return SectionPart()
+    n, c = inputs.counts
+    mse = pass_at_k_prediction(complete, n, c)
+    mse_wide = mse.pivot_table(index="estimator", columns="k", values="mse").reset_index()
+    mse_wide.columns = ["estimator"] + [f"MSE pass@{k}" for k in mse_wide.columns[1:]]
+    curves = []
+    for name, values in complete.items():
+        curve = dataset_curve(values, n, c)
+        curves.append(Curve(name, curve["k"], curve["predicted"], curve["band_low"], curve["band_high"]))
+    actual = dataset_curve(c / n, n, c)
+    curves.append(Curve("actual (unbiased pass@k)", actual["k"], actual["observed"], style="k--"))
+    return SectionPart(
+        tables=[("pass@k prediction: instance-level MSE against the unbiased pass@k", mse_wide)],
+        figures=[
+            Figure(
+                "Dataset-level pass@k predicted from each estimator (95% band) vs actual",
+                curves_figure(curves, "pass@k", "k", "pass@k", log_x=True),
+            )
+        ],
+    )
+
+
+def budget_part(inputs: SectionInputs) -> SectionPart:
+    """Inference-budget allocation by the complete pass@k estimators also registered for the budget section,
+    with the baselines, at average budgets 1, 2, 4, ... up to the smallest n (only with a complete one)."""
+    if not inputs.complete:
+        return SectionPart()
+    n, c = inputs.counts
+    registered = inputs.computed.in_section(BUDGET)
+    budget = budget_allocation_curves(
+        {name: v for name, v in inputs.complete.items() if name in registered},
+        n,
+        c,
+        budgets=[b for b in (1, 2, 4, 8, 16, 32) if b <= n.min()],
+    )
+    curves = [
+        Curve(m, g["budget"], g["accuracy"], style=BASELINE_STYLES.get(m, "-"))
+        for m, g in budget.groupby("method", sort=False)
+    ]
+    figure = curves_figure(
+        curves, "budget allocation", "samples per question (average)", "accuracy", log_x=True
+    )
+    caption = "Inference-budget allocation: exact accuracy (mean unbiased pass@b_i) at each average budget"
+    return SectionPart(figures=[Figure(caption, figure)])
+
+
+def self_calibration_part(inputs: SectionInputs) -> SectionPart:
+    """Self-Calibration's test-time strategies on the per-response self-checks: accuracy against the average
+    number of samples used (only when every question has one self-check per response)."""
+    evaluation = inputs.evaluation
+    if "selfcheck_p_yes_normalized" not in evaluation.columns:
+        return SectionPart()
+    lists = evaluation["selfcheck_p_yes_normalized"]
+    n, _ = inputs.counts
+    if not all(isinstance(v, list) and len(v) == k for v, k in zip(lists, n, strict=True)):
+        return SectionPart()
+    answers = encode_answer_classes(list(evaluation["extracted_answers"]))
+    tts = self_calibration_curves(
+        answers, [list(v) for v in evaluation["correctness"]], [list(v) for v in lists]
+    )
+    curves = [
+        Curve(s, g["avg_samples"], g["accuracy"])
+        for s, g in tts.sort_values("avg_samples").groupby("strategy", sort=False)
+    ]
+    caption = (
+        "Self-Calibration test-time strategies on the per-response self-checks: "
+        "accuracy vs average samples used"
+    )
+    figure = curves_figure(curves, "test-time scaling", "samples used (average)", "accuracy")
+    return SectionPart(figures=[Figure(caption, figure)])
+
+
+# The parts of a capability section, in the order their tables and figures appear.
+CAPABILITY_PARTS: tuple[Callable[[SectionInputs], SectionPart], ...] = (
+    metric_tables_part,
+    leakage_free_part,
+    reliability_part,
+    pass_at_k_part,
+    budget_part,
+    self_calibration_part,
+)
+
+
+def capability_section(
+    title: str,
+    computed: ComputedEstimators,
+    facts: dict[str, object],
+    n_resamples: int,
+    seed: int,
+) -> ReportSection:
+    """The section of one (model, evaluation task): facts, what each fitted estimator was trained on, then
+    each of :data:`CAPABILITY_PARTS` for the estimators registered for its part of the report: metric tables
+    with bootstrap intervals, the leakage-free consistency, reliability diagrams and the target scatter,
+    pass@k prediction, budget allocation and (with per-response self-checks) Self-Calibration's test-time
+    strategies."""
+    estimators = computed.in_section(CALIBRATION_TABLES)
+    section = ReportSection(
+        title=title, facts=capability_facts(computed, facts, estimators), notes=list(computed.notes)
+    )
+    parts = [fitted_estimators_part(computed)]
+    if estimators:
+        inputs = SectionInputs(computed, estimators, n_resamples, seed)
+        parts += [part(inputs) for part in CAPABILITY_PARTS]
+    else:
+        section.notes.append("no confidence estimator is available for this run")
+    for part in parts:
+        section.tables += part.tables
+        section.figures += part.figures
+    return section
+
+
+def _routing_pair(evaluations: dict, eval_task: str, models: list[str]) -> tuple[str, str]:
+    """(routed-from, routed-to) model ids: the routed-from model is the one whose confidences were collected
+    (most routing estimators; then the less accurate); the other is the next in that order."""
+    means = {m: evaluations[(m, eval_task)][0]["expected_accuracy"].mean() for m in models}
+    ranked = sorted(models, key=lambda m: (-len(evaluations[(m, eval_task)][1]), means[m]))
+    return ranked[0], ranked[1]
+
+
+def _routing_notes(join_summary: str, paired: pd.DataFrame) -> list[str]:
+    """How routing is scored, the join of the two models' questions, and a warning when the routed-to model is
+    the less accurate one."""
+    strong, cheap = paired["mu_strong"].mean(), paired["mu_cheap"].mean()
+    notes = [
+        (
+            "Route the questions with the lowest confidence of the cheap model to the strong one; "
+            "accuracy is the exact expected accuracy (mean mu_hat of whichever model answers)."
+        ),
+        f"join: {join_summary}",
+    ]
+    if strong < cheap:
+        notes.append(
+            f"Here the routed-to model is the less accurate one ({strong:.3f} < {cheap:.3f}): routing can "
+            "only lose accuracy, and the curves show how well each estimator keeps the questions the cheap "
+            "model solves."
+        )
+    return notes
+
+
+def routing_section(evaluations: dict, eval_task: str) -> ReportSection | None:
+    """Routing from the model whose confidences were collected to a second model on the same questions;
+    ``evaluations`` maps (model id, task) to (evaluation table, routing estimators); the questions only one
+    model answered are counted in the section (the join's summary). None with fewer than two models."""
+    models = [m for (m, t) in evaluations if t == eval_task]
+    if len(models) < 2:
+        return None
+    cheap_id, strong_id = _routing_pair(evaluations, eval_task, models)
+    cheap_table, estimators = evaluations[(cheap_id, eval_task)][:2]
+    strong_table = evaluations[(strong_id, eval_task)][0]
+    cheap, strong = (display_name(str(table["model"].iloc[0])) for table in (cheap_table, strong_table))
+    join = join_report(
+        f"{cheap} <-> {strong}",
+        cheap_table["question_id"],
+        strong_table["question_id"],
+        left_name=f"{cheap} questions",
+        right_name=f"{strong} questions",
+    )
+    paired = pair_models(cheap_table, strong_table)
+    by_id = cheap_table.set_index("question_id")
+    confidences = {
+        name: by_id.loc[paired["question_id"], name].to_numpy(dtype=float)
+        for name in estimators
+        if by_id[name].notna().all()
+    }
+    curves = routing_curves(confidences, paired["mu_cheap"], paired["mu_strong"])
+    lines = [
+        Curve(m, g["fraction"], g["accuracy"], style=BASELINE_STYLES.get(m, "-"))
+        for m, g in curves.groupby("method", sort=False)
+    ]
+    return ReportSection(
+        title=f"Routing · {eval_task}: {cheap} -> {strong}",
+        facts={
+            "questions": len(paired),
+            f"accuracy of {cheap}": f"{paired['mu_cheap'].mean():.3f}",
+            f"accuracy of {strong}": f"{paired['mu_strong'].mean():.3f}",
+        },
+        notes=_routing_notes(join.summary(), paired),
+        figures=[
+            Figure(
+                "Routing: accuracy against the fraction of questions sent to the strong model",
+                curves_figure(lines, "routing", "fraction routed", "accuracy"),
+            )
+        ],
+    )
+
+
+def examples_table(evaluation: pd.DataFrame, estimators: list[str], count: int) -> pd.DataFrame:
+    """The first ``count`` questions: id, question and first response (300 characters each), mu_hat and the
+    confidences of the first four ``estimators``."""
+    rows = evaluation.head(count)
+    frame = pd.DataFrame(
+        {
+            "question_id": rows["question_id"],
+            "question": [str(q)[:300] for q in rows["question"]],
+            "first response": [str(r[0])[:300] for r in rows["responses"]],
+            "mu_hat": rows["expected_accuracy"],
+        }
+    )
+    for name in estimators[:4]:
+        frame[name] = rows[name].to_numpy(dtype=float)
+    return frame

@@ -1,0 +1,143 @@
+"""Joins report what they could not match: JoinReport, sampling <-> confidence, <-> activations, model <->
+model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from analysis.activations import ActivationFormatError, load_activations
+from analysis.estimators.elicited import attach_elicited, join_elicited
+from analysis.joins import JoinReport, join_report, pair_models
+from analysis.runs import load_runs
+from capcal_models.activations import ActivationWriter
+from capcal_tasks.confidence import verbalized
+from capcal_tasks.sampling import score_responses
+
+DATE = "2026-04-05T06-07-08.000000"
+
+
+def _sampling(doc_id: int, qid: str, answers: list[str]) -> dict:
+    record = score_responses(answers, extract=lambda r: r, judge=lambda a: a == "4")
+    return {"doc_id": doc_id, "doc": {"question_id": qid}, "resps": [answers], **record}
+
+
+def _confidence(doc_id: int, qid: str, text: str) -> dict:
+    return {
+        "doc_id": doc_id,
+        "doc": {"question_id": qid},
+        "resps": [[text]],
+        **verbalized.process_results({}, [text]),
+    }
+
+
+def _write(folder: Path, task: str, lines: list[dict], metadata: dict, model: str = "toy") -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"samples_{task}_{DATE}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    path = folder / f"results_{DATE}.json"
+    results = (
+        json.loads(path.read_text()) if path.exists() else {"results": {}, "configs": {}, "model_name": model}
+    )
+    results["results"][task] = {}
+    results["configs"][task] = {"metadata": metadata}
+    path.write_text(json.dumps(results))
+
+
+SAMPLING = {"capcal_task": "sampling", "capcal_role": "evaluation", "capcal_calibration_tasks": []}
+
+
+def _confidence_of(target: str) -> dict:
+    return {"capcal_task": "verbalized", "capcal_role": "confidence", "capcal_target_task": target}
+
+
+def test_join_report_counts_and_first_ids():
+    report = join_report(
+        "x", ["a", "b", "c", "c"], ["b", "d", "e"], left_name="questions", right_name="records"
+    )
+    assert (report.left_count, report.right_count, report.matched) == (3, 3, 1)
+    assert (report.unmatched_left, report.unmatched_left_ids) == (2, ("a", "c"))
+    assert (report.unmatched_right, report.unmatched_right_ids) == (2, ("d", "e"))
+    assert not report.complete
+    assert report.summary() == (
+        "x: matched 1 of 3 questions and 3 records; 2 questions without records (first: a, c); "
+        "2 records without questions (first: d, e)"
+    )
+    many = join_report("y", [(i, "q") for i in range(9)], [], first=5)
+    assert len(many.unmatched_left_ids) == 5 and many.unmatched_left_ids[0] == "0 / q"
+    assert join_report("z", [1], [1]).complete and isinstance(many, JoinReport)
+
+
+def test_shared_question_ids_join_only_the_declared_target_task(tmp_path):
+    """Two sampling tasks over one dataset share question ids (SimpleQA and SimpleQA-Verified): each
+    confidence task attaches to its own target, and the records with no question are counted."""
+    folder = tmp_path / "toy"
+    _write(folder, "capcal_qa", [_sampling(i, f"qa/{i}", ["4", "5"]) for i in range(3)], SAMPLING)
+    _write(folder, "capcal_qa_verified", [_sampling(i, f"qa/{i}", ["4", "4"]) for i in (1, 2)], SAMPLING)
+    _write(
+        folder,
+        "capcal_qa_verified_verbalized",
+        [_confidence(i, f"qa/{i}", r"\boxed{0.9}") for i in (1, 2, 7)],
+        _confidence_of("capcal_qa_verified"),
+    )
+    collection = load_runs([tmp_path])
+    joined, (report,) = join_elicited(collection.questions, collection.confidences)
+    by_key = joined.set_index(["task", "question_id"])["verbalized_confidence"]
+    assert by_key[("capcal_qa_verified", "qa/1")] == 0.9 and by_key[("capcal_qa_verified", "qa/2")] == 0.9
+    assert by_key.loc["capcal_qa"].isna().all()  # same ids, other task: nothing attached
+    assert (report.matched, report.unmatched_left, report.unmatched_right) == (2, 0, 1)
+    assert report.unmatched_right_ids[0].endswith("capcal_qa_verified / qa/7")
+    assert "1 verbalized records without questions" in report.summary()
+    assert "unresolved" in report.summary()  # the model is known by its label only, and the report says so
+    assert attach_elicited(collection.questions, collection.confidences).attrs["joins"] == [report]
+
+
+def test_pair_models_reports_questions_of_one_model_only(tmp_path):
+    _write(tmp_path / "a", "capcal_qa", [_sampling(i, f"qa/{i}", ["4"]) for i in range(4)], SAMPLING, "small")
+    _write(
+        tmp_path / "b", "capcal_qa", [_sampling(i, f"qa/{i}", ["5"]) for i in (2, 3, 4)], SAMPLING, "large"
+    )
+    table = load_runs([tmp_path]).questions
+    small, large, report = pair_models(table, "small", "large")
+    assert list(small["question_id"]) == list(large["question_id"]) == ["qa/2", "qa/3"]
+    assert (report.matched, report.unmatched_left, report.unmatched_right) == (2, 2, 1)
+    assert report.unmatched_right_ids == ("capcal_qa / qa/4",)
+    with pytest.raises(ValueError, match="no questions of model"):
+        pair_models(table, "small", "medium")
+
+
+def _activations(directory: Path, keys: list[tuple[str, str]], model: str = "toy") -> None:
+    writer = ActivationWriter(directory, model_name=model, shard_size=8)
+    for n, (task, qid) in enumerate(keys):
+        states = tuple(torch.full((1, 2, 3), float(n + layer)) for layer in range(2))
+        writer.add(task, qid, f"prompt {qid}", states)
+    writer.flush()
+
+
+def test_activations_join_reports_missing_or_raises(tmp_path):
+    _activations(tmp_path, [("t", "q1"), ("t", "q2"), ("t", "q9")])
+    table = pd.DataFrame({"task": ["t", "t", "u"], "question_id": ["q2", "q1", "q1"]})
+    with pytest.raises(KeyError, match="u/q1"):
+        load_activations(tmp_path, table)
+    partial = load_activations(tmp_path, table, missing="report")
+    assert list(partial.rows) == [0, 1] and partial.last_token.shape == (2, 2, 3)
+    assert float(partial.last_token[0, 0, 0]) == 1.0  # q2 was written second
+    assert (partial.join.matched, partial.join.unmatched_left, partial.join.unmatched_right) == (2, 1, 1)
+    assert partial.join.unmatched_left_ids == ("u / q1",) and partial.join.unmatched_right_ids == ("t / q9",)
+
+
+def test_activations_of_another_checkpoint_are_refused(tmp_path, smollm2_path):
+    from capcal_models.model_identity import checkpoint_fingerprint
+
+    _activations(tmp_path, [("t", "q1")], model=str(smollm2_path))
+    fingerprint = checkpoint_fingerprint(smollm2_path)
+    table = pd.DataFrame({"task": ["t"], "question_id": ["q1"], "model_id": [fingerprint]})
+    assert load_activations(tmp_path, table).model_fingerprint == fingerprint
+    other = table.assign(model_id="sha256:" + "0" * 64)
+    with pytest.raises(ActivationFormatError, match="another model"):
+        load_activations(tmp_path, other)
+    unresolved = table.assign(model_id="unresolved:toy")
+    assert "not checked" in load_activations(tmp_path, unresolved).join.summary()
