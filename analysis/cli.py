@@ -1,11 +1,13 @@
 """The ``capcal`` command line: a thin layer over capcal's Python API.
 
-capcal eval [lm_eval flags] [--repeats K] [--data_dir DIR]   -> analysis.evaluation.run_lm_eval
-    (exit status 3 when API requests still failed after their retries: the message says how to resume)
+capcal eval [lm_eval flags] [--repeats K] [--data_dir DIR]   -> analysis.evaluation.evaluate
+    (exit status 2 for an input that cannot work, found before a model is loaded; 1 when the run failed;
+    3 when API requests still failed after their retries: the message says how to resume)
 capcal tasks-dir                                              -> capcal_tasks.tasks_dir
 capcal models prepare NAME [--force] | list | path NAME       -> capcal_models.prepare
 capcal analyze OUTPUT_DIR [--output FILE]                     -> analysis.runs
-capcal report OUTPUT_DIR... [--output DIR] [--activations DIR] -> analysis.report_builder.build_report
+capcal report OUTPUT_DIR... [--output DIR] [--activations DIR] [--calibration TASK=SPLIT[,SPLIT]]
+                                                              -> analysis.report.build_report
 capcal demo [options]                                         -> analysis.demo.run_demo
 """
 
@@ -14,9 +16,224 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, NoReturn
+
+from analysis.text_safety import terminal_text
+from capcal_tasks.settings import parse_bool
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, ``<prog>: error: <message>`` on stderr (exit status 2),
+    without the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        print(terminal_text(f"{self.prog}: error: {message}"), file=sys.stderr)
+        raise SystemExit(2)
+
+
+def parse_dict_flag(values: Sequence[str] | None, flag: str) -> dict[str, Any]:
+    """lm-eval's dictionary flags (``--model_args``, ``--gen_kwargs``, ``--metadata``, several values
+    allowed): each value a JSON object or ``key=value[,key=value]``
+    (``analysis.evaluation.parse_key_values``); later keys win. Raises ``ValueError`` naming the flag."""
+    from analysis.evaluation import parse_key_values
+
+    merged: dict[str, Any] = {}
+    for value in values or []:
+        merged.update(parse_key_values(value, flag))
+    return merged
+
+
+def parse_seed(value: str) -> list[int | None]:
+    """``--seed``: one integer for all four seeds (Python, NumPy, torch, few-shot), or four comma-separated
+    integers or ``None`` (lm-eval's rule; three are completed with lm-eval's default few-shot seed 1234)."""
+    defaults: list[int | None] = [0, 1234, 1234, 1234]
+    items = [item.strip() for item in value.split(",")]
+    try:
+        seeds = [None if item.lower() == "none" else int(item) for item in items]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer or 4 comma-separated integers, got {value!r}"
+        ) from None
+    if len(seeds) == 1:
+        return seeds * 4
+    if not 3 <= len(seeds) <= 4:
+        raise argparse.ArgumentTypeError(f"expected 1 or 4 comma-separated values, got {value!r}")
+    return seeds + defaults[len(seeds) :]
+
+
+def _bool_flag(value: str) -> bool:
+    try:
+        return parse_bool(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``capcal eval``: lm-eval 0.4.13's ``lm_eval run`` flags that apply to a local run (same
+    names, short forms and defaults), plus ``--repeats``, ``--data_dir`` and ``--debug``."""
+    lm = parser.add_argument_group("lm_eval flags")
+    lm.add_argument(
+        "--model", "-M", default="hf", help="model name (default hf; capcal-hf, capcal-vllm, ...)"
+    )
+    lm.add_argument("--tasks", "-t", nargs="+", required=True, help="task names, comma or space separated")
+    lm.add_argument("--model_args", "-a", nargs="+", help="key=value,key2=value2 or a JSON object")
+    lm.add_argument("--apply_chat_template", nargs="?", const=True, default=False, metavar="TEMPLATE")
+    lm.add_argument("--fewshot_as_multiturn", nargs="?", const=True, default=None, type=_bool_flag)
+    lm.add_argument("--system_instruction")
+    lm.add_argument("--limit", "-L", type=float, help="questions per task (a count, or a fraction below 1)")
+    lm.add_argument("--samples", "-E", help="JSON (or a JSON file): task -> doc indices (not with --limit)")
+    lm.add_argument("--num_fewshot", "-f", type=int)
+    lm.add_argument("--batch_size", "-b", default=1, help="integer, auto or auto:N (default 1)")
+    lm.add_argument("--max_batch_size", type=int)
+    lm.add_argument("--device", default="cuda:0", help="default cuda:0 (the CPU when there is no GPU)")
+    lm.add_argument("--gen_kwargs", nargs="+", help="generation settings, e.g. max_gen_toks=64")
+    lm.add_argument("--output_path", "-o", help="folder for the results (and samples) files")
+    lm.add_argument(
+        "--log_samples", "-s", action="store_true", help="save every sample (needs --output_path)"
+    )
+    lm.add_argument("--predict_only", "-x", action="store_true")
+    lm.add_argument("--use_cache", "-c", metavar="PATH", help="lm-eval's sqlite response cache")
+    lm.add_argument("--cache_requests", nargs="?", const="true", choices=["true", "refresh", "delete"])
+    lm.add_argument("--check_integrity", action="store_true")
+    lm.add_argument("--write_out", "-w", action="store_true", help="print the prompts of the first documents")
+    lm.add_argument("--show_config", action="store_true", help="print the full results and task configs")
+    lm.add_argument("--include_path", help="a further folder of task YAMLs")
+    lm.add_argument("--seed", type=parse_seed, help="one integer, or python,numpy,torch,fewshot seeds")
+    lm.add_argument("--metadata", nargs="+", help="task metadata: a JSON object or key=value pairs")
+    lm.add_argument("--trust_remote_code", action="store_true")
+    lm.add_argument("--confirm_run_unsafe_code", action="store_true")
+    levels = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+    lm.add_argument("--verbosity", "-v", type=str.upper, choices=levels, help="lm-eval's log level")
+    own = parser.add_argument_group("capcal flags")
+    own.add_argument(
+        "--repeats", type=int, help="k sampled responses per question for capcal's sampling tasks"
+    )
+    own.add_argument(
+        "--data_dir", help="read task data from DIR (laid out like capcal's bundled data) or 'bundled'"
+    )
+    own.add_argument("--debug", action="store_true", help="show the traceback of an error")
+
+
+def eval_request(args: argparse.Namespace) -> dict[str, Any]:
+    """``evaluate``'s keyword arguments from ``capcal eval``'s parsed flags (cross-flag rules as lm-eval's
+    CLI applies them). Raises ``ValueError`` (one line) for a combination that cannot work."""
+    model_args = parse_dict_flag(args.model_args, "--model_args")
+    gen_kwargs = parse_dict_flag(args.gen_kwargs, "--gen_kwargs")
+    metadata = parse_dict_flag(args.metadata, "--metadata")
+    samples = None
+    if args.samples is not None:
+        # a JSON object, or a file holding one (as lm_eval reads it)
+        source = Path(args.samples).expanduser()
+        text = source.read_text(encoding="utf-8") if source.is_file() else args.samples
+        samples = parse_dict_flag([text], "--samples")
+        if args.limit is not None:
+            raise ValueError("--samples and --limit cannot be used together")
+    if (args.log_samples or args.predict_only) and not args.output_path:
+        raise ValueError("--log_samples and --predict_only need --output_path")
+    if args.fewshot_as_multiturn and not args.apply_chat_template:
+        raise ValueError("--fewshot_as_multiturn needs --apply_chat_template")
+    if args.trust_remote_code:
+        model_args["trust_remote_code"] = True
+    request: dict[str, Any] = {
+        "model": args.model,
+        "tasks": [name for value in args.tasks for name in value.split(",") if name],
+        "model_args": model_args,
+        "repeats": args.repeats,
+        "data_dir": args.data_dir,
+        "include_path": args.include_path,
+        "metadata": metadata or None,
+        "output_path": args.output_path,
+        "log_samples": args.log_samples or args.predict_only,
+        "limit": args.limit,
+        "samples": samples,
+        "apply_chat_template": args.apply_chat_template,
+        "fewshot_as_multiturn": args.fewshot_as_multiturn,
+        "system_instruction": args.system_instruction,
+        "num_fewshot": args.num_fewshot,
+        "batch_size": args.batch_size,
+        "max_batch_size": args.max_batch_size,
+        "device": args.device,
+        "use_cache": args.use_cache,
+        "cache_requests": args.cache_requests in ("true", "refresh"),
+        "rewrite_requests_cache": args.cache_requests == "refresh",
+        "delete_requests_cache": args.cache_requests == "delete",
+        "check_integrity": args.check_integrity,
+        "write_out": args.write_out,
+        "gen_kwargs": gen_kwargs or None,
+        "predict_only": args.predict_only,
+        "confirm_run_unsafe_code": args.confirm_run_unsafe_code,
+    }
+    if args.seed is not None:
+        for key, seed in zip(
+            ("random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed"),
+            args.seed,
+            strict=True,
+        ):
+            request[key] = seed
+    return request
+
+
+def _api_requests_failed(error: Exception) -> bool:
+    """Whether ``error`` is ``capcal_models.api.APIRequestsFailed`` (False where the API extra is missing)."""
+    try:
+        from capcal_models.api import APIRequestsFailed
+    except ImportError:
+        return False
+    return isinstance(error, APIRequestsFailed)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    """``capcal eval``: check the flags, run ``analysis.evaluation.evaluate`` and print lm-eval's summary.
+
+    Exit status 0 on success; 2 for an input that cannot work (one line, before any model is loaded); 3 when
+    API requests still failed after their retries; 1 when the run failed otherwise (one line; the traceback
+    with ``--debug``)."""
+    from analysis.evaluation import EvaluationInputError, evaluate, format_results
+
+    def fail(message: str, status: int) -> int:
+        if args.debug:
+            traceback.print_exc()
+        print(terminal_text(f"capcal eval: error: {message}"), file=sys.stderr)
+        return status
+
+    try:
+        request = eval_request(args)
+    except ValueError as error:
+        return fail(str(error), 2)
+    if args.trust_remote_code:  # as lm_eval does: datasets read its setting when imported
+        import datasets
+
+        datasets.config.HF_DATASETS_TRUST_REMOTE_CODE = True
+    from lm_eval.utils import setup_logging
+
+    setup_logging(args.verbosity or logging.INFO)
+    _log_capcal_models_to_stderr()
+    try:
+        results = evaluate(**request)
+    except EvaluationInputError as error:
+        return fail(str(error), 2)
+    except Exception as error:  # noqa: BLE001 - one line (the traceback with --debug)
+        if _api_requests_failed(error):  # the report says what finished, what did not, how to resume
+            return fail(str(error), 3)
+        first_line = (str(error).strip().splitlines() or [""])[0]
+        hint = "" if args.debug else " (--debug shows the traceback)"
+        return fail(f"{type(error).__name__}: {first_line}{hint}", 1)
+    if results is None:
+        return 0
+    if args.show_config:
+        from lm_eval.utils import handle_non_serializable
+
+        shown = {key: value for key, value in results.items() if key not in ("samples", "capcal_files")}
+        print(terminal_text(json.dumps(shown, indent=2, default=handle_non_serializable, ensure_ascii=False)))
+    print(terminal_text(format_results(results, num_fewshot=args.num_fewshot)))
+    for task, path in (results.get("capcal_files") or {}).get("samples", {}).items():
+        print(terminal_text(f"samples of {task}: {path}"))
+    return 0
 
 
 def _models(args: argparse.Namespace) -> int:
@@ -48,7 +265,7 @@ def _analyze(args: argparse.Namespace) -> int:
     output = Path(args.output) if args.output else Path(args.output_dir) / "capcal_questions.jsonl"
     write_question_table(table, output)
     with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print(summarize(table).to_string(index=False))
+        print(terminal_text(summarize(table).to_string(index=False)))
     print(f"\n{len(table)} questions -> {output}")
     return 0
 
@@ -60,22 +277,28 @@ def _check(args: argparse.Namespace) -> int:
 
     checks = check_run(args.output_dir)
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 80):
-        print(checks.drop(columns="problems").to_string(index=False))
+        print(terminal_text(checks.drop(columns="problems").to_string(index=False)))
+    for report in checks.attrs.get("joins", []):  # what each confidence run could not match
+        print(terminal_text(f"join {report.summary()}"))
+    for path, same_as in checks.attrs.get("duplicates", []):
+        print(terminal_text(f"read once: {path} (the same run as {same_as})"))
     incomplete = checks[~checks["complete"]]
     for row in incomplete.itertuples():
-        print(f"incomplete: {row.model} {row.task} {row.run_id}: {row.problems}")
+        print(terminal_text(f"incomplete: {row.model} {row.task} {row.run_id}: {row.problems}"))
     print(f"\n{len(checks) - len(incomplete)} of {len(checks)} run(s) complete")
     return 1 if len(incomplete) else 0
 
 
 def _report(args: argparse.Namespace) -> int:
-    from analysis.report_builder import ReportOptions, build_report
+    from analysis.report import ReportOptions, build_report
+    from capcal_tasks.relations import parse_calibration_overrides
 
+    calibration = parse_calibration_overrides(args.calibration)
     files = build_report(
         args.output_dirs,
         args.output,
         activations_dir=args.activations,
-        options=ReportOptions(n_resamples=args.resamples, seed=args.seed),
+        options=ReportOptions(n_resamples=args.resamples, seed=args.seed, calibration=calibration),
     )
     print(f"report:  {files.html}\nsummary: {files.markdown}")
     return 0
@@ -120,10 +343,29 @@ def _log_capcal_models_to_stderr() -> None:
         models_logger.setLevel(logging.INFO)
 
 
+def unrecognized_arguments(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
+    """The error for flags ``parser`` does not know, with the closest known flag for the first of them."""
+    import difflib
+
+    message = f"unrecognized arguments: {' '.join(unknown)}"
+    flags = sorted(set(re.findall(r"--[\w-]+", parser.format_usage())))
+    first = next((item.split("=")[0] for item in unknown if item.startswith("--")), None)
+    close = difflib.get_close_matches(first, flags, n=1, cutoff=0.6) if first else []
+    return f"{message}; did you mean {close[0]}?" if close else message
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="capcal", description="Capability calibration on lm-eval.")
+    parser = OneLineParser(
+        prog="capcal", description="Capability calibration on lm-eval.", allow_abbrev=False
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.add_parser("eval", help="lm_eval with capcal's tasks and models (+ --repeats K, --data_dir DIR)")
+    evaluation = commands.add_parser(
+        "eval",
+        help="lm_eval with capcal's tasks and models (+ --repeats K, --data_dir DIR)",
+        description="Run lm-eval on capcal's (and lm-eval's) tasks: analysis.evaluation.evaluate.",
+        allow_abbrev=False,
+    )
+    add_eval_arguments(evaluation)
     commands.add_parser("tasks-dir", help="print the folder of capcal's task YAMLs (for --include_path)")
 
     models = commands.add_parser("models", help="prepare and list local models").add_subparsers(
@@ -154,6 +396,14 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--activations", help="activations folder written by capcal-hf (enables the probe)")
     report.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     report.add_argument("--seed", type=int, default=0)
+    report.add_argument(
+        "--calibration",
+        action="append",
+        default=[],
+        metavar="TASK=SPLIT[,SPLIT]",
+        help="fit TASK's probe and recalibrators on these calibration task(s) instead of the declared ones "
+        "(cross-domain: capcal_aime25=capcal_math_train; several: mixed-domain); repeatable",
+    )
 
     demo = commands.add_parser("demo", help="the full pipeline on local models: sample, elicit, report")
     demo.add_argument("--output_dir", default="capcal_demo")
@@ -168,23 +418,23 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--max_gen_toks", type=int, default=16)
     demo.add_argument("--batch_size", type=int, default=64)
     demo.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples in the report")
+    parser.command_parsers = dict(commands.choices)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``capcal`` command; returns its exit status (argument errors: one line, exit status 2)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "eval":
-        from analysis.evaluation import run_lm_eval
-        from capcal_models.api import APIRequestsFailed
-
-        _log_capcal_models_to_stderr()
-        try:
-            run_lm_eval(argv[1:])
-        except APIRequestsFailed as error:  # the report says what finished, what did not and how to resume
-            print(f"capcal eval: error: {error}", file=sys.stderr)
-            return 3
-        return 0
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    try:
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            command_parser = parser.command_parsers.get(getattr(args, "command", None), parser)
+            command_parser.error(unrecognized_arguments(command_parser, unknown))
+    except SystemExit as exit:
+        return int(exit.code or 0)
+    if args.command == "eval":
+        return run_eval(args)
     if args.command == "tasks-dir":
         from capcal_tasks import tasks_dir
 
@@ -195,7 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handlers[args.command](args)
     except (FileNotFoundError, ValueError, KeyError, RuntimeError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
-        print(f"capcal {args.command}: error: {message}", file=sys.stderr)
+        print(terminal_text(f"capcal {args.command}: error: {message}"), file=sys.stderr)
         return 2
 
 

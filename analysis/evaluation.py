@@ -1,22 +1,67 @@
 """Running lm-eval with capcal's tasks and models: the library behind ``capcal eval``.
 
-``capcal eval`` is a drop-in for ``lm_eval``: the same flags, plus
-``--repeats K`` (k sampled responses per question for capcal's sampling tasks) and ``--data_dir DIR`` (read
-task data from a local folder, or ``bundled`` for the data shipped with capcal, instead of the hub).
+``evaluate`` is ``lm_eval.simple_evaluate`` with a ``CapcalTaskManager`` (capcal's tasks on the include
+path, ``repeats`` applied to capcal's sampling tasks) and ``data_dir`` (task data from a local folder, or
+``"bundled"`` for the data shipped with capcal, instead of the hub). Given ``output_path`` it saves the
+results (and, with ``log_samples``, the samples) as ``lm_eval --output_path`` does, with lm-eval's
+``EvaluationTracker``, plus the top-level key ``"capcal_model"`` (what checkpoint was evaluated). It checks
+its inputs (``check_inputs``) before a model is loaded: each problem is one ``EvaluationInputError`` line.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
+import dataclasses
+import difflib
+import inspect
 import os
-import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from capcal_tasks.data_sources import DATA_DIR_ENV
+from capcal_tasks.data_sources import BUNDLED_DATA_DIR, local_data_dir, local_files_read_by
+from capcal_tasks.settings import BUNDLED, DATA_DIR_ENV
 
-__all__ = ["capcal_task_manager", "data_dir_setting", "evaluate", "run_lm_eval"]
+__all__ = [
+    "CheckedInputs",
+    "EvaluationInputError",
+    "accepted_model_arguments",
+    "check_inputs",
+    "data_dir_setting",
+    "evaluate",
+    "format_results",
+    "parse_key_values",
+    "saved_files",
+]
+
+# lm-eval models whose ``pretrained`` is a checkpoint on this machine (or a hub id): a value that looks like a
+# path must exist. API models name a model on a server instead.
+LOCAL_CHECKPOINT_MODELS = frozenset({"hf", "hf-auto", "huggingface", "capcal-hf", "vllm", "capcal-vllm"})
+
+# Keyword arguments that HFLM passes on to transformers' ``from_pretrained`` (besides its own parameters).
+HF_FROM_PRETRAINED_ARGUMENTS = frozenset(
+    """adapter_kwargs adapter_name attn_implementation bnb_4bit_compute_dtype bnb_4bit_quant_type
+    bnb_4bit_use_double_quant cache_dir config device_map force_download generation_config
+    ignore_mismatched_sizes key_mapping load_in_4bit load_in_8bit local_files_only low_cpu_mem_usage
+    max_memory offload_buffers output_loading_info proxies quantization_config token torch_dtype
+    use_flash_attention_2 use_kernels use_safetensors variant weights_only""".split()
+)
+
+
+class EvaluationInputError(ValueError):
+    """An input of ``evaluate`` (or ``capcal eval``) that cannot work; the message is one line naming it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckedInputs:
+    """What ``check_inputs`` resolved: the task manager (its index built once), the task names or configs
+    to load, the model arguments and the task metadata (``model_args | metadata``, as lm-eval's CLI merges
+    them)."""
+
+    task_manager: Any
+    tasks: list[str | dict]
+    model_args: dict[str, Any]
+    metadata: dict[str, Any]
 
 
 @contextlib.contextmanager
@@ -25,7 +70,7 @@ def data_dir_setting(data_dir: str | Path | None) -> Iterator[None]:
     if data_dir is None:
         yield
         return
-    value = str(data_dir) if str(data_dir) == "bundled" else str(Path(data_dir).expanduser().resolve())
+    value = BUNDLED if str(data_dir) == BUNDLED else str(Path(data_dir).expanduser().resolve())
     previous = os.environ.get(DATA_DIR_ENV)
     os.environ[DATA_DIR_ENV] = value
     try:
@@ -37,91 +82,282 @@ def data_dir_setting(data_dir: str | Path | None) -> Iterator[None]:
             os.environ[DATA_DIR_ENV] = previous
 
 
-@contextlib.contextmanager
-def capcal_task_manager(repeats: int | None) -> Iterator[None]:
-    """Within the block, lm-eval's command line builds a ``CapcalTaskManager`` (capcal's tasks on the include
-    path, ``repeats`` applied to capcal's sampling tasks) wherever it would build its own TaskManager."""
-    import lm_eval.tasks
+def parse_key_values(value: str | Mapping[str, Any] | None, what: str = "model arguments") -> dict[str, Any]:
+    """lm-eval's dictionary arguments (model arguments, ``gen_kwargs``, task metadata) as a dict, values
+    parsed as lm-eval parses them (``capcal_models.model_identity.parse_model_args`` with ``typed=True``).
+    Raises ``EvaluationInputError`` naming ``what``."""
+    from capcal_models.model_identity import parse_model_args
 
-    from capcal_tasks.task_manager import CapcalTaskManager
-
-    class RunTaskManager(CapcalTaskManager):
-        def __init__(self, *args, **kwargs):
-            kwargs.setdefault("repeats", repeats)
-            super().__init__(*args, **kwargs)
-
-    original = lm_eval.tasks.TaskManager
-    lm_eval.tasks.TaskManager = RunTaskManager
     try:
-        yield
-    finally:
-        lm_eval.tasks.TaskManager = original
+        return parse_model_args(value, typed=True, what=what)
+    except ValueError as error:
+        raise EvaluationInputError(str(error)) from None
 
 
-def _capcal_arguments(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
-    parser = argparse.ArgumentParser(prog="capcal eval", add_help=False)
-    parser.add_argument("--repeats", type=int, default=None)
-    parser.add_argument("--data_dir", default=None)
-    own, rest = parser.parse_known_args(list(argv))
-    if own.repeats is not None and own.repeats < 1:
-        parser.error(f"--repeats must be a positive integer, got {own.repeats}")
-    return own, rest
+def accepted_model_arguments(model_class: type) -> frozenset[str]:
+    """The model-argument names ``model_class`` accepts: the named parameters of every ``__init__`` along its
+    class hierarchy, plus what HFLM hands to transformers' ``from_pretrained`` and vLLM to its engine."""
+    names: set[str] = set()
+    for klass in model_class.__mro__:
+        init = vars(klass).get("__init__")
+        if klass is object or init is None:
+            continue
+        for parameter in inspect.signature(init).parameters.values():
+            if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
+                names.add(parameter.name)
+    names.discard("self")
+    module_names = {klass.__module__ for klass in model_class.__mro__}
+    if "lm_eval.models.huggingface" in module_names:
+        names |= HF_FROM_PRETRAINED_ARGUMENTS
+    if "lm_eval.models.vllm_causallms" in module_names:
+        from vllm import EngineArgs
+
+        names |= {field.name for field in dataclasses.fields(EngineArgs)}
+    return frozenset(names)
 
 
-def run_lm_eval(argv: Sequence[str]) -> None:
-    """Run lm-eval's command line (``lm_eval ...`` flags) with capcal's tasks and models available.
+def _looks_like_path(value: str) -> bool:
+    """A local path rather than a hub id (``org/name``): absolute, relative with ./ ../ or ~, or deeper."""
+    return value.startswith(("/", "./", "../", "~", ".\\")) or value.count("/") >= 2 or value.endswith("/")
 
-    ``--repeats K`` and ``--data_dir DIR`` are taken out of ``argv`` and applied; the rest goes to lm-eval.
-    """
-    own, rest = _capcal_arguments(argv)
-    if "-h" in rest or "--help" in rest:
-        print(
-            "capcal eval: lm_eval's flags (below), plus\n"
-            "  --repeats K      k sampled responses per question for capcal's sampling tasks\n"
-            "  --data_dir DIR   read task data from DIR (laid out like capcal's bundled data) or 'bundled'\n"
-        )
+
+def _check_model(model: str, model_args: dict[str, Any]) -> None:
+    from lm_eval.api.registry import MODEL_REGISTRY
+
     from capcal_models.registry import register_models
 
     register_models()
-    from lm_eval.__main__ import cli_evaluate
-
-    saved_argv = sys.argv
-    sys.argv = ["lm_eval", *rest]
+    if model not in MODEL_REGISTRY:
+        close = difflib.get_close_matches(model, list(MODEL_REGISTRY), n=3, cutoff=0.6)
+        hint = f"; did you mean {_alternatives(close)}?" if close else ""
+        raise EvaluationInputError(f"unknown model {model}{hint}")
     try:
-        with data_dir_setting(own.data_dir), capcal_task_manager(own.repeats):
-            cli_evaluate()
-    finally:
-        sys.argv = saved_argv
+        model_class = MODEL_REGISTRY.get(model)
+    except ImportError as error:
+        raise EvaluationInputError(f"model {model} cannot be loaded here: {error}") from None
+    accepted = accepted_model_arguments(model_class)
+    for name in model_args:
+        if name not in accepted:
+            close = difflib.get_close_matches(name, sorted(accepted), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            where = f"{model_class.__module__}.{model_class.__qualname__}"
+            raise EvaluationInputError(f"unknown model argument {name} for {model} ({where}){hint}")
+    keys = ("pretrained", "tokenizer") if model in LOCAL_CHECKPOINT_MODELS else ("tokenizer",)
+    for key in keys:
+        value = model_args.get(key)
+        if isinstance(value, str) and _looks_like_path(value) and not Path(value).expanduser().exists():
+            raise EvaluationInputError(f"{key}={value}: no such file or folder")
+
+
+def _alternatives(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def _data_root(data_dir: str | Path | None) -> Path | None:
+    """The local data folder the tasks read (``data_dir``, else ``CAPCAL_DATA_DIR``), None for the hub."""
+    if data_dir is None:
+        try:
+            return local_data_dir()
+        except FileNotFoundError as error:
+            raise EvaluationInputError(str(error)) from None
+    root = BUNDLED_DATA_DIR if str(data_dir) == BUNDLED else Path(data_dir).expanduser()
+    if not root.is_dir():
+        raise EvaluationInputError(f"data_dir {data_dir}: no such folder")
+    return root.resolve()
+
+
+def _check_data(task_manager, tasks: list[str | dict], root: Path | None, metadata: dict[str, Any]) -> None:
+    """Every local file that capcal's tasks among ``tasks`` read exists under ``root`` (when one is set); a
+    task reading an earlier run (``samples_file``) or generating its data is checked by running its loader."""
+    for name, config in task_manager.task_configs(tasks).items():
+        if "custom_dataset" not in config:
+            continue
+        loader = task_manager.custom_dataset_of(name) if isinstance(name, str) else None
+        if loader is None or not getattr(loader, "__module__", "").startswith("capcal_tasks."):
+            continue
+        task_metadata = {**(config.get("metadata") or {}), **metadata}
+        try:
+            wanted = local_files_read_by(loader, **task_metadata, **(config.get("dataset_kwargs") or {}))
+        except (OSError, ValueError) as error:
+            raise EvaluationInputError(f"task {name}: {error}") from None
+        for relative in wanted if root is not None else []:
+            if not (root / relative).exists():
+                raise EvaluationInputError(f"task {name} reads {relative}, which is not in {root}")
+
+
+def check_inputs(
+    model: Any,
+    tasks: str | Sequence[Any],
+    model_args: str | Mapping[str, Any] | None = None,
+    repeats: int | None = None,
+    data_dir: str | Path | None = None,
+    include_path: str | Path | Sequence[str | Path] | None = None,
+    limit: float | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> CheckedInputs:
+    """Check ``evaluate``'s inputs without loading a model or a dataset; return what they resolve to.
+
+    In order (cheap first): ``repeats`` a positive integer; ``limit`` positive (an integer when >= 1, a
+    fraction of each task below 1); ``metadata`` a mapping; for a model given by name: registered (lm-eval's
+    or capcal's), importable here, every model argument accepted by the model class, ``pretrained`` /
+    ``tokenizer`` paths existing; ``include_path`` folders existing; ``data_dir`` an existing folder (or
+    ``"bundled"``); every task name registered, matched by a pattern or a YAML file (task config dicts and
+    Task objects pass as they are); every local file the chosen capcal tasks read present in the data
+    folder. Raises ``EvaluationInputError`` (one line).
+    """
+    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
+        raise EvaluationInputError(f"repeats must be a positive integer, got {repeats!r}")
+    if limit is not None and (
+        isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0 or limit != limit
+    ):
+        raise EvaluationInputError(f"limit must be positive (a count, or a fraction below 1), got {limit!r}")
+    if limit is not None and limit >= 1 and limit != int(limit):
+        raise EvaluationInputError(f"limit must be a whole number of questions when >= 1, got {limit!r}")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise EvaluationInputError(
+            f"metadata must be a JSON object (a mapping), got {type(metadata).__name__}"
+        )
+    arguments = parse_key_values(model_args)
+    if isinstance(model, str):
+        _check_model(model, arguments)
+    paths = (
+        []
+        if include_path is None
+        else [include_path]
+        if isinstance(include_path, (str, Path))
+        else include_path
+    )
+    for path in paths:
+        if not Path(path).expanduser().is_dir():
+            raise EvaluationInputError(f"include_path {path}: no such folder")
+    root = _data_root(data_dir)
+    items = tasks.split(",") if isinstance(tasks, str) else list(tasks)
+    items = [item.strip() if isinstance(item, str) else item for item in items]
+    items = [item for item in items if item != ""]
+    if not items:
+        raise EvaluationInputError("no tasks given")
+    from capcal_tasks.task_manager import CapcalTaskManager, UnknownTaskError
+
+    merged = {**arguments, **(metadata or {})}
+    task_manager = CapcalTaskManager(include_path=include_path, repeats=repeats, metadata=merged)
+    resolved: list[Any] = []
+    for item in items:  # a name is resolved; a task config dict or Task object is passed on as it is
+        try:
+            found = task_manager.resolve_task_names([item]) if isinstance(item, str) else [item]
+        except UnknownTaskError as error:
+            raise EvaluationInputError(str(error)) from None
+        resolved += [entry for entry in found if entry not in resolved]
+    _check_data(task_manager, resolved, root, merged)
+    return CheckedInputs(task_manager, resolved, arguments, merged)
+
+
+def saved_files(output_path: str | Path, tracker: Any, task_names: Sequence[str]) -> dict[str, Any]:
+    """Where lm-eval's ``EvaluationTracker`` saved a run: ``{"results": path, "samples": {task: path}}``
+    (the layout of ``lm_eval --output_path``: ``<output>/<model_sanitized>/results_<time>.json``)."""
+    path = Path(output_path)
+    model_folder = str(tracker.general_config_tracker.model_name_sanitized)
+    folder = path.parent if path.suffix == ".json" else path / model_folder
+    results = (
+        path.with_name(f"{path.stem}_{tracker.date_id}.json")
+        if path.suffix == ".json"
+        else folder / f"results_{tracker.date_id}.json"
+    )
+    samples = {task: folder / f"samples_{task}_{tracker.date_id}.jsonl" for task in task_names}
+    return {"results": results, "samples": {task: p for task, p in samples.items() if p.is_file()}}
+
+
+def _capcal_model(model: Any, model_args: dict[str, Any]) -> dict[str, Any]:
+    from capcal_models.model_identity import model_fingerprint_from_args
+
+    if isinstance(model, str):
+        return model_fingerprint_from_args(model, model_args)
+    pretrained = getattr(model, "pretrained", None)
+    arguments = {"pretrained": pretrained} if isinstance(pretrained, str) else {}
+    return model_fingerprint_from_args(type(model).__name__, arguments)
 
 
 def evaluate(
-    model: str,
-    tasks: str | list[str],
-    model_args: str | dict | None = None,
+    model: Any,
+    tasks: str | Sequence[Any],
+    model_args: str | Mapping[str, Any] | None = None,
     repeats: int | None = None,
     data_dir: str | Path | None = None,
-    include_path: str | Path | list[str | Path] | None = None,
-    metadata: dict | None = None,
-    **simple_evaluate_kwargs,
-) -> dict:
+    include_path: str | Path | Sequence[str | Path] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    output_path: str | Path | None = None,
+    log_samples: bool = True,
+    limit: float | None = None,
+    apply_chat_template: bool | str = False,
+    fewshot_as_multiturn: bool | None = None,
+    device: str | None = "cuda:0",
+    **simple_evaluate_kwargs: Any,
+) -> dict[str, Any]:
     """``lm_eval.simple_evaluate`` with capcal's tasks and models, ``repeats`` and ``data_dir``.
 
-    ``metadata`` reaches every task's config (as ``--metadata`` does), e.g. ``{"samples_file": ...}`` for the
-    response-level confidence tasks. Returns lm-eval's results dictionary (with ``samples`` when
-    ``log_samples=True``).
+    ``model`` is a registered model name (lm-eval's or capcal's) or an lm-eval ``LM`` object. The inputs
+    are checked first (``check_inputs``; ``EvaluationInputError`` before any model is loaded). The tasks see
+    ``model_args | metadata`` as their metadata, as with ``lm_eval --metadata`` (e.g.
+    ``{"samples_file": ...}`` for the response-level confidence tasks). ``fewshot_as_multiturn`` defaults
+    to whether a chat template is applied, and ``device`` to ``cuda:0`` (lm-eval's HF and vLLM models use the
+    CPU when there is no GPU), as in lm-eval's CLI. Other keyword arguments go to ``simple_evaluate``
+    unchanged.
+
+    With ``output_path`` the run is saved as ``lm_eval --output_path [--log_samples]`` saves it, plus the
+    top-level key ``"capcal_model"`` (``capcal_models.model_identity.model_fingerprint_from_args``).
+    Returns lm-eval's results dictionary (with ``samples`` when ``log_samples``); after a save it also holds
+    ``"capcal_files"``: ``{"results": Path, "samples": {task: Path}}`` (not written to the results file).
     """
     from lm_eval import simple_evaluate
+    from lm_eval.loggers import EvaluationTracker
 
-    from capcal_models.registry import register_models
-    from capcal_tasks.task_manager import CapcalTaskManager
-
-    register_models()
+    checked = check_inputs(model, tasks, model_args, repeats, data_dir, include_path, limit, metadata)
+    tracker = EvaluationTracker(output_path=str(output_path)) if output_path is not None else None
+    multiturn = bool(apply_chat_template) if fewshot_as_multiturn is None else fewshot_as_multiturn
     with data_dir_setting(data_dir):
-        task_manager = CapcalTaskManager(include_path=include_path, repeats=repeats, metadata=metadata)
-        return simple_evaluate(
+        results = simple_evaluate(
             model=model,
-            model_args=model_args,
-            tasks=tasks if isinstance(tasks, list) else tasks.split(","),
-            task_manager=task_manager,
+            model_args=checked.model_args if isinstance(model, str) else None,
+            tasks=checked.tasks,
+            task_manager=checked.task_manager,
+            metadata=checked.metadata,
+            limit=limit,
+            log_samples=log_samples,
+            evaluation_tracker=tracker,
+            apply_chat_template=apply_chat_template,
+            fewshot_as_multiturn=multiturn,
+            device=device,
             **simple_evaluate_kwargs,
         )
+    if results is None or tracker is None:  # not the main process, or nothing to save
+        return results
+    samples = results.pop("samples", None) if log_samples else None
+    results["capcal_model"] = _capcal_model(model, checked.model_args)
+    tracker.save_results_aggregated(results=results, samples=samples)
+    if samples is not None:
+        for task_name in results["configs"]:
+            tracker.save_results_samples(task_name=task_name, samples=samples[task_name])
+        results["samples"] = samples
+    results["capcal_files"] = saved_files(output_path, tracker, list(results["configs"]))
+    return results
+
+
+def format_results(results: Mapping[str, Any], num_fewshot: int | None = None) -> str:
+    """The summary ``lm_eval`` prints after a run: the run's settings line (``num_fewshot`` as requested)
+    and lm-eval's results table (and the groups table when there are groups), from
+    ``lm_eval.utils.make_table``."""
+    from lm_eval.utils import make_table
+
+    config = results.get("config", {})
+    model_args = config.get("model_args")
+    if isinstance(model_args, dict):
+        model_args = {key: value for key, value in model_args.items() if key != "trust_remote_code"}
+    batch_sizes = ",".join(map(str, config.get("batch_sizes") or []))
+    lines = [
+        f"{config.get('model')} ({model_args}), gen_kwargs: ({config.get('gen_kwargs')}), "
+        f"limit: {config.get('limit')}, num_fewshot: {num_fewshot}, "
+        f"batch_size: {config.get('batch_size')}{f' ({batch_sizes})' if batch_sizes else ''}",
+        make_table(dict(results)),
+    ]
+    if "groups" in results:
+        lines.append(make_table(dict(results), "groups"))
+    return "\n".join(lines)

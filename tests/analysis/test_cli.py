@@ -1,0 +1,209 @@
+"""``capcal eval``: lm-eval's flags parsed into one ``evaluate`` call; every input that cannot work is one
+line on stderr (exit status 2) before any model is loaded; a failed run is one line (exit 1), the traceback
+only with ``--debug``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis.cli import build_parser, eval_request, parse_dict_flag, parse_seed
+
+REPO = Path(__file__).resolve().parents[2]
+# Runs ``capcal ARGS`` in a fresh process, then prints whether SmolLM2's model code was ever imported.
+RUNNER = (
+    "import sys\n"
+    "from analysis.cli import main\n"
+    "status = main(sys.argv[1:])\n"
+    "print('model code imported:', any(name.endswith('modeling_llama') for name in sys.modules))\n"
+    "sys.exit(status)\n"
+)
+
+
+def capcal(*arguments: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-c", RUNNER, *arguments]
+    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def incomplete_data(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("data")
+    (folder / "gsm8k").mkdir()
+    (folder / "gsm8k" / "test.jsonl").write_text('{"question": "1+1?", "answer": "#### 2"}\n')
+    return folder
+
+
+INVALID = {
+    "unknown task": (
+        ["--tasks", "capcal_gsm8kk"],
+        "unknown task capcal_gsm8kk; did you mean capcal_gsm8k, capcal_gsm8k_all or capcal_gsm8k_train?",
+    ),
+    "limit 0": (["--tasks", "capcal_gsm8k", "--limit", "0"], "limit must be positive"),
+    "negative limit": (["--tasks", "capcal_gsm8k", "--limit", "-2"], "limit must be positive"),
+    "fractional limit above 1": (
+        ["--tasks", "capcal_gsm8k", "--limit", "2.5"],
+        "a whole number of questions",
+    ),
+    "limit not a number": (["--tasks", "capcal_gsm8k", "--limit", "ten"], "invalid float value: 'ten'"),
+    "repeats 0": (["--tasks", "capcal_gsm8k", "--repeats", "0"], "repeats must be a positive integer, got 0"),
+    "missing data folder": (
+        ["--tasks", "capcal_gsm8k", "--data_dir", "/no/such/data"],
+        "data_dir /no/such/data: no such folder",
+    ),
+    "data folder without the task's files": (
+        ["--tasks", "capcal_gsm8k,capcal_math500", "--data_dir", "{data}"],
+        "task capcal_math500 reads math500/test.jsonl, which is not in {data}",
+    ),
+    "missing model path": (
+        ["--model_args", "pretrained=/no/such/smollm2", "--tasks", "capcal_gsm8k"],
+        "pretrained=/no/such/smollm2: no such file or folder",
+    ),
+    "model argument typo": (
+        ["--model_args", "pretrained={model},dtpye=float32", "--tasks", "capcal_gsm8k"],
+        "unknown model argument dtpye for capcal-hf (capcal_models.hf.CapcalHFLM); did you mean dtype?",
+    ),
+    "model argument without a value": (
+        ["--model_args", "pretrained={model},sample_cache", "--tasks", "capcal_gsm8k"],
+        "--model_args: expected key=value or a JSON object, got 'sample_cache'",
+    ),
+    "unknown model": (
+        ["--model", "capcal-hff", "--tasks", "capcal_gsm8k"],
+        "unknown model capcal-hff; did you",
+    ),
+    "metadata not JSON": (
+        ["--tasks", "capcal_gsm8k", "--metadata", "{samples_file: x}"],
+        "--metadata: not valid",
+    ),
+    "metadata not an object": (
+        ["--tasks", "capcal_gsm8k", "--metadata", "[1, 2]"],
+        "--metadata: expected a JSON object, got [1, 2]",
+    ),
+    "unknown flag": (
+        ["--tasks", "capcal_gsm8k", "--model_arg", "x=1"],
+        "unrecognized arguments: --model_arg x=1; did you mean --model_args?",
+    ),
+    "log_samples without output_path": (
+        ["--tasks", "capcal_gsm8k", "--log_samples"],
+        "--log_samples and --predict_only need --output_path",
+    ),
+    "missing include_path": (
+        ["--tasks", "capcal_gsm8k", "--include_path", "/no/such/tasks"],
+        "include_path /no/such/tasks: no such folder",
+    ),
+    "seed not an integer": (
+        ["--tasks", "capcal_gsm8k", "--seed", "abc"],
+        "argument --seed: expected an integer",
+    ),
+    "samples with limit": (
+        ["--tasks", "capcal_gsm8k", "--samples", '{"capcal_gsm8k": [0]}', "--limit", "1"],
+        "--samples and --limit cannot be used together",
+    ),
+    "multiturn without chat template": (
+        ["--tasks", "capcal_gsm8k", "--fewshot_as_multiturn"],
+        "--fewshot_as_multiturn needs --apply_chat_template",
+    ),
+    "response-level task without its samples file": (
+        ["--tasks", "capcal_gsm8k_selfcheck"],
+        "task capcal_gsm8k_selfcheck: capcal's response-level gsm8k tasks score the responses of an earlier",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INVALID))
+def test_an_input_that_cannot_work_is_one_line_before_any_model_is_loaded(
+    case, smollm2_path, incomplete_data
+):
+    """Every case names the real SmolLM2 checkpoint (unless the model is the problem): a check that let the
+    input through would load it, which the runner reports."""
+    flags, message = INVALID[case]
+    places = {"{model}": str(smollm2_path), "{data}": str(incomplete_data)}
+    for placeholder, value in places.items():
+        flags = [flag.replace(placeholder, value) for flag in flags]
+        message = message.replace(placeholder, value)
+    model = [] if "--model" in flags else ["--model", "capcal-hf"]
+    model += [] if "--model_args" in flags else ["--model_args", f"pretrained={smollm2_path}"]
+    result = capcal("eval", *model, *flags)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.endswith("\n") and result.stderr.count("\n") == 1, result.stderr[-3000:]
+    assert result.stderr.startswith("capcal eval: error: ")
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == "model code imported: False\n"
+
+
+def test_a_failed_run_is_one_line_and_the_traceback_needs_debug(tmp_path):
+    (tmp_path / "gsm8k").mkdir()
+    (tmp_path / "gsm8k" / "test.jsonl").write_text("not json\n")  # present, so the checks pass; unreadable
+    flags = [
+        "eval",
+        "--model",
+        "dummy",
+        "--tasks",
+        "capcal_gsm8k",
+        "--data_dir",
+        str(tmp_path),
+        "--limit",
+        "1",
+    ]
+    result = capcal(*flags)
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"capcal eval: error: ValueError: {tmp_path}/gsm8k/test.jsonl:1: not valid JSON (Expecting value) "
+        "(--debug shows the traceback)"
+    )
+    assert "Traceback" not in result.stderr
+    debug = capcal(*flags, "--debug")
+    assert debug.returncode == 1 and "Traceback (most recent call last)" in debug.stderr
+    assert debug.stderr.splitlines()[-1].startswith("capcal eval: error: ValueError: ")
+
+
+def test_other_commands_report_argument_errors_in_one_line(capsys):
+    from analysis.cli import main
+
+    assert main(["report"]) == 2
+    assert (
+        capsys.readouterr().err == "capcal report: error: the following arguments are required: OUTPUT_DIR\n"
+    )
+    assert main(["nonsense"]) == 2
+    assert capsys.readouterr().err.startswith("capcal: error: argument COMMAND: invalid choice: 'nonsense'")
+
+
+def test_eval_flags_become_one_evaluate_call():
+    args = build_parser().parse_args(
+        ["eval", "--model", "capcal-hf", "-a", "pretrained=/m,seed=3", "batch_size=8", "--tasks", "a,b", "c"]
+        + ["--gen_kwargs", "max_gen_toks=16,temperature=0.7", "--metadata", '{"samples_file": "/s.jsonl"}']
+        + ["--limit", "5", "--repeats", "4", "--data_dir", "bundled", "--apply_chat_template", "--seed", "7"]
+        + ["--log_samples", "--output_path", "out", "--cache_requests", "refresh", "--num_fewshot", "2"]
+    )
+    request = eval_request(args)
+    assert request["model"] == "capcal-hf" and request["tasks"] == ["a", "b", "c"]
+    assert request["model_args"] == {"pretrained": "/m", "seed": 3, "batch_size": 8}
+    assert request["gen_kwargs"] == {"max_gen_toks": 16, "temperature": 0.7}
+    assert request["metadata"] == {"samples_file": "/s.jsonl"}
+    assert (request["limit"], request["repeats"], request["data_dir"]) == (5.0, 4, "bundled")
+    assert request["apply_chat_template"] is True and request["fewshot_as_multiturn"] is None
+    assert [
+        request[f"{name}_seed"] for name in ("random", "numpy_random", "torch_random", "fewshot_random")
+    ] == [7] * 4
+    assert request["log_samples"] and request["output_path"] == "out" and request["num_fewshot"] == 2
+    assert (
+        request["cache_requests"]
+        and request["rewrite_requests_cache"]
+        and not request["delete_requests_cache"]
+    )
+    assert (request["device"], request["batch_size"]) == ("cuda:0", 1)  # lm_eval's defaults
+
+
+def test_lm_eval_dictionary_flags_and_seeds():
+    assert parse_dict_flag(['{"a": [1, 2]}', "b=x,c=2"], "--metadata") == {"a": [1, 2], "b": "x", "c": 2}
+    assert parse_dict_flag(None, "--gen_kwargs") == {}
+    with pytest.raises(ValueError, match=r"^--gen_kwargs: expected key=value or a JSON object, got 'oops'$"):
+        parse_dict_flag(["max_gen_toks=3,oops"], "--gen_kwargs")
+    assert parse_seed("5") == [5, 5, 5, 5]
+    assert parse_seed("1,None,3,4") == [1, None, 3, 4]
+    assert parse_seed("1,2,3") == [1, 2, 3, 1234]

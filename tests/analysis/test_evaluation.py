@@ -1,0 +1,230 @@
+"""``analysis.evaluation``: input checks before a model is loaded; runs saved as lm-eval's CLI saves them."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis.evaluation import (
+    EvaluationInputError,
+    accepted_model_arguments,
+    check_inputs,
+    evaluate,
+    format_results,
+    parse_key_values,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+TINY_TASK, TINY_LIMIT, TINY_REPEATS = "capcal_gsm8k", 2, 2  # tests/analysis/conftest.py's tiny_run
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"repeats": 0}, "repeats must be a positive integer, got 0"),
+        ({"repeats": True}, "repeats must be a positive integer, got True"),
+        ({"repeats": 2.5}, "repeats must be a positive integer, got 2.5"),
+        ({"limit": 0}, "limit must be positive"),
+        ({"limit": -3}, "limit must be positive"),
+        ({"limit": math.nan}, "limit must be positive"),
+        ({"limit": 2.5}, "limit must be a whole number of questions when >= 1, got 2.5"),
+        ({"metadata": ["samples_file"]}, "metadata must be a JSON object"),
+        ({"model": "hff"}, "unknown model hff; did you mean hf?"),
+        ({"model_args": "pretrained=x,dtpye=float32"}, "unknown model argument dtpye for hf"),
+        (
+            {"model_args": "pretrained"},
+            "model arguments: expected key=value or a JSON object, got 'pretrained'",
+        ),
+        ({"model_args": "{bad"}, "model arguments: not valid JSON"),
+        ({"model_args": "[1]"}, "model arguments: expected a JSON object, got [1]"),
+        ({"model_args": "pretrained=/no/such/checkpoint"}, "pretrained=/no/such/checkpoint: no such file"),
+        ({"include_path": "/no/such/tasks"}, "include_path /no/such/tasks: no such folder"),
+        ({"data_dir": "/no/such/data"}, "data_dir /no/such/data: no such folder"),
+    ],
+)
+def test_check_inputs_rejects_before_any_task_or_model_is_loaded(arguments, message):
+    arguments = {"model": "hf", "tasks": "capcal_gsm8k", **arguments}
+    with pytest.raises(EvaluationInputError) as caught:
+        check_inputs(**arguments)
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_check_inputs_names_the_unknown_task_and_the_closest_ones():
+    with pytest.raises(
+        EvaluationInputError, match=r"^unknown task capcal_gsm8kk; did you mean capcal_gsm8k\b"
+    ):
+        check_inputs("hf", ["capcal_gsm8k", "capcal_gsm8kk"])
+    with pytest.raises(EvaluationInputError, match=r"task file /no/such/task.yaml not found"):
+        check_inputs("hf", "/no/such/task.yaml")
+
+
+def test_check_inputs_passes_task_configs_on_as_they_are():
+    config = {"task": "my_gsm8k", "dataset_path": "json", "output_type": "generate_until"}
+    assert check_inputs("hf", ["capcal_gsm8k", config, "capcal_gsm8k"]).tasks == ["capcal_gsm8k", config]
+
+
+def test_check_inputs_finds_a_data_folder_without_the_files_the_tasks_read(tmp_path):
+    (tmp_path / "gsm8k").mkdir()
+    (tmp_path / "gsm8k" / "test.jsonl").write_text("{}\n")
+    checked = check_inputs("hf", "capcal_gsm8k", data_dir=tmp_path)  # the one file capcal_gsm8k reads
+    assert checked.tasks == ["capcal_gsm8k"]
+    with pytest.raises(EvaluationInputError) as caught:
+        check_inputs("hf", "capcal_gsm8k,capcal_math500", data_dir=tmp_path)
+    assert str(caught.value) == f"task capcal_math500 reads math500/test.jsonl, which is not in {tmp_path}"
+    # a tag stands for its tasks: capcal_sampling includes MMLU, whose CSV folder is not there either
+    with pytest.raises(EvaluationInputError, match=r"task capcal_\w+ reads \S+, which is not in"):
+        check_inputs("hf", "capcal_sampling", data_dir=tmp_path)
+
+
+def test_check_inputs_runs_the_loader_of_a_response_level_task():
+    with pytest.raises(EvaluationInputError, match=r"^task capcal_gsm8k_selfcheck: .*samples_file"):
+        check_inputs("hf", "capcal_gsm8k_selfcheck")
+
+
+def test_check_inputs_resolves_patterns_and_merges_model_args_into_the_task_metadata(smollm2_path):
+    checked = check_inputs(
+        "capcal-hf",
+        ["capcal_arithmetic", "capcal_arithmetic*ptrue"],
+        model_args=f"pretrained={smollm2_path},seed=3",
+        repeats=2,
+        data_dir="bundled",
+        metadata={"arithmetic_per_level": 2},
+    )
+    assert checked.tasks == ["capcal_arithmetic", "capcal_arithmetic_ptrue", "capcal_arithmetic_train_ptrue"]
+    assert checked.model_args == {"pretrained": str(smollm2_path), "seed": 3}
+    assert checked.metadata == {"pretrained": str(smollm2_path), "seed": 3, "arithmetic_per_level": 2}
+    assert checked.task_manager.repeats == 2
+
+
+def test_key_value_arguments_are_parsed_as_lm_eval_parses_them():
+    assert parse_key_values("pretrained=/m,batch_size=8,trust_remote_code=True,dtype=float32") == {
+        "pretrained": "/m",
+        "batch_size": 8,
+        "trust_remote_code": True,
+        "dtype": "float32",
+    }
+    assert parse_key_values('{"pretrained": "/m", "max_length": 512}') == {
+        "pretrained": "/m",
+        "max_length": 512,
+    }
+    assert parse_key_values(None) == {} and parse_key_values({"a": 1}) == {"a": 1}
+
+
+def test_accepted_model_arguments_follow_the_class_hierarchy():
+    from lm_eval.api.registry import get_model
+
+    import capcal_models  # noqa: F401  (registers capcal's wrappers)
+
+    hf = accepted_model_arguments(get_model("hf"))
+    capcal_hf = accepted_model_arguments(get_model("capcal-hf"))
+    assert {"pretrained", "dtype", "batch_size", "device_map", "attn_implementation"} <= hf
+    assert hf < capcal_hf and {"seed", "activations", "cache_path", "sample_cache"} <= capcal_hf
+    api = accepted_model_arguments(get_model("capcal-api"))
+    assert {"base_url", "num_concurrent", "tokenizer", "model"} <= api and "dtype" not in api
+
+
+def test_evaluate_checks_its_inputs_before_loading_the_model(smollm2_path):
+    # the checkpoint exists: without the check, the model would load and the typo fail inside transformers
+    code = (
+        "import sys\n"
+        "from analysis.evaluation import EvaluationInputError, evaluate\n"
+        "try:\n"
+        f"    evaluate('capcal-hf', 'capcal_gsm8k', model_args='pretrained={smollm2_path},dtpye=float32')\n"
+        "except EvaluationInputError as error:\n"
+        "    print(error)\n"
+        "print(sorted(m for m in sys.modules if m.endswith('modeling_llama')))\n"
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    message, loaded = result.stdout.splitlines()
+    assert message == (
+        "unknown model argument dtpye for capcal-hf (capcal_models.hf.CapcalHFLM); did you mean dtype?"
+    )
+    assert loaded == "[]"  # SmolLM2's model code (LlamaForCausalLM) was never imported
+
+
+@pytest.mark.slow
+def test_evaluate_saves_the_run_as_lm_eval_does_with_the_model_identity(tiny_run, smollm2_path):
+    from capcal_models.model_identity import checkpoint_fingerprint
+
+    output, results = tiny_run
+    (folder,) = [path for path in output.iterdir() if path.is_dir()]
+    assert folder.name == str(smollm2_path).replace("/", "__")  # lm-eval's model_name_sanitized
+    (results_file,) = folder.glob("results_*.json")
+    (samples_file,) = folder.glob(f"samples_{TINY_TASK}_*.jsonl")
+    stamp = re.fullmatch(r"results_(.+)\.json", results_file.name).group(1)
+    assert samples_file.name == f"samples_{TINY_TASK}_{stamp}.jsonl"
+    assert results["capcal_files"] == {"results": results_file, "samples": {TINY_TASK: samples_file}}
+
+    saved = json.loads(results_file.read_text(encoding="utf-8"))
+    assert "samples" not in saved and "capcal_files" not in saved
+    for key in ("results", "configs", "config", "n-samples", "task_hashes", "model_name", "date"):
+        assert key in saved, key
+    assert saved["capcal_model"]["source"] == "checkpoint"
+    assert saved["capcal_model"]["fingerprint"] == checkpoint_fingerprint(smollm2_path)
+    assert saved["config"]["model"] == "capcal-hf" and saved["config"]["limit"] == TINY_LIMIT
+    assert saved["configs"][TINY_TASK]["repeats"] == TINY_REPEATS
+    assert saved["configs"][TINY_TASK]["metadata"]["pretrained"] == str(smollm2_path)  # model_args | metadata
+    lines = samples_file.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == TINY_LIMIT and all(
+        len(json.loads(line)["resps"][0]) == TINY_REPEATS for line in lines
+    )
+    assert len(results["samples"][TINY_TASK]) == TINY_LIMIT  # and the returned results keep the samples
+
+
+@pytest.mark.slow
+def test_the_saved_run_reads_back_with_load_run(tiny_run):
+    from analysis.runs import load_run
+
+    output, _ = tiny_run
+    table = load_run(output)
+    assert len(table) == TINY_LIMIT and set(table["task"]) == {TINY_TASK}
+    assert (table["n"] == TINY_REPEATS).all()
+
+
+@pytest.mark.slow
+def test_format_results_is_lm_evals_summary(tiny_run):
+    _, results = tiny_run
+    text = format_results(results)
+    assert text.splitlines()[0].startswith("capcal-hf ({'pretrained': ")
+    assert "limit: 2" in text.splitlines()[0]
+    assert re.search(rf"\|{TINY_TASK}\s*\|", text) and "expected_accuracy" in text
+
+
+@pytest.mark.slow
+def test_the_layout_is_the_one_lm_evals_cli_writes(tmp_path):
+    """The same run (lm-eval's dummy model) through ``lm_eval --output_path`` and through ``evaluate``: the
+    same files, the same keys in the results file (plus capcal_model) and in every sample line."""
+    from capcal_tasks import tasks_dir
+
+    common = ["--model", "dummy", "--tasks", "capcal_arithmetic", "--limit", "2", "--log_samples"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    lm_eval = [sys.executable, "-m", "lm_eval", *common, "--include_path", str(tasks_dir())]
+    result = subprocess.run(
+        [*lm_eval, "--output_path", str(tmp_path / "lm_eval")], env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    evaluate("dummy", "capcal_arithmetic", limit=2, output_path=tmp_path / "capcal", log_samples=True)
+
+    def layout(root: Path) -> tuple[list[str], set[str], set[str]]:
+        (folder,) = root.iterdir()  # lm-eval's model_name_sanitized
+        names = sorted(
+            re.sub(r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d\.\d+", "TIME", path.name) for path in folder.iterdir()
+        )
+        (results_file,) = root.rglob("results_*.json")
+        (samples_file,) = root.rglob("samples_*.jsonl")
+        sample_keys = set(json.loads(samples_file.read_text(encoding="utf-8").splitlines()[0]))
+        return names, set(json.loads(results_file.read_text(encoding="utf-8"))), sample_keys
+
+    names, result_keys, sample_keys = layout(tmp_path / "lm_eval")
+    assert names == ["results_TIME.json", "samples_capcal_arithmetic_TIME.jsonl"]
+    assert layout(tmp_path / "capcal") == (names, result_keys | {"capcal_model"}, sample_keys)
