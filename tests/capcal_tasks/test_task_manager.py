@@ -102,3 +102,10 @@ def test_task_configs_expand_groups_into_their_tasks():
     assert configs[LEADERBOARD]["metadata"]["capcal_task"] == "leaderboard"
     assert callable(manager.custom_dataset_of("capcal_arithmetic"))
     assert manager.custom_dataset_of("capcal_arithmetic_not_a_task") is None
+
+
+def test_repeats_below_two_is_refused_for_a_leaderboard_task():
+    """The calibration columns need k >= 2: ``--repeats 1`` is refused when the task loads."""
+    manager = CapcalTaskManager(repeats=1)
+    with pytest.raises(ValueError, match="repeats must be >= 2"):
+        manager.load(["capcal_arithmetic_calibration"])

@@ -1,0 +1,265 @@
+r"""``capcal_<dataset>_calibration``: sampling and capability confidences in one lm-eval task, scored as
+calibration columns of lm-eval's results table.
+
+Each ``capcal_<dataset>_calibration.yaml`` includes the dataset's sampling task ``capcal_<dataset>.yaml``
+(its data, prompt, generation kwargs, keep-all filter and checker) and then ``_calibration_template_yaml``,
+which makes it a :class:`CalibrationTask`. Per question the task issues:
+
+- idx 0: the sampling prompt, ``generate_until`` with the task's ``generation_kwargs``, ``repeats`` = k
+  clones; scored by the sampling task's ``process_results`` (``capcal_tasks.sampling.score_responses``);
+- idx 1, 2: P(True), capability form (``capcal_tasks.confidence.ptrue``): log-likelihoods of "Yes" and "No"
+  after the P(True) prompt, one request each, with lm-eval's ``multiple_choice`` delimiter rule (" Yes"/" No"
+  after a plain prompt, "Yes"/"No" after a chat template's generation prompt unless a ``gen_prefix`` not
+  ending in white space is set);
+- idx 3: verbalized confidence, capability form (``capcal_tasks.confidence.verbalized``), one generation with
+  ``verbalized_generation_kwargs`` (the verbalized tasks' settings; ``--gen_kwargs`` updates both kinds of
+  generation, as it would update the separate tasks).
+
+The prompts are rendered by lm-eval's own ``fewshot_context`` (system instruction, chat template), the
+confidence prompts zero-shot as in the separate confidence tasks. lm-eval groups the instances by request
+type and clones each by its own ``repeats``.
+
+A model without log-likelihoods (lm-eval raises ``NotImplementedError`` for them, as chat-completions models
+do) is detected from the model behind ``--apply_chat_template``: P(True) is then not requested, a warning is
+logged, the ``ptrue_*`` columns are left out and ``ptrue_available`` is 0. ``--metadata '{"ptrue": false}'``
+turns P(True) off explicitly (for example for a completions endpoint without prompt log-probabilities), and
+``--metadata '{"repeats": K}'`` sets k (lm-eval's command line cannot set ``repeats``).
+
+The columns (``capcal_tasks.calibration_columns``) depend on all questions, so the task computes them once
+from all of its instances when lm-eval asks for the first question's results, and returns each question's
+items; lm-eval's ``mean`` aggregation then gives each column and its standard error (jackknife; see
+``capcal_tasks.calibration_columns``). The samples file (``--log_samples``) is not needed. With several
+ranks (``world_size > 1``) each rank only sees its own questions and the columns would average per-rank
+statistics: the task refuses to run that way.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from copy import deepcopy
+from typing import Any
+
+from lm_eval.api.instance import Instance
+from lm_eval.api.task import ConfigurableTask
+from lm_eval.api.utils import ends_with_whitespace
+
+from capcal_tasks.calibration_columns import COLUMNS, QuestionData, calibration_columns
+from capcal_tasks.confidence import ptrue, verbalized
+from capcal_tasks.settings import parse_bool
+
+__all__ = ["PTRUE_CHOICES", "CalibrationTask", "RequestIndex"]
+
+logger = logging.getLogger(__name__)
+
+PTRUE_CHOICES = ("Yes", "No")  # as the P(True) tasks' doc_to_choice (capcal_tasks/_ptrue_template_yaml)
+PTRUE_DELIMITER = " "  # as their target_delimiter
+
+
+class RequestIndex:
+    """The ``idx`` of each request of a question."""
+
+    SAMPLING = 0
+    PTRUE_YES = 1
+    PTRUE_NO = 2
+    VERBALIZED = 3
+
+
+class CalibrationTask(ConfigurableTask):
+    """A capcal sampling task that also asks for P(True) and a verbalized confidence, and reports
+    calibration columns (see the module)."""
+
+    def __init__(self, config: dict | None = None) -> None:
+        config = {key: value for key, value in (config or {}).items() if key != "class"}
+        name = config.get("task", "calibration task")
+        verbalized_kwargs = config.pop("verbalized_generation_kwargs", None)
+        if not isinstance(verbalized_kwargs, dict):
+            raise ValueError(f"{name}: the config needs verbalized_generation_kwargs (a mapping)")
+        score_sampling = config.get("process_results")
+        if not callable(score_sampling):
+            raise ValueError(f"{name}: process_results must be the sampling task's scoring function")
+        metadata = config.get("metadata") or {}
+        if "repeats" in metadata:
+            config["repeats"] = _positive_integer(metadata["repeats"], f"{name}: metadata repeats")
+        config["metric_list"] = [
+            {"metric": column.name, "aggregation": "mean", "higher_is_better": column.higher_is_better}
+            for column in COLUMNS
+        ]
+        # the prompt doc_to_text gives while fewshot_context renders a confidence request (else None)
+        self._confidence_prompt: Callable[[dict], str] | None = None
+        super().__init__(config=config)
+        if self.config.output_type != "generate_until" or len(self._filters) != 1:
+            raise ValueError(f"{name}: expected a generate_until task with one (keep-all) filter")
+        self._check_repeats(self.config.repeats)
+        self._score_sampling: Callable[[dict, list], dict] = score_sampling
+        self._verbalized_kwargs: dict[str, Any] = dict(verbalized_kwargs)
+        try:
+            self._ptrue_setting = parse_bool(metadata["ptrue"]) if "ptrue" in metadata else None
+        except ValueError as error:
+            raise ValueError(f"{name}: metadata ptrue: {error}") from None
+        self._with_ptrue = self._ptrue_setting is not False
+        self._items: dict[int, dict[str, float]] | None = None
+
+    # --- configuration ----------------------------------------------------------------------------------
+
+    def set_config(self, key: str, value: Any, update: bool = False) -> None:
+        """As lm-eval's; ``--gen_kwargs`` (an update of ``generation_kwargs``) also updates the verbalized
+        generation; ``repeats`` (capcal eval's ``--repeats``) is checked like the YAML's."""
+        if key == "repeats":
+            self._check_repeats(value)
+        super().set_config(key, value, update=update)
+        if key == "generation_kwargs" and update and isinstance(value, dict):
+            self._verbalized_kwargs.update(value)
+
+    def _check_repeats(self, repeats: Any) -> None:
+        if int(repeats or 1) < 2:
+            raise ValueError(
+                f"{self.config.task}: repeats must be >= 2 (k samples per question), got {repeats}"
+            )
+
+    def dump_config(self) -> dict:
+        return {**super().dump_config(), "verbalized_generation_kwargs": dict(self._verbalized_kwargs)}
+
+    # --- requests -----------------------------------------------------------------------------------------
+
+    def build_all_requests(self, **kwargs) -> None:
+        if kwargs.get("world_size", 1) > 1:
+            raise ValueError(
+                f"{self.config.task}: the calibration columns need all questions in one process; run it "
+                "with a single rank (world_size 1)"
+            )
+        self._items = None
+        self._with_ptrue = self._ptrue_requested(kwargs.get("chat_template"))
+        super().build_all_requests(**kwargs)
+
+    def _ptrue_requested(self, chat_template: Callable | None) -> bool:
+        """False when ``metadata.ptrue`` is false, or when the model behind the chat template raises
+        ``NotImplementedError`` for log-likelihoods (probed with an empty list of requests)."""
+        if self._ptrue_setting is not None:
+            return self._ptrue_setting
+        model = getattr(chat_template, "__self__", None)
+        if model is None or not hasattr(model, "loglikelihood"):
+            return True
+        try:
+            model.loglikelihood([])
+        except NotImplementedError:
+            logger.warning(
+                "%s: the model (%s) gives no log-likelihoods: P(True) is not requested, the ptrue_* columns "
+                "are left out and ptrue_available is 0",
+                self.config.task,
+                type(model).__name__,
+            )
+            return False
+        return True
+
+    def doc_to_text(self, doc: dict, doc_to_text=None):
+        if self._confidence_prompt is not None and doc_to_text is None:
+            return self._confidence_prompt(doc)
+        return super().doc_to_text(doc, doc_to_text)
+
+    def fewshot_context(self, doc: dict, num_fewshot: int, **kwargs) -> dict[str, Any]:
+        """The three contexts of a question, each as lm-eval renders it: ``sampling`` (with the task's
+        few-shot examples), ``ptrue`` and ``verbalized`` (zero-shot, as the separate confidence tasks)."""
+        contexts = {"sampling": super().fewshot_context(doc=doc, num_fewshot=num_fewshot, **kwargs)}
+        for form, prompt in (
+            ("ptrue", ptrue.capability_prompt),
+            ("verbalized", verbalized.capability_prompt),
+        ):
+            self._confidence_prompt = prompt
+            try:
+                contexts[form] = super().fewshot_context(doc=doc, num_fewshot=0, **kwargs)
+            finally:
+                self._confidence_prompt = None
+        return contexts
+
+    def construct_requests(self, doc: dict, ctx: dict[str, Any], **kwargs) -> list[Instance]:
+        apply_chat_template = kwargs.pop("apply_chat_template", False)
+        kwargs.pop("chat_template", None)
+        task, doc_id, _ = kwargs.pop("metadata")
+
+        def request(request_type: str, arguments: tuple, idx: int, repeats: int) -> Instance:
+            return Instance(request_type, doc, arguments, idx, metadata=(task, doc_id, repeats), **kwargs)
+
+        requests = [
+            request(
+                "generate_until",
+                (ctx["sampling"], deepcopy(self.config.generation_kwargs)),
+                RequestIndex.SAMPLING,
+                int(self.config.repeats),
+            )
+        ]
+        if self._with_ptrue:
+            gen_prefix = self.config.gen_prefix
+            delimiter = (
+                PTRUE_DELIMITER
+                if not apply_chat_template or (gen_prefix and not ends_with_whitespace(gen_prefix))
+                else ""
+            )
+            for idx, choice in zip(
+                (RequestIndex.PTRUE_YES, RequestIndex.PTRUE_NO), PTRUE_CHOICES, strict=True
+            ):
+                requests.append(request("loglikelihood", (ctx["ptrue"], f"{delimiter}{choice}"), idx, 1))
+        requests.append(
+            request(
+                "generate_until",
+                (ctx["verbalized"], deepcopy(self._verbalized_kwargs)),
+                RequestIndex.VERBALIZED,
+                1,
+            )
+        )
+        return requests
+
+    # --- results ------------------------------------------------------------------------------------------
+
+    def process_results(self, doc: dict, results: list) -> dict[str, float]:
+        """The question's column items. ``results[0]`` is the question's list of k responses; the items are
+        computed for all questions at the first call (from the task's instances, after lm-eval's filters)."""
+        if "bypass" in self._metric_fn_list:  # --predict_only
+            return {"bypass": None}
+        if self._items is None:
+            self._items = self._all_items()
+        try:
+            return self._items[id(results[0])]
+        except KeyError:
+            raise ValueError(
+                f"{self.config.task}: process_results was given responses that are not this run's; the "
+                "calibration columns are computed by lm-eval's evaluator from the task's own instances"
+            ) from None
+
+    def _all_items(self) -> dict[int, dict[str, float]]:
+        """Column items per question, keyed by the identity of the question's filtered sampling responses."""
+        (filter_name,) = [ensemble.name for ensemble in self._filters]
+        by_question: dict[int, dict[int, Instance]] = defaultdict(dict)
+        for instance in self.instances:
+            by_question[instance.doc_id][instance.idx] = instance
+        keys, questions = [], []
+        for doc_id in sorted(by_question):
+            parts = by_question[doc_id]
+            sampling = parts[RequestIndex.SAMPLING]
+            responses = sampling.filtered_resps[filter_name]
+            record = self._score_sampling(sampling.doc, [responses])
+            p_true = None
+            if RequestIndex.PTRUE_YES in parts:
+                answers = [
+                    parts[idx].filtered_resps[filter_name][0]
+                    for idx in (RequestIndex.PTRUE_YES, RequestIndex.PTRUE_NO)
+                ]
+                p_true = ptrue.process_results(sampling.doc, answers)["p_true"]
+            response = parts[RequestIndex.VERBALIZED].filtered_resps[filter_name][0]
+            confidence = verbalized.process_results(sampling.doc, [response])["verbalized_confidence"]
+            keys.append(id(responses))
+            questions.append(
+                QuestionData(record["correctness"], record["extracted_answers"], p_true, confidence)
+            )
+        rows = calibration_columns(questions, task=self.config.task)
+        return dict(zip(keys, rows, strict=True))
+
+
+def _positive_integer(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
+        raise ValueError(f"{what} must be a positive integer, got {value!r}")
+    number = int(value)
+    if number < 1:
+        raise ValueError(f"{what} must be a positive integer, got {value!r}")
+    return number

@@ -1,0 +1,163 @@
+"""The calibration columns' arithmetic on synthetic per-question data, against capcal_metrics and lm-eval's
+own ``mean`` / ``mean_stderr`` (the aggregation the columns go through in lm-eval)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from lm_eval.api.metrics import mean, mean_stderr
+
+from analysis.estimators.consistency import encode_answer_classes, leakage_free_consistency
+from capcal_metrics import (
+    brier_score,
+    corrected_capability_brier_score,
+    expected_calibration_error,
+    soft_label_auroc,
+)
+from capcal_tasks import tasks_dir
+from capcal_tasks.calibration_columns import (
+    COLUMNS,
+    CONSISTENCY_SEED,
+    STATISTICS,
+    QuestionData,
+    calibration_columns,
+    jackknife_items,
+)
+
+K = 8
+
+
+def _questions(n_questions: int = 40, seed: int = 3, verbalized_failures: int = 5) -> list[QuestionData]:
+    """Questions with a spread of capability; answers "right" / "wrong-j" / None consistent with z."""
+    rng = np.random.default_rng(seed)
+    questions = []
+    for i in range(n_questions):
+        mu = rng.uniform()
+        z = (rng.uniform(size=K) < mu).astype(int).tolist()
+        answers = [
+            "right" if zj else (None if rng.uniform() < 0.2 else f"wrong-{rng.integers(3)}") for zj in z
+        ]
+        p_true = float(np.clip(mu + rng.normal(0, 0.2), 0, 1))
+        verbalized = None if i < verbalized_failures else float(rng.choice([0.1, 0.5, 0.8, 1.0]))
+        questions.append(QuestionData(z, answers, p_true, verbalized))
+    return questions
+
+
+def _column(rows: list[dict], name: str) -> list[float]:
+    return [row[name] for row in rows if name in row]
+
+
+def _jackknife_se(statistic, *arrays) -> float:
+    """The textbook jackknife standard error, computed independently of the module."""
+    n = len(arrays[0])
+    values = np.array([statistic(*(np.delete(a, i) for a in arrays)) for i in range(n)])
+    return math.sqrt((n - 1) / n * np.sum((values - values.mean()) ** 2))
+
+
+def test_columns_match_capcal_metrics_and_lm_eval_aggregation():
+    questions = _questions()
+    rows = calibration_columns(questions)
+    mu = np.array([np.mean(q.correctness) for q in questions])
+    n = np.full(len(questions), K)
+    p = np.array([q.p_true for q in questions])
+    parsed = np.array([q.verbalized is not None for q in questions])
+    v = np.array([q.verbalized for q in questions if q.verbalized is not None])
+
+    assert mean(_column(rows, "expected_accuracy")) == pytest.approx(mu.mean())
+    assert mean(_column(rows, "n_samples")) == K
+    assert mean(_column(rows, "ptrue_available")) == 1.0
+    assert mean(_column(rows, "verbalized_parse_failure_rate")) == pytest.approx(5 / 40)
+
+    def bss(c, target):
+        return 1 - np.mean((c - target) ** 2) / np.mean(target**2 - target + 1 / 3)
+
+    expected = {
+        "brier": lambda c, t, m: brier_score(c, t),
+        "corrected_brier": corrected_capability_brier_score,
+        "ece": lambda c, t, m: expected_calibration_error(c, t),
+        "auroc": lambda c, t, m: soft_label_auroc(c, t),
+        "brier_skill": lambda c, t, m: bss(c, t),
+    }
+    assert set(expected) == set(STATISTICS)
+    for name, statistic in expected.items():
+        for source, c, t, m in (("ptrue", p, mu, n), ("verbalized", v, mu[parsed], n[parsed])):
+            items = _column(rows, f"{source}_{name}")
+            assert len(items) == len(c)
+            assert mean(items) == pytest.approx(statistic(c, t, m), abs=1e-12), (source, name)
+            assert mean_stderr(items) == pytest.approx(_jackknife_se(statistic, c, t, m), rel=1e-9)
+    # a mean statistic's items are its per-question terms, so its standard error is the usual one
+    assert _column(rows, "ptrue_brier") == pytest.approx(list((p - mu) ** 2), abs=1e-12)
+    # and every column of the table is one of COLUMNS
+    assert set().union(*rows) <= {column.name for column in COLUMNS}
+
+
+def test_consistency_is_the_leakage_free_estimator():
+    questions = _questions()
+    rows = calibration_columns(questions)
+    free = leakage_free_consistency(
+        encode_answer_classes([q.extracted_answers for q in questions]),
+        [q.correctness for q in questions],
+        K // 2,
+        pool_size=K // 2,
+        seed=CONSISTENCY_SEED,
+    )
+    assert np.all(free.n_target == K - K // 2)
+    assert mean(_column(rows, "consistency_brier")) == pytest.approx(
+        brier_score(free.confidence, free.mu_hat)
+    )
+    assert mean(_column(rows, "consistency_corrected_brier")) == pytest.approx(
+        corrected_capability_brier_score(free.confidence, free.mu_hat, free.n_target)
+    )
+    assert mean(_column(rows, "consistency_auroc")) == pytest.approx(
+        soft_label_auroc(free.confidence, free.mu_hat)
+    )
+
+
+def test_jackknife_items_average_to_the_statistic():
+    rng = np.random.default_rng(0)
+    c, t = rng.uniform(size=25), rng.uniform(size=25)
+    items = jackknife_items(lambda a, b: expected_calibration_error(a, b), c, t)
+    assert mean(list(items)) == pytest.approx(expected_calibration_error(c, t), abs=1e-12)
+    assert mean_stderr(list(items)) == pytest.approx(
+        _jackknife_se(lambda a, b: expected_calibration_error(a, b), c, t), rel=1e-9
+    )
+    assert jackknife_items(lambda a: float(a.mean()), np.array([0.5])) is None  # one question: no SE
+    # AUROC undefined without one of the questions (a single question has mu > 0): no column
+    assert jackknife_items(lambda a, b: soft_label_auroc(a, b), c[:3], np.array([1.0, 0.0, 0.0])) is None
+
+
+def test_missing_confidences_leave_their_columns_out(caplog):
+    questions = [QuestionData(q.correctness, q.extracted_answers, None, None) for q in _questions(10)]
+    rows = calibration_columns(questions, task="toy")
+    names = set().union(*rows)
+    left_out = {f"{source}_{name}" for source in ("ptrue", "verbalized") for name in STATISTICS}
+    assert not names & left_out
+    assert mean(_column(rows, "ptrue_available")) == 0.0
+    assert mean(_column(rows, "verbalized_parse_failure_rate")) == 1.0
+    assert "consistency_brier" in names
+    assert "toy: the verbalized columns need at least 2 questions" in caplog.text
+    short = [QuestionData(q.correctness[:3], q.extracted_answers[:3], 0.5, 0.5) for q in _questions(10)]
+    assert not any(name.startswith("consistency_") for name in set().union(*calibration_columns(short)))
+    with pytest.raises(ValueError, match="same k >= 2"):
+        calibration_columns([QuestionData([1], ["a"], 0.5, 0.5)] * 3)
+    with pytest.raises(ValueError, match="some questions only"):
+        calibration_columns([QuestionData([1, 0], ["a", "b"], p, 0.5) for p in (0.5, None)])
+
+
+def test_group_and_templates_agree_with_the_columns():
+    root = Path(tasks_dir())
+    group = yaml.safe_load((root / "capcal_calibration.yaml").read_text())
+    assert [entry["metric"] for entry in group["aggregate_metric_list"]] == [c.name for c in COLUMNS]
+    assert all(entry["weight_by_size"] is False for entry in group["aggregate_metric_list"])
+    assert len(group["task"]) == 8 and all(Path(root).rglob(f"{task}.yaml") for task in group["task"])
+
+    def template(name: str) -> dict:
+        text = (root / name).read_text().replace("!function", "")
+        return yaml.safe_load(text)
+
+    verbalized = template("_verbalized_template_yaml")["generation_kwargs"]
+    assert template("_calibration_template_yaml")["verbalized_generation_kwargs"] == verbalized
