@@ -189,11 +189,12 @@ def check_inputs(
     model: Any,
     tasks: str | Sequence[Any],
     model_args: str | Mapping[str, Any] | None = None,
+    *,
     repeats: int | None = None,
-    data_dir: str | Path | None = None,
-    include_path: str | Path | Sequence[str | Path] | None = None,
     limit: float | None = None,
     metadata: Mapping[str, Any] | None = None,
+    include_path: str | Path | Sequence[str | Path] | None = None,
+    data_dir: str | Path | None = None,
 ) -> CheckedInputs:
     """Check ``evaluate``'s inputs without loading a model or a dataset; return what they resolve to.
 
@@ -310,7 +311,16 @@ def evaluate(
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
 
-    checked = check_inputs(model, tasks, model_args, repeats, data_dir, include_path, limit, metadata)
+    checked = check_inputs(
+        model,
+        tasks,
+        model_args,
+        repeats=repeats,
+        limit=limit,
+        metadata=metadata,
+        include_path=include_path,
+        data_dir=data_dir,
+    )
     tracker = EvaluationTracker(output_path=str(output_path)) if output_path is not None else None
     multiturn = bool(apply_chat_template) if fewshot_as_multiturn is None else fewshot_as_multiturn
     with data_dir_setting(data_dir):

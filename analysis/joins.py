@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-__all__ = ["FIRST_IDS", "JoinReport", "join_report", "pair_models"]
+__all__ = ["FIRST_IDS", "JoinReport", "join_questions", "join_report", "pair_models"]
 
 FIRST_IDS = 5
 
@@ -91,6 +91,27 @@ def join_report(
         left_name=left_name,
         right_name=right_name,
         notes=tuple(notes),
+    )
+
+
+def join_questions(
+    left: str,
+    right: str,
+    left_ids: Iterable[Hashable],
+    right_ids: Iterable[Hashable],
+    *,
+    right_rows: str = "questions",
+    notes: Sequence[str] = (),
+) -> JoinReport:
+    """``join_report`` of ``left``'s questions with ``right``'s rows (``right_rows``: its questions, or e.g.
+    its records), named ``"<left> <-> <right>"``."""
+    return join_report(
+        f"{left} <-> {right}",
+        left_ids,
+        right_ids,
+        left_name=f"{left} questions",
+        right_name=f"{right} {right_rows}",
+        notes=notes,
     )
 
 

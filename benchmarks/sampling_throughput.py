@@ -34,7 +34,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -411,16 +411,9 @@ def main(argv: list[str] | None = None) -> dict:
         from capcal_models.prepare import prepare_model
 
         args.model_path = str(prepare_model("smollm2").path)
-    settings = Settings(
-        model_path=args.model_path,
-        questions=args.questions,
-        k=args.k,
-        max_gen_toks=args.max_gen_toks,
-        batch_size=args.batch_size,
-        seed=args.seed,
-        data_dir=str(REPO / "capcal_tasks" / "data") if args.data_dir == "bundled" else args.data_dir,
-        dtype=args.dtype,
-    )
+    settings = Settings(**{field.name: getattr(args, field.name) for field in fields(Settings)})
+    if settings.data_dir == "bundled":
+        settings = replace(settings, data_dir=str(REPO / "capcal_tasks" / "data"))
     slices = [name for name in args.slices.split(",") if name]
     backends = [name for name in args.backends.split(",") if name]
     unknown = [name for name in slices if name not in SLICES]

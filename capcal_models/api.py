@@ -104,6 +104,7 @@ class _CapcalAPIMixin:
 
     BACKEND = "capcal-api"
     ENDPOINT = "completions"
+    PROMPT_FIELD = "prompt"  # where the payload holds the prompt
 
     def __init__(
         self,
@@ -307,6 +308,17 @@ class _CapcalAPIMixin:
         return results
 
     def _logprobs_payload(self, prompt, max_tokens: int) -> dict:
+        """A greedy request of ``max_tokens`` tokens that returns the top log-probabilities of each token."""
+        return {
+            "model": self.model,
+            self.PROMPT_FIELD: prompt,
+            "max_tokens": max_tokens,
+            "temperature": 0,
+            **self._logprobs_fields(),
+        }
+
+    def _logprobs_fields(self) -> dict:
+        """The payload fields that ask for the top log-probabilities (endpoint-specific)."""
         raise NotImplementedError
 
     def _answer_tokens(self, choice: dict):
@@ -457,14 +469,8 @@ class CapcalCompletionsAPI(_CapcalAPIMixin, LocalCompletionsAPI):
     def _parse_texts(self, response: dict) -> list[str]:
         return [choice["text"] for choice in sorted(response["choices"], key=lambda c: c["index"])]
 
-    def _logprobs_payload(self, prompt, max_tokens: int) -> dict:
-        return {
-            "model": self.model,
-            "prompt": prompt,
-            "max_tokens": max_tokens,
-            "temperature": 0,
-            "logprobs": self.top_logprobs,
-        }
+    def _logprobs_fields(self) -> dict:
+        return {"logprobs": self.top_logprobs}
 
     def _answer_tokens(self, choice: dict):
         return completion_token_logprobs(choice)
@@ -477,6 +483,7 @@ class CapcalChatAPI(_CapcalAPIMixin, LocalChatCompletion):
 
     BACKEND = "capcal-api-chat"
     ENDPOINT = "chat"
+    PROMPT_FIELD = "messages"
 
     def __init__(self, *args, first_token_logprobs: bool = True, **kwargs) -> None:
         super().__init__(*args, first_token_logprobs=first_token_logprobs, **kwargs)
@@ -497,15 +504,8 @@ class CapcalChatAPI(_CapcalAPIMixin, LocalChatCompletion):
         # the server applied the stop sequences; only a thinking part is cut off (as local-chat-completions)
         return postprocess_generated_text(text, None, self.think_end_token)
 
-    def _logprobs_payload(self, prompt, max_tokens: int) -> dict:
-        return {
-            "model": self.model,
-            "messages": prompt,
-            "max_tokens": max_tokens,
-            "temperature": 0,
-            "logprobs": True,
-            "top_logprobs": self.top_logprobs,
-        }
+    def _logprobs_fields(self) -> dict:
+        return {"logprobs": True, "top_logprobs": self.top_logprobs}
 
     def _answer_tokens(self, choice: dict):
         return chat_token_logprobs(choice)

@@ -31,7 +31,8 @@ whose ``generate_until``
   index; not k (a run with more repeats reuses the cached ones), the device or the batch size. The value is
   the sample's generated token ids (JSON), decoded and post-processed as a fresh sample is. A model passed
   as an object has no stable identity and is never cached. Samples decoded after a restart share batches
-  with other rows than before and still equal an uninterrupted run's: decoding is batch-invariant (README).
+  with other rows than before and still equal an uninterrupted run's: decoding is batch-invariant
+  (docs/model-wrappers.md).
 
 ``--batch_size`` is the most samples (rows) decoded at once, as for stock ``hf``. Log-likelihood requests use
 ``HFLM`` unchanged.

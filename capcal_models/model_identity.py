@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from capcal_models.prepare import MANIFEST_NAME
+from capcal_tasks.records import parse_json_object
 from capcal_tasks.settings import capcal_home
 
 __all__ = [
@@ -138,7 +139,7 @@ def parse_model_args(
         raise ValueError(f"{what}: expected text or a mapping, got {type(model_args).__name__}")
     text = model_args.strip()
     if text.startswith(("{", "[")):
-        return _json_object(text, what)
+        return parse_json_object(text, what, echo=True)
     parse_value = _lm_eval_value if typed else str.strip
     arguments: dict[str, Any] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
@@ -154,17 +155,6 @@ def _lm_eval_value(raw: str) -> Any:
     from lm_eval.utils import handle_arg_string
 
     return handle_arg_string(raw)
-
-
-def _json_object(text: str, what: str) -> dict[str, Any]:
-    """A JSON object given as text; ``ValueError`` naming ``what`` otherwise."""
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{what}: not valid JSON ({error.msg} at column {error.colno}): {text}") from None
-    if not isinstance(parsed, dict):
-        raise ValueError(f"{what}: expected a JSON object, got {text}")
-    return parsed
 
 
 def _hub_snapshot(name: str, revision: str | None) -> Path | None:

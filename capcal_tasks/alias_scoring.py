@@ -20,7 +20,7 @@ from capcal_tasks.answers.aliases import (
 )
 from capcal_tasks.sampling import score_responses
 
-__all__ = ["score_alias_responses"]
+__all__ = ["process_alias_results", "score_alias_responses"]
 
 
 def score_alias_responses(responses: Sequence[str], aliases: Sequence[str]) -> dict:
@@ -43,3 +43,8 @@ def score_alias_responses(responses: Sequence[str], aliases: Sequence[str]) -> d
     record["exact_alias_correctness"] = exact
     record["exact_alias_expected_accuracy"] = sum(exact) / len(exact)
     return record
+
+
+def process_alias_results(doc: dict, results: list) -> dict:
+    """The ``process_results`` of an alias-matched task: its k responses against ``doc["gold_aliases"]``."""
+    return score_alias_responses(results[0], doc["gold_aliases"])

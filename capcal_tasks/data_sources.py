@@ -10,23 +10,26 @@ Each task module names the relative path it reads and converts local files to th
 from __future__ import annotations
 
 import csv
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
 
+from capcal_tasks.question_id import question_id
+from capcal_tasks.records import parse_json_object
 from capcal_tasks.settings import BUNDLED, DATA_DIR_ENV, data_dir
 
 __all__ = [
     "BUNDLED_DATA_DIR",
     "HubSplit",
+    "add_question_fields",
     "load_split",
     "local_data_dir",
     "local_files_read_by",
     "read_csv",
+    "read_csv_with_columns",
     "read_jsonl",
     "unique_questions",
 ]
@@ -56,20 +59,32 @@ def unique_questions(dataset: datasets.Dataset) -> datasets.Dataset:
     return dataset.select(sorted(first_index.values()))
 
 
+def add_question_fields(
+    dataset: datasets.Dataset, dataset_name: str, question_key: str, other_fields: Callable[[dict], dict]
+) -> datasets.Dataset:
+    """The ``process_docs`` of a task whose question is one text field: adds ``question_id`` (of the question
+    as given), ``question_text`` (the question stripped) and the fields ``other_fields(doc)`` returns (e.g.
+    ``gold_answer``), in that order; keeps the first of identical questions (``unique_questions``)."""
+
+    def add_fields(doc: dict) -> dict:
+        others = other_fields(doc)
+        question = doc[question_key]
+        return {
+            "question_id": question_id(dataset_name, question),
+            "question_text": question.strip(),
+            **others,
+        }
+
+    return unique_questions(dataset.map(add_fields))
+
+
 def read_jsonl(path: Path) -> list[dict]:
     """Records of a JSON-lines file; a malformed line raises an error naming the file and line."""
     records = []
     with path.open(encoding="utf-8") as handle:
         for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{line_number}: not valid JSON ({error.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{line_number}: expected a JSON object")
-            records.append(record)
+            if line.strip():
+                records.append(parse_json_object(line, f"{path}:{line_number}"))
     return records
 
 
@@ -95,6 +110,15 @@ def read_csv(path: Path, fieldnames: Sequence[str] | None = None) -> list[dict[s
                 rows.append(dict(zip(names, row, strict=True)))
         except csv.Error as error:
             raise ValueError(f"{path}:{reader.line_num}: malformed CSV ({error})") from None
+    return rows
+
+
+def read_csv_with_columns(path: Path, required: Iterable[str]) -> list[dict[str, str]]:
+    """Rows of a CSV file with a header row (``read_csv``) that must name every column in ``required``."""
+    rows = read_csv(path)
+    missing = set(required) - set(rows[0] if rows else {})
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {', '.join(sorted(missing))}")
     return rows
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "check_finite",
     "check_probability",
     "iter_json_lines",
+    "parse_json_object",
     "read_json_file",
     "read_json_with_digest",
     "strict_json",
@@ -124,6 +125,24 @@ def strict_json(
         except RecursionError:
             raise RunFormatError(f"{where(1)}: JSON nested too deeply to read") from None
     return value
+
+
+def parse_json_object(text: str, where: str, *, echo: bool = False) -> dict:
+    """``text`` as a JSON object, parsed as Python's json parses it (not ``strict_json``: for inputs that are
+    not capcal's logs, a local data file's line or a value typed on a command line); otherwise ``ValueError``
+    in one line, ``"<where>: not valid JSON (<why>)"`` or ``"<where>: expected a JSON object"``. ``echo``
+    adds the column of a syntax error and the text itself (for a value the user typed)."""
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as error:
+        if echo:
+            raise ValueError(
+                f"{where}: not valid JSON ({error.msg} at column {error.colno}): {text}"
+            ) from None
+        raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"{where}: expected a JSON object" + (f", got {text}" if echo else ""))
+    return parsed
 
 
 def read_json_file(path: Path) -> Any:

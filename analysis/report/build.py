@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.estimators.elicited import attach_elicited, parse_failure_counts
-from analysis.joins import JoinReport, join_report
+from analysis.joins import JoinReport, join_questions, join_report
 from analysis.report.registry import (
     EXAMPLES,
     ROUTING,
@@ -128,12 +128,12 @@ def _with_confidences(
         return table
     for confidence_task, group in chosen.groupby("task", sort=True):
         note = f"{confidence_task} declares no capcal_target_task: joined on question ids"
-        report = join_report(
-            f"{task} <-> {confidence_task}",
+        report = join_questions(
+            task,
+            confidence_task,
             table["question_id"],
             group["question_id"],
-            left_name=f"{task} questions",
-            right_name=f"{confidence_task} records",
+            right_rows="records",
             notes=[note] if confidence_task in undeclared else [],
         )
         joins.append(_join_row(report))

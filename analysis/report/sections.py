@@ -23,7 +23,7 @@ from analysis.calibration_table import (
 )
 from analysis.estimators.consistency import encode_answer_classes
 from analysis.figures import Curve, curves_figure, reliability_figure, target_scatter_figure
-from analysis.joins import join_report
+from analysis.joins import join_questions
 from analysis.report.registry import BUDGET, CALIBRATION_TABLES, PASS_AT_K, ComputedEstimators
 from analysis.report.render import Figure, ReportSection, format_interval
 
@@ -363,13 +363,7 @@ def routing_section(evaluations: dict, eval_task: str) -> ReportSection | None:
     cheap_table, estimators = evaluations[(cheap_id, eval_task)][:2]
     strong_table = evaluations[(strong_id, eval_task)][0]
     cheap, strong = (display_name(str(table["model"].iloc[0])) for table in (cheap_table, strong_table))
-    join = join_report(
-        f"{cheap} <-> {strong}",
-        cheap_table["question_id"],
-        strong_table["question_id"],
-        left_name=f"{cheap} questions",
-        right_name=f"{strong} questions",
-    )
+    join = join_questions(cheap, strong, cheap_table["question_id"], strong_table["question_id"])
     paired = pair_models(cheap_table, strong_table)
     by_id = cheap_table.set_index("question_id")
     confidences = {

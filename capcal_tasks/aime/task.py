@@ -15,9 +15,8 @@ import datasets
 
 from capcal_tasks.answers.boxed import last_boxed
 from capcal_tasks.answers.integer import parse_integer
-from capcal_tasks.data_sources import HubSplit, load_split, read_csv, unique_questions
+from capcal_tasks.data_sources import HubSplit, add_question_fields, load_split, read_csv
 from capcal_tasks.prompts import NUMBER_INSTRUCTION, sampling_prompt
-from capcal_tasks.question_id import question_id
 from capcal_tasks.sampling import score_responses
 
 DATASET = "aime"
@@ -58,25 +57,20 @@ def load_test(**metadata) -> datasets.DatasetDict:
 def process_docs(dataset: datasets.Dataset) -> datasets.Dataset:
     """Adds ``question_id``, ``question_text`` and ``gold_answer`` (an int)."""
 
-    def add_fields(doc: dict) -> dict:
+    def gold_answer(doc: dict) -> dict:
         gold = parse_integer(str(doc["answer"]))
         if gold is None:
             raise ValueError(f"AIME gold answer is not an integer: {doc['answer']!r}")
-        return {
-            "question_id": question_id(DATASET, doc["problem"]),
-            "question_text": doc["problem"].strip(),
-            "gold_answer": gold,
-        }
+        return {"gold_answer": gold}
 
-    return unique_questions(dataset.map(add_fields))
+    return add_question_fields(dataset, DATASET, "problem", gold_answer)
 
 
 def doc_to_text(doc: dict) -> str:
     return sampling_prompt(doc["question_text"], INSTRUCTION)
 
 
-def extract_answer(response: str) -> str | None:
-    return last_boxed(response)
+extract_answer = last_boxed  # the last \boxed{} of a response
 
 
 def is_correct(answer: str | None, gold: int) -> bool:

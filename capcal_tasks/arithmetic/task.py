@@ -22,10 +22,9 @@ import re
 import datasets
 
 from capcal_tasks.answers.boxed import last_boxed
-from capcal_tasks.answers.numeric import numbers_equal, parse_number
+from capcal_tasks.numeric_scoring import number_is_correct, score_number_responses
 from capcal_tasks.prompts import sampling_prompt
 from capcal_tasks.question_id import question_id
-from capcal_tasks.sampling import score_responses
 
 DATASET = "arithmetic"
 INSTRUCTION = "Answer with just the number."
@@ -115,15 +114,8 @@ def extract_answer(response: str) -> str | None:
     return numbers[-1] if numbers else None
 
 
-def is_correct(answer: str | None, gold: float) -> bool:
-    return numbers_equal(parse_number(answer), gold)
+is_correct = number_is_correct
 
 
 def process_results(doc: dict, results: list) -> dict:
-    gold = float(doc["gold_answer"])
-    return score_responses(
-        results[0],
-        extract=extract_answer,
-        judge=lambda answer: is_correct(answer, gold),
-        answer_class=parse_number,
-    )
+    return score_number_responses(results[0], doc["gold_answer"], extract_answer)

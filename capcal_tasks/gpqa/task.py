@@ -15,7 +15,7 @@ from pathlib import Path
 import datasets
 
 from capcal_tasks.answers.choices import LETTERS, extract_choice_letter, format_choices, shuffle_choices
-from capcal_tasks.data_sources import HubSplit, load_split, read_csv, unique_questions
+from capcal_tasks.data_sources import HubSplit, load_split, read_csv_with_columns, unique_questions
 from capcal_tasks.prompts import CHOICE_INSTRUCTION, sampling_prompt
 from capcal_tasks.question_id import question_id
 from capcal_tasks.sampling import score_responses
@@ -33,11 +33,7 @@ REQUIRED_COLUMNS = (
 
 def read_gpqa_csv(path: Path) -> list[dict]:
     """Rows of a GPQA CSV; it must have the question and answer columns."""
-    rows = read_csv(path)
-    missing = set(REQUIRED_COLUMNS) - set(rows[0] if rows else {})
-    if missing:
-        raise ValueError(f"{path}: missing column(s) {', '.join(sorted(missing))}")
-    return rows
+    return read_csv_with_columns(path, REQUIRED_COLUMNS)
 
 
 def load_diamond(**metadata) -> datasets.DatasetDict:

@@ -11,11 +11,10 @@ from __future__ import annotations
 import datasets
 
 from capcal_tasks.answers.boxed import last_boxed
-from capcal_tasks.answers.numeric import gsm8k_gold, numbers_equal, parse_number
-from capcal_tasks.data_sources import HubSplit, load_split, read_jsonl, unique_questions
+from capcal_tasks.answers.numeric import gsm8k_gold
+from capcal_tasks.data_sources import HubSplit, add_question_fields, load_split, read_jsonl
+from capcal_tasks.numeric_scoring import number_is_correct, score_number_responses
 from capcal_tasks.prompts import NUMBER_INSTRUCTION, sampling_prompt
-from capcal_tasks.question_id import question_id
-from capcal_tasks.sampling import score_responses
 
 DATASET = "gsm8k"
 INSTRUCTION = NUMBER_INSTRUCTION
@@ -33,34 +32,20 @@ def load_train(**metadata) -> datasets.DatasetDict:
 
 def process_docs(dataset: datasets.Dataset) -> datasets.Dataset:
     """Adds ``question_id``, ``question_text`` (the question as posed) and ``gold_answer`` (a float)."""
-
-    def add_fields(doc: dict) -> dict:
-        return {
-            "question_id": question_id(DATASET, doc["question"]),
-            "question_text": doc["question"].strip(),
-            "gold_answer": gsm8k_gold(doc["answer"]),
-        }
-
-    return unique_questions(dataset.map(add_fields))
+    return add_question_fields(
+        dataset, DATASET, "question", lambda doc: {"gold_answer": gsm8k_gold(doc["answer"])}
+    )
 
 
 def doc_to_text(doc: dict) -> str:
     return sampling_prompt(doc["question_text"], INSTRUCTION)
 
 
-def extract_answer(response: str) -> str | None:
-    return last_boxed(response)
+extract_answer = last_boxed  # the last \boxed{} of a response
 
 
-def is_correct(answer: str | None, gold: float) -> bool:
-    return numbers_equal(parse_number(answer), gold)
+is_correct = number_is_correct
 
 
 def process_results(doc: dict, results: list) -> dict:
-    gold = float(doc["gold_answer"])
-    return score_responses(
-        results[0],
-        extract=extract_answer,
-        judge=lambda answer: is_correct(answer, gold),
-        answer_class=parse_number,
-    )
+    return score_number_responses(results[0], doc["gold_answer"], extract_answer)

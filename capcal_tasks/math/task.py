@@ -17,9 +17,8 @@ import datasets
 
 from capcal_tasks.answers.boxed import last_boxed
 from capcal_tasks.answers.math_equivalence import math_answers_equal
-from capcal_tasks.data_sources import HubSplit, load_split, read_jsonl, unique_questions
+from capcal_tasks.data_sources import HubSplit, add_question_fields, load_split, read_jsonl
 from capcal_tasks.prompts import MATH_INSTRUCTION, sampling_prompt
-from capcal_tasks.question_id import question_id
 from capcal_tasks.sampling import score_responses
 
 DATASET = "math"
@@ -54,17 +53,11 @@ def load_train(**metadata) -> datasets.DatasetDict:
     return load_split("train", "math/train.jsonl", read_jsonl, hub)
 
 
-def _add_fields(doc: dict, gold: str) -> dict:
-    return {
-        "question_id": question_id(DATASET, doc["problem"]),
-        "question_text": doc["problem"].strip(),
-        "gold_answer": gold,
-    }
-
-
 def process_docs_math500(dataset: datasets.Dataset) -> datasets.Dataset:
     """Adds ``question_id``, ``question_text`` and ``gold_answer`` (the ``answer`` field)."""
-    return unique_questions(dataset.map(lambda doc: _add_fields(doc, doc["answer"].strip())))
+    return add_question_fields(
+        dataset, DATASET, "problem", lambda doc: {"gold_answer": doc["answer"].strip()}
+    )
 
 
 def process_docs_train(dataset: datasets.Dataset) -> datasets.Dataset:
@@ -73,15 +66,16 @@ def process_docs_train(dataset: datasets.Dataset) -> datasets.Dataset:
     with_box = dataset.filter(lambda doc: last_boxed(doc["solution"]) is not None)
     if len(with_box) < len(dataset):
         logger.warning("MATH train: %d problems without a boxed answer dropped", len(dataset) - len(with_box))
-    return unique_questions(with_box.map(lambda doc: _add_fields(doc, last_boxed(doc["solution"]))))
+    return add_question_fields(
+        with_box, DATASET, "problem", lambda doc: {"gold_answer": last_boxed(doc["solution"])}
+    )
 
 
 def doc_to_text(doc: dict) -> str:
     return sampling_prompt(doc["question_text"], INSTRUCTION)
 
 
-def extract_answer(response: str) -> str | None:
-    return last_boxed(response)
+extract_answer = last_boxed  # the last \boxed{} of a response
 
 
 def is_correct(answer: str | None, gold: str) -> bool:

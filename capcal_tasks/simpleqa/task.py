@@ -15,11 +15,10 @@ from pathlib import Path
 
 import datasets
 
-from capcal_tasks.alias_scoring import score_alias_responses
+from capcal_tasks.alias_scoring import process_alias_results
 from capcal_tasks.answers.aliases import extract_short_answer
-from capcal_tasks.data_sources import HubSplit, load_split, read_csv, unique_questions
+from capcal_tasks.data_sources import HubSplit, add_question_fields, load_split, read_csv_with_columns
 from capcal_tasks.prompts import SHORT_ANSWER_INSTRUCTION, sampling_prompt
-from capcal_tasks.question_id import question_id
 
 DATASET = "simpleqa"
 INSTRUCTION = SHORT_ANSWER_INSTRUCTION
@@ -27,56 +26,38 @@ INSTRUCTION = SHORT_ANSWER_INSTRUCTION
 
 def read_simpleqa_csv(path: Path) -> list[dict]:
     """Rows of a SimpleQA CSV; it must have ``problem`` and ``answer`` columns."""
-    rows = read_csv(path)
-    missing = {"problem", "answer"} - set(rows[0] if rows else {})
-    if missing:
-        raise ValueError(f"{path}: missing column(s) {', '.join(sorted(missing))}")
-    return rows
+    return read_csv_with_columns(path, ("problem", "answer"))
+
+
+def _load(split: str, file_name: str, hub_path: str) -> datasets.DatasetDict:
+    """Split ``split`` of the hub dataset ``hub_path``, or ``simpleqa/<file_name>`` locally."""
+    return load_split(split, f"simpleqa/{file_name}", read_simpleqa_csv, HubSplit(hub_path, None, split))
 
 
 def load_test(**metadata) -> datasets.DatasetDict:
     """custom_dataset of the original SimpleQA tasks: ``basicv8vc/SimpleQA`` test, or
     ``simpleqa/simple_qa_test_set.csv``."""
-    return load_split(
-        "test",
-        "simpleqa/simple_qa_test_set.csv",
-        read_simpleqa_csv,
-        HubSplit("basicv8vc/SimpleQA", None, "test"),
-    )
+    return _load("test", "simple_qa_test_set.csv", "basicv8vc/SimpleQA")
 
 
 def load_verified(**metadata) -> datasets.DatasetDict:
     """custom_dataset of the SimpleQA-Verified tasks: ``google/simpleqa-verified`` eval, or
     ``simpleqa/simpleqa_verified.csv``."""
-    return load_split(
-        "eval",
-        "simpleqa/simpleqa_verified.csv",
-        read_simpleqa_csv,
-        HubSplit("google/simpleqa-verified", None, "eval"),
-    )
+    return _load("eval", "simpleqa_verified.csv", "google/simpleqa-verified")
 
 
 def process_docs(dataset: datasets.Dataset) -> datasets.Dataset:
     """Adds ``question_id``, ``question_text``, ``gold_answer`` and ``gold_aliases`` (the gold answer)."""
 
-    def add_fields(doc: dict) -> dict:
-        return {
-            "question_id": question_id(DATASET, doc["problem"]),
-            "question_text": doc["problem"].strip(),
-            "gold_answer": doc["answer"].strip(),
-            "gold_aliases": [doc["answer"].strip()],
-        }
+    def gold_fields(doc: dict) -> dict:
+        return {"gold_answer": doc["answer"].strip(), "gold_aliases": [doc["answer"].strip()]}
 
-    return unique_questions(dataset.map(add_fields))
+    return add_question_fields(dataset, DATASET, "problem", gold_fields)
 
 
 def doc_to_text(doc: dict) -> str:
     return sampling_prompt(doc["question_text"], INSTRUCTION)
 
 
-def extract_answer(response: str) -> str | None:
-    return extract_short_answer(response)
-
-
-def process_results(doc: dict, results: list) -> dict:
-    return score_alias_responses(results[0], doc["gold_aliases"])
+extract_answer = extract_short_answer
+process_results = process_alias_results

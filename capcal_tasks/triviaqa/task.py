@@ -15,11 +15,10 @@ from pathlib import Path
 
 import datasets
 
-from capcal_tasks.alias_scoring import score_alias_responses
+from capcal_tasks.alias_scoring import process_alias_results
 from capcal_tasks.answers.aliases import extract_short_answer
-from capcal_tasks.data_sources import HubSplit, load_split, read_jsonl, unique_questions
+from capcal_tasks.data_sources import HubSplit, add_question_fields, load_split, read_jsonl
 from capcal_tasks.prompts import SHORT_ANSWER_INSTRUCTION, sampling_prompt
-from capcal_tasks.question_id import question_id
 
 DATASET = "triviaqa"
 INSTRUCTION = SHORT_ANSWER_INSTRUCTION
@@ -74,26 +73,20 @@ def process_docs(dataset: datasets.Dataset) -> datasets.Dataset:
     """Adds ``question_id``, ``question_text``, ``gold_answer`` (the answer's value) and ``gold_aliases``
     (value, aliases and normalised aliases, without repeats); keeps the first of identical questions."""
 
-    def add_fields(doc: dict) -> dict:
+    def gold_fields(doc: dict) -> dict:
         answer = doc["answer"]
         aliases = [answer["value"], *answer.get("aliases", []), *answer.get("normalized_aliases", [])]
         return {
-            "question_id": question_id(DATASET, doc["question"]),
-            "question_text": doc["question"].strip(),
             "gold_answer": answer["value"],
             "gold_aliases": list(dict.fromkeys(alias for alias in aliases if alias)),
         }
 
-    return unique_questions(dataset.map(add_fields))
+    return add_question_fields(dataset, DATASET, "question", gold_fields)
 
 
 def doc_to_text(doc: dict) -> str:
     return sampling_prompt(doc["question_text"], INSTRUCTION)
 
 
-def extract_answer(response: str) -> str | None:
-    return extract_short_answer(response)
-
-
-def process_results(doc: dict, results: list) -> dict:
-    return score_alias_responses(results[0], doc["gold_aliases"])
+extract_answer = extract_short_answer
+process_results = process_alias_results

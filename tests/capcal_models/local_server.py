@@ -41,3 +41,28 @@ class ThreadedApp:
         self.call(self._runner.cleanup())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=30)
+
+
+class PostServer:
+    """A test server that answers POSTs to ``ROUTE`` with ``_handle`` (an aiohttp handler) while in a ``with``
+    block, served by a ``ThreadedApp`` on 127.0.0.1:``port``."""
+
+    ROUTE = "/v1/completions"
+
+    def __init__(self, port: int | None = None) -> None:
+        self._server = ThreadedApp(port)
+        self.port = self._server.port
+
+    def __enter__(self) -> PostServer:
+        from aiohttp import web
+
+        app = web.Application()
+        app.router.add_post(self.ROUTE, self._handle)
+        self._server.start(app)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._server.stop()
+
+    async def _handle(self, request):
+        raise NotImplementedError

@@ -60,6 +60,46 @@ def expected_accuracy(task, samples: dict[str, list[str]]) -> dict[str, float]:
     }
 
 
+def evaluate_gsm8k(lm, questions: int, k: int, max_gen_toks: int) -> dict:
+    """lm-eval's run of capcal_gsm8k (k samples of the first ``questions``, chat template, bundled data) with
+    ``lm``: its metrics, and per question the samples, expected accuracy and sample count."""
+    from analysis.evaluation import evaluate
+
+    results = evaluate(
+        lm,
+        TASK,
+        repeats=k,
+        data_dir="bundled",
+        limit=questions,
+        log_samples=True,
+        apply_chat_template=True,
+        gen_kwargs=f"max_gen_toks={max_gen_toks}",
+        bootstrap_iters=0,
+    )
+    samples = results["samples"][TASK]
+    return {
+        "metrics": dict(results["results"][TASK]),
+        "samples": {s["doc"]["question_id"]: s["resps"][0] for s in samples},
+        "expected_accuracy": {s["doc"]["question_id"]: s["expected_accuracy"] for s in samples},
+        "n_samples": {s["doc"]["question_id"]: s["n_samples"] for s in samples},
+    }
+
+
+def per_token_logprobs(scores: dict[str, list[list[float]]]) -> dict[str, list[float]]:
+    """Per question, each sample's log-probability per token, from (log-probability, token count) scores."""
+    return {q: [logprob / max(tokens, 1) for logprob, tokens in rows] for q, rows in scores.items()}
+
+
+def token_counts(scores: dict[str, list[list[float]]]) -> dict[str, list[float]]:
+    """Per question, each sample's token count, from (log-probability, token count) scores."""
+    return {q: [tokens for _, tokens in rows] for q, rows in scores.items()}
+
+
+def sample_logprobs(scores: dict[str, list[list[float]]]) -> dict[str, list[float]]:
+    """Per question, each sample's log-probability, from (log-probability, token count) scores."""
+    return {q: [logprob for logprob, _ in rows] for q, rows in scores.items()}
+
+
 def samples_by_question(requests: Sequence, texts: Sequence[str]) -> dict[str, list[str]]:
     """question_id -> the texts of its clones, in request order."""
     grouped: dict[str, list[str]] = {}

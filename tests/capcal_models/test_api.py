@@ -34,15 +34,18 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # helpers shared with vllm_runner.py (pytest runs with --import-mode=importlib)
-from local_server import ThreadedApp  # noqa: E402
+from local_server import PostServer  # noqa: E402
 from sampling_checks import (  # noqa: E402
     cloned_requests,
     duplicate_excess,
     expected_accuracy,
     gsm8k_task,
     mean_difference_z,
+    per_token_logprobs,
+    sample_logprobs,
     samples_by_question,
     stratified_permutation_pvalue,
+    token_counts,
 )
 from vllm_env import vllm_server  # noqa: E402
 
@@ -110,7 +113,7 @@ RETRY_CAUSE = {  # the retry cause capcal-api reports for each injected fault
 }
 
 
-class FaultInjectingProxy:
+class FaultInjectingProxy(PostServer):
     """An HTTP proxy to the real server that fails on purpose (see the module docstring).
 
     ``inject_faults(every, seed)`` fails one request in every ``every`` it receives (retries included), at a
@@ -122,7 +125,10 @@ class FaultInjectingProxy:
     identities in flight, the Authorization headers it saw and the most requests in flight at once.
     """
 
+    ROUTE = "/v1/{endpoint:.*}"
+
     def __init__(self, upstream: str, port: int | None = None) -> None:
+        super().__init__(port)
         self.upstream = upstream.rstrip("/")
         self.reject_first_attempt = False
         self.failing_seeds: set[int] = set()
@@ -140,8 +146,6 @@ class FaultInjectingProxy:
         self._fault_every = 0
         self._fault_offset = 0
         self._fault_order: list[str] = []
-        self._server = ThreadedApp(port)
-        self.port = self._server.port
 
     @property
     def base_url(self) -> str:
@@ -161,17 +165,6 @@ class FaultInjectingProxy:
             return {identity for identity, count in self.in_flight_ids.items() if count > 0}
 
         return self._server.call(read())
-
-    def __enter__(self) -> FaultInjectingProxy:
-        from aiohttp import web
-
-        app = web.Application()
-        app.router.add_post("/v1/{endpoint:.*}", self._handle)
-        self._server.start(app)
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._server.stop()
 
     def _fault(self) -> str | None:
         number = self.received
@@ -302,19 +295,7 @@ def _duplicate_excess(base_url: str, model_path: Path, task, samples: dict[str, 
     duplicates nothing needs explaining)."""
     if not any(len(set(texts)) < len(texts) for texts in samples.values()):
         return {"observed": 0, "expected": None, "allowed": 0}
-    return duplicate_excess(samples, _logprobs(_score(base_url, model_path, task, samples)))
-
-
-def _per_token(scores: dict[str, list[list[float]]]) -> dict[str, list[float]]:
-    return {q: [logprob / max(tokens, 1) for logprob, tokens in rows] for q, rows in scores.items()}
-
-
-def _token_counts(scores: dict[str, list[list[float]]]) -> dict[str, list[float]]:
-    return {q: [tokens for _, tokens in rows] for q, rows in scores.items()}
-
-
-def _logprobs(scores: dict[str, list[list[float]]]) -> dict[str, list[float]]:
-    return {q: [logprob for logprob, _ in rows] for q, rows in scores.items()}
+    return duplicate_excess(samples, sample_logprobs(_score(base_url, model_path, task, samples)))
 
 
 def _cached_requests(cache_path: Path) -> int:
@@ -334,23 +315,46 @@ def _files_containing(root: Path, secret: str) -> list[Path]:
     return [path for path in root.rglob("*") if path.is_file() and secret.encode() in path.read_bytes()]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("model", ["capcal-api", "capcal-api-chat"])
-def test_capcal_api_runs_capcal_gsm8k_end_to_end_without_writing_the_key(
-    model: str,
-    server: str,
-    smollm2_path: Path,
+class KeyWatch:
+    """FAKE_KEY as a test's API key, and the places it must not reach: the log, the output, the files."""
+
+    def __init__(self, tmp_path: Path, monkeypatch, caplog, capfd) -> None:
+        self.tmp_path, self.caplog, self.capfd = tmp_path, caplog, capfd
+        self._monkeypatch = monkeypatch
+
+    def use(self, variable: str, log_level: int) -> None:
+        """Set the key in ``variable`` and capture the log at ``log_level``."""
+        self._monkeypatch.setenv(variable, FAKE_KEY)
+        self.caplog.set_level(log_level)
+
+    def assert_not_leaked(self) -> None:
+        """The key is in no log record, nothing printed since the last read, and no file under tmp_path
+        (results, samples, cache, report: their bytes)."""
+        captured = self.capfd.readouterr()
+        assert FAKE_KEY not in self.caplog.text + captured.out + captured.err
+        assert _files_containing(self.tmp_path, FAKE_KEY) == []
+
+
+@pytest.fixture
+def key_watch(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
     capfd: pytest.CaptureFixture,
+) -> KeyWatch:
+    return KeyWatch(tmp_path, monkeypatch, caplog, capfd)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["capcal-api", "capcal-api-chat"])
+def test_capcal_api_runs_capcal_gsm8k_end_to_end_without_writing_the_key(
+    model: str, server: str, smollm2_path: Path, tmp_path: Path, key_watch: KeyWatch
 ) -> None:
     from analysis.cli import main
     from analysis.runs import load_run
 
     key_variable = "CAPCAL_TEST_API_KEY" if model.endswith("chat") else "OPENAI_API_KEY"
-    monkeypatch.setenv(key_variable, FAKE_KEY)
-    caplog.set_level(logging.DEBUG)
+    key_watch.use(key_variable, logging.DEBUG)
     with FaultInjectingProxy(server) as proxy:
         # every request fails once (503, Retry-After: 0, a body echoing the Authorization header), then passes
         proxy.reject_first_attempt = True
@@ -371,15 +375,13 @@ def test_capcal_api_runs_capcal_gsm8k_end_to_end_without_writing_the_key(
     assert all(len(set(responses)) > 1 for responses in table["responses"])
     assert len(proxy.seen) == len(proxy.forwarded) == 3  # one n = 4 request per question, each retried once
     assert proxy.authorization == {f"Bearer {FAKE_KEY}"}  # the key is sent, in the header only
-    assert "(Bearer [API key])" in caplog.text  # the echoed header reached the retry log, redacted
+    assert "(Bearer [API key])" in key_watch.caplog.text  # the echoed header reached the retry log, redacted
     report_args = ["report", str(tmp_path / "out"), "--output", str(tmp_path / "report"), "--resamples", "20"]
     assert main(report_args) == 0
     assert (tmp_path / "cache.sqlite").is_file() and (tmp_path / "report" / "report.html").is_file()
     searched = [path for path in tmp_path.rglob("*") if path.is_file()]
     assert len(searched) >= 5  # results, samples, cache (+ WAL), report files
-    assert _files_containing(tmp_path, FAKE_KEY) == []  # results, samples, cache, report (bytes)
-    captured = capfd.readouterr()
-    assert FAKE_KEY not in caplog.text + captured.out + captured.err
+    key_watch.assert_not_leaked()
 
 
 @pytest.fixture(scope="module")
@@ -412,8 +414,8 @@ def test_capcal_api_samples_like_stock_local_completions(
 ) -> None:
     capcal = _score(server, smollm2_path, completions_task, sampled["capcal"])
     stock = _score(server, smollm2_path, completions_task, sampled["stock"])
-    assert stratified_permutation_pvalue(_per_token(capcal), _per_token(stock)) > 0.001
-    assert stratified_permutation_pvalue(_token_counts(capcal), _token_counts(stock)) > 0.001
+    assert stratified_permutation_pvalue(per_token_logprobs(capcal), per_token_logprobs(stock)) > 0.001
+    assert stratified_permutation_pvalue(token_counts(capcal), token_counts(stock)) > 0.001
     accuracy = {name: expected_accuracy(completions_task, samples) for name, samples in sampled.items()}
     assert abs(mean_difference_z(accuracy["capcal"], accuracy["stock"])) <= 3.0
 
@@ -558,19 +560,14 @@ CLIENT_TIMEOUT_S = 10  # capcal-api's timeout model argument; a fault-free reque
 
 @pytest.mark.slow
 def test_injected_faults_are_retried_counted_and_change_no_sample(
-    server: str,
-    smollm2_path: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-    capfd: pytest.CaptureFixture,
+    server: str, smollm2_path: Path, tmp_path: Path, key_watch: KeyWatch
 ) -> None:
     """One request in five fails (500 echoing the key, 429, timeout, reset, truncated JSON): the run gets
     every sample, equal to a fault-free run's, and its results JSON reports one retry per fault, by cause."""
     from analysis.cli import main
 
-    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
-    caplog.set_level(logging.INFO)
+    key_watch.use("OPENAI_API_KEY", logging.INFO)
+    caplog = key_watch.caplog
     limit, repeats = 6, 4  # supports_n=False: 24 requests, plus retries
     settings = {"supports_n": False, "retry_base_delay": 0.05, "timeout": CLIENT_TIMEOUT_S}
     with FaultInjectingProxy(server) as proxy:
@@ -596,28 +593,21 @@ def test_injected_faults_are_retried_counted_and_change_no_sample(
     assert stats["failed_requests"] == stats["missing_samples"] == 0
     assert f"capcal-api sampling: {limit * repeats} samples needed, 0 from the cache" in caplog.text
     assert "request headers: Bearer [API key]" in caplog.text  # the echoed key, redacted in the retry log
-    captured = capfd.readouterr()
-    assert FAKE_KEY not in caplog.text + captured.out + captured.err
-    assert _files_containing(tmp_path, FAKE_KEY) == []
+    key_watch.assert_not_leaked()
     print(f"injected {dict(proxy.injected)} in {proxy.received} requests; reported {stats}")
 
 
 @pytest.mark.slow
 def test_a_server_that_stays_down_ends_the_run_with_a_resume_message(
-    server: str,
-    smollm2_path: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-    capfd: pytest.CaptureFixture,
+    server: str, smollm2_path: Path, tmp_path: Path, key_watch: KeyWatch
 ) -> None:
     """After 3 answers the server answers only 503 (echoing the key), then refuses connections: each time
     capcal eval exits with status 3 and one message (what finished and where it is cached, what did not, how
     to resume); re-running the same command once the server is back sends only the unfinished requests."""
     from analysis.cli import main
 
-    monkeypatch.setenv("CAPCAL_TEST_API_KEY", FAKE_KEY)
-    caplog.set_level(logging.INFO)
+    key_watch.use("CAPCAL_TEST_API_KEY", logging.INFO)
+    caplog, capfd = key_watch.caplog, key_watch.capfd
     limit, repeats, answered = 6, 2, 3
     cache_path = tmp_path / "cache.sqlite"
     cached_in = f"cached in {cache_path.resolve()}"

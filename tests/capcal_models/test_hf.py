@@ -31,6 +31,7 @@ from sampling_checks import (  # noqa: E402
     chi_square,
     cloned_requests,
     duplicate_excess,
+    evaluate_gsm8k,
     gsm8k_task,
     mean_difference_z,
     samples_by_question,
@@ -73,36 +74,14 @@ def models(smollm2_path):
     return capcal, stock
 
 
-def _evaluate(lm) -> dict:
-    """lm-eval's run of capcal_gsm8k (k samples per question) with ``lm``: samples and expected accuracy."""
-    from analysis.evaluation import evaluate
-
-    results = evaluate(
-        lm,
-        "capcal_gsm8k",
-        repeats=K,
-        data_dir="bundled",
-        limit=QUESTIONS,
-        log_samples=True,
-        apply_chat_template=True,
-        gen_kwargs=f"max_gen_toks={MAX_GEN_TOKS}",
-        bootstrap_iters=0,
-    )
-    samples = results["samples"]["capcal_gsm8k"]
-    return {
-        "samples": {s["doc"]["question_id"]: s["resps"][0] for s in samples},
-        "expected_accuracy": {s["doc"]["question_id"]: s["expected_accuracy"] for s in samples},
-        "n_samples": {s["doc"]["question_id"]: s["n_samples"] for s in samples},
-    }
-
-
 @pytest.fixture(scope="module")
 def runs(models):
     """Stock hf and capcal-hf through lm-eval on capcal_gsm8k, then capcal-hf on the same requests directly
     (again, and at temperature 0.5), and every sample's log-probability."""
     capcal, stock = models
     torch.manual_seed(RUN_SEED)
-    result = {"stock": _evaluate(stock), "capcal": _evaluate(capcal)}
+    result = {"stock": evaluate_gsm8k(stock, QUESTIONS, K, MAX_GEN_TOKS)}
+    result["capcal"] = evaluate_gsm8k(capcal, QUESTIONS, K, MAX_GEN_TOKS)
     requests = gsm8k_requests(capcal, QUESTIONS, K, max_gen_toks=MAX_GEN_TOKS)
     result["requests"] = requests
     contexts = {r.doc["question_id"]: r.args[0] for r in requests}

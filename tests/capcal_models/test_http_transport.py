@@ -21,7 +21,7 @@ import pytest
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).parent))  # local_server.py
-from local_server import ThreadedApp, free_port  # noqa: E402
+from local_server import PostServer, free_port  # noqa: E402
 
 MODULE_PATH = Path(__file__).resolve().parents[2] / "capcal_models" / "http_transport.py"
 
@@ -38,29 +38,19 @@ transport = _load_transport()
 SECRET = "sk-transport-test-0123456789"
 
 
-class ScriptedServer:
+class ScriptedServer(PostServer):
     """An aiohttp server on its own thread; request i gets ``script[i]`` (then "ok" for every request)."""
 
     def __init__(self, script: list[str] | None = None, delay_s: float = 0.0) -> None:
+        super().__init__()
         self.script = list(script or [])
         self.delay_s = delay_s
         self.received: list[dict] = []
         self.in_flight = self.max_in_flight = 0
-        self._server = ThreadedApp()
-        self.port = self._server.port
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1/completions"
-
-    def __enter__(self) -> ScriptedServer:
-        app = web.Application()
-        app.router.add_post("/v1/completions", self._handle)
-        self._server.start(app)
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._server.stop()
+        return f"http://127.0.0.1:{self.port}{self.ROUTE}"
 
     async def _handle(self, request: web.Request) -> web.Response:
         body = await request.json()

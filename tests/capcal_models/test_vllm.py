@@ -26,7 +26,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # helpers shared with vllm_runner.py (pytest runs with --import-mode=importlib)
-from sampling_checks import duplicate_excess, mean_difference_z, stratified_permutation_pvalue  # noqa: E402
+import sampling_checks as checks  # noqa: E402
 from vllm_env import run_in_vllm_env  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -61,18 +61,6 @@ def report(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
     return json.loads(output.read_text(encoding="utf-8"))
 
 
-def _per_token_logprob(scores: dict[str, list[list[float]]]) -> dict[str, list[float]]:
-    return {q: [logprob / max(tokens, 1) for logprob, tokens in rows] for q, rows in scores.items()}
-
-
-def _token_counts(scores: dict[str, list[list[float]]]) -> dict[str, list[float]]:
-    return {q: [tokens for _, tokens in rows] for q, rows in scores.items()}
-
-
-def _sample_logprobs(scores: dict[str, list[list[float]]]) -> dict[str, list[float]]:
-    return {q: [logprob for logprob, _ in rows] for q, rows in scores.items()}
-
-
 def test_capcal_vllm_runs_capcal_gsm8k_end_to_end(report: dict) -> None:
     run = report["eval"]["capcal"]
     assert len(run["samples"]) == QUESTIONS
@@ -96,30 +84,39 @@ def test_one_seeded_request_per_question(report: dict) -> None:
 
 def test_capcal_vllm_samples_like_stock_vllm(report: dict) -> None:
     stock, capcal = report["scores"]["stock"], report["scores"]["capcal"]
-    assert stratified_permutation_pvalue(_per_token_logprob(capcal), _per_token_logprob(stock)) > 0.001
-    assert stratified_permutation_pvalue(_token_counts(capcal), _token_counts(stock)) > 0.001
+    assert (
+        checks.stratified_permutation_pvalue(
+            checks.per_token_logprobs(capcal), checks.per_token_logprobs(stock)
+        )
+        > 0.001
+    )
+    assert (
+        checks.stratified_permutation_pvalue(checks.token_counts(capcal), checks.token_counts(stock)) > 0.001
+    )
     accuracy = {backend: report["eval"][backend]["expected_accuracy"] for backend in ("stock", "capcal")}
-    assert abs(mean_difference_z(accuracy["capcal"], accuracy["stock"])) <= 3.0
+    assert abs(checks.mean_difference_z(accuracy["capcal"], accuracy["stock"])) <= 3.0
 
 
 def test_equivalence_check_detects_a_different_temperature(report: dict) -> None:
-    colder = _per_token_logprob(report["scores"]["capcal_temperature_0.5"])
-    stock = _per_token_logprob(report["scores"]["stock"])
+    colder = checks.per_token_logprobs(report["scores"]["capcal_temperature_0.5"])
+    stock = checks.per_token_logprobs(report["scores"]["stock"])
     stock = {question: stock[question] for question in colder}  # the same questions
-    assert stratified_permutation_pvalue(colder, stock) < 0.001
+    assert checks.stratified_permutation_pvalue(colder, stock) < 0.001
 
 
 @pytest.mark.parametrize("run", ["capcal", "capcal_seed_in_gen_kwargs"])
 def test_capcal_vllm_samples_are_independent(report: dict, run: str) -> None:
     samples = report["eval"]["capcal"]["samples"] if run == "capcal" else report["runs"][run]
-    excess = duplicate_excess(samples, _sample_logprobs(report["scores"][run]))
+    excess = checks.duplicate_excess(samples, checks.sample_logprobs(report["scores"][run]))
     assert excess["observed"] <= excess["allowed"], excess
 
 
 def test_independence_check_catches_stock_vllm_with_a_seed_in_gen_kwargs(report: dict) -> None:
     samples = report["runs"]["stock_seed_in_gen_kwargs"]
     assert all(len(set(texts)) == 1 for texts in samples.values())  # the pitfall: k identical samples
-    excess = duplicate_excess(samples, _sample_logprobs(report["scores"]["stock_seed_in_gen_kwargs"]))
+    excess = checks.duplicate_excess(
+        samples, checks.sample_logprobs(report["scores"]["stock_seed_in_gen_kwargs"])
+    )
     assert excess["observed"] > excess["allowed"], excess
 
 

@@ -55,34 +55,6 @@ def scores_of(samples: dict[str, list[str]], store: dict) -> dict[str, list[list
     return {question: [store[question][text] for text in texts] for question, texts in samples.items()}
 
 
-def _evaluate(lm, questions: int, k: int, max_gen_toks: int) -> dict:
-    from analysis.evaluation import evaluate
-
-    results = evaluate(
-        lm,
-        "capcal_gsm8k",
-        repeats=k,
-        data_dir="bundled",
-        limit=questions,
-        log_samples=True,
-        apply_chat_template=True,
-        gen_kwargs=f"max_gen_toks={max_gen_toks}",
-        bootstrap_iters=0,
-    )
-    samples = results["samples"]["capcal_gsm8k"]
-    return {
-        "metrics": {name: value for name, value in results["results"]["capcal_gsm8k"].items()},
-        "samples": {s["doc"]["question_id"]: s["resps"][0] for s in samples},
-        "expected_accuracy": {s["doc"]["question_id"]: s["expected_accuracy"] for s in samples},
-        "n_samples": {s["doc"]["question_id"]: s["n_samples"] for s in samples},
-    }
-
-
-def _shutdown(lm) -> None:
-    lm.model.llm_engine.engine_core.shutdown()
-    del lm.model
-
-
 def _shutdown(lm) -> None:
     lm.model.llm_engine.engine_core.shutdown()
     del lm.model
@@ -99,7 +71,13 @@ def main() -> None:
 
     from lm_eval.api.registry import get_model
     from lm_eval.models.vllm_causallms import VLLM
-    from sampling_checks import cloned_requests, expected_accuracy, gsm8k_task, samples_by_question
+    from sampling_checks import (
+        cloned_requests,
+        evaluate_gsm8k,
+        expected_accuracy,
+        gsm8k_task,
+        samples_by_question,
+    )
 
     from capcal_models.registry import register_models
 
@@ -140,7 +118,7 @@ def main() -> None:
     capcal_vllm = get_model("capcal-vllm")
     capcal = start("capcal", lambda: capcal_vllm.create_from_arg_string(engine, {"batch_size": "auto"}))
     started = time.perf_counter()
-    report["eval"]["capcal"] = _evaluate(capcal, q, k, max_toks)  # end to end through lm-eval
+    report["eval"]["capcal"] = evaluate_gsm8k(capcal, q, k, max_toks)  # end to end through lm-eval
     report["timings"]["capcal_eval"] = time.perf_counter() - started
     report["runs"]["capcal"] = report["eval"]["capcal"]["samples"]
     run("capcal_again", capcal, q // 2)

@@ -1,0 +1,67 @@
+"""The helpers the task modules share: numeric scoring (GSM8K, arithmetic), alias ``process_results``
+(TriviaQA, SimpleQA), the question fields of ``process_docs``, CSV column checks and JSON-object parsing."""
+
+from __future__ import annotations
+
+import re
+
+import datasets
+import pytest
+
+from capcal_tasks.alias_scoring import process_alias_results, score_alias_responses
+from capcal_tasks.answers.boxed import last_boxed
+from capcal_tasks.data_sources import add_question_fields, read_csv_with_columns, read_jsonl
+from capcal_tasks.numeric_scoring import number_is_correct, score_number_responses
+from capcal_tasks.question_id import question_id
+from capcal_tasks.records import parse_json_object
+
+
+def test_numeric_scoring_groups_equal_numbers_and_uses_the_tasks_extractor():
+    responses = [r"\boxed{18}", r"\boxed{18.0}", r"\boxed{17}", "no box"]
+    record = score_number_responses(responses, "18", last_boxed)
+    assert record["extracted_answers"] == ["18", "18.0", "17", None]
+    assert record["correctness"] == [1, 1, 0, 0] and record["expected_accuracy"] == 0.5
+    assert record["majority_vote_accuracy"] == 1.0  # "18" and "18.0" vote together
+    assert number_is_correct("1,000", 1000.0) and not number_is_correct(None, 0.0)
+
+
+def test_alias_process_results_scores_the_docs_aliases():
+    doc = {"gold_aliases": ["Paris", "Paris, France"]}
+    responses = ["Paris", "Lyon"]
+    assert process_alias_results(doc, [responses]) == score_alias_responses(responses, doc["gold_aliases"])
+
+
+def test_question_fields_are_added_in_order_and_repeats_dropped():
+    dataset = datasets.Dataset.from_list(
+        [{"q": " What? ", "a": "1"}, {"q": "Why?", "a": "2"}, {"q": " What? ", "a": "3"}]
+    )
+    docs = add_question_fields(dataset, "demo", "q", lambda doc: {"gold_answer": int(doc["a"])})
+    assert len(docs) == 2 and docs.column_names == ["q", "a", "question_id", "question_text", "gold_answer"]
+    assert docs[0]["question_id"] == question_id("demo", " What? ") and docs[0]["question_text"] == "What?"
+    assert [doc["gold_answer"] for doc in docs] == [1, 2]
+
+
+def test_csv_columns_are_checked(tmp_path):
+    path = tmp_path / "rows.csv"
+    path.write_text("problem,answer\nWhat?,1\n", encoding="utf-8")
+    assert read_csv_with_columns(path, ("problem", "answer")) == [{"problem": "What?", "answer": "1"}]
+    with pytest.raises(ValueError, match=r"rows.csv: missing column\(s\) metadata, topic$"):
+        read_csv_with_columns(path, ("problem", "topic", "metadata"))
+
+
+def test_json_objects_are_parsed_with_one_line_errors(tmp_path):
+    assert parse_json_object('{"a": 1}', "x") == {"a": 1}
+    with pytest.raises(ValueError, match=r"^f:3: not valid JSON \(Expecting value\)$"):
+        parse_json_object("nope", "f:3")
+    with pytest.raises(ValueError, match=r"^f:3: expected a JSON object$"):
+        parse_json_object("[1]", "f:3")
+    with pytest.raises(
+        ValueError, match=r"^--metadata: not valid JSON \(Expecting value at column 1\): nope$"
+    ):
+        parse_json_object("nope", "--metadata", echo=True)
+    with pytest.raises(ValueError, match=r"^--metadata: expected a JSON object, got \[1\]$"):
+        parse_json_object("[1]", "--metadata", echo=True)
+    path = tmp_path / "data.jsonl"
+    path.write_text('{"a": 1}\n\n[2]\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}:3: expected a JSON object$"):
+        read_jsonl(path)
