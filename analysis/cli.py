@@ -298,7 +298,9 @@ def _report(args: argparse.Namespace) -> int:
         args.output_dirs,
         args.output,
         activations_dir=args.activations,
-        options=ReportOptions(n_resamples=args.resamples, seed=args.seed, calibration=calibration),
+        options=ReportOptions(
+            n_resamples=args.resamples, seed=args.seed, calibration=calibration, select=args.run or None
+        ),
     )
     print(f"report:  {files.html}\nsummary: {files.markdown}")
     return 0
@@ -403,6 +405,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TASK=SPLIT[,SPLIT]",
         help="fit TASK's probe and recalibrators on these calibration task(s) instead of the declared ones "
         "(cross-domain: capcal_aime25=capcal_math_train; several: mixed-domain); repeatable",
+    )
+    report.add_argument(
+        "--run",
+        action="append",
+        default=[],
+        metavar="RUN",
+        help="use this run (run id, run key prefix or path of its results or samples file) instead of the "
+        "latest of its (model, task); repeatable; the report lists the runs it used and left out",
     )
 
     demo = commands.add_parser("demo", help="the full pipeline on local models: sample, elicit, report")

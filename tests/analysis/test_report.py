@@ -299,3 +299,18 @@ def test_report_markdown_escapes_hostile_model_text(tmp_path):
     assert [tag for tag, _ in tags if tag == "h1"] == ["h1"]  # the title only, no heading from the data
     for _, attrs in tags:
         assert not any("javascript" in str(v) or str(v).startswith("data:") for v in attrs.values()), attrs
+
+
+def test_capcal_report_run_option_chooses_the_older_run(tmp_path):
+    """``capcal report --run RUN_ID`` uses that run of its (model, task) and lists the latest as left out."""
+    from analysis.cli import main
+
+    runs = _runs(tmp_path / "runs")
+    older = "2025-12-01T00-00-00.000001"
+    status = main(
+        ["report", str(runs), "--output", str(tmp_path / "report"), "--resamples", "20", "--run", older]
+    )
+    assert status == 0
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "| toy_eval | sampling | 2025-12-01T00-00-00.000001 | True | selected |" in text
+    assert main(["report", str(runs), "--output", str(tmp_path / "r2"), "--run", "2031-01-01"]) == 2
