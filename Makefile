@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -e ".[math,api,dev]"
+	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -e ".[math,api,dev,train]"
 	touch $@
 
 demo: $(STAMP)

@@ -82,6 +82,7 @@ def test_task_names_are_resolved_without_loading(tmp_path):
     assert set(manager.resolve_task_names(["capcal_arithmetic_train*"])) == {
         "capcal_arithmetic_train",
         "capcal_arithmetic_train_ptrue",
+        "capcal_arithmetic_train_selfcheck",
         "capcal_arithmetic_train_verbalized",
     }
     with pytest.raises(

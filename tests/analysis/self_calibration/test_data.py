@@ -1,0 +1,213 @@
+"""Self-Calibration training data: SSC grouping, refusals of evaluation questions, hostile input."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+
+from analysis.self_calibration.data import (
+    TUPLE_FIELDS,
+    SelfCalibrationDataError,
+    build_training_data,
+    read_training_data,
+    ssc_targets,
+    target_histogram,
+)
+from analysis.self_calibration.train import balanced_indices
+from capcal_tasks.records import RunFormatError
+
+# ---------------------------------------------------------------- pure parts
+
+
+def test_ssc_groups_by_answer_and_drops_unparseable():
+    """SSC(a) = sum of the group's confidences / sum over all parseable responses (Huang et al.)."""
+    answers = ["4", " 4", "5", None, "", "6"]
+    confidences = [0.5, 0.3, 0.2, 0.9, 0.7, 0.0]
+    targets = ssc_targets(answers, confidences)
+    assert targets[3] is None and targets[4] is None  # unparseable: no target, not in the denominator
+    assert targets[0] == pytest.approx(0.8) and targets[1] == pytest.approx(0.8)  # " 4" groups with "4"
+    assert targets[2] == pytest.approx(0.2)
+    assert targets[5] == 0.0
+    groups = {a.strip(): t for a, t in zip(answers, targets, strict=True) if t is not None}
+    assert sum(groups.values()) == pytest.approx(1)
+
+
+def test_ssc_refuses_undefined_and_bad_confidences():
+    with pytest.raises(ValueError, match="sum to 0"):
+        ssc_targets(["1", "2"], [0.0, 0.0])
+    for bad in (float("nan"), 1.5, -0.1, "0.5", None):
+        with pytest.raises(ValueError, match="not a number in"):
+            ssc_targets(["1"], [bad])
+    with pytest.raises(ValueError, match="2 answers but 1"):
+        ssc_targets(["1", "2"], [0.5])
+    assert ssc_targets([None, None], [0.2, 0.3]) == [None, None]
+
+
+def test_target_histogram_counts_the_last_bin_closed():
+    histogram = target_histogram([0.0, 0.05, 0.1, 0.95, 1.0, 1.0])
+    assert [b["count"] for b in histogram] == [2, 1, 0, 0, 0, 0, 0, 0, 0, 3]
+
+
+def test_balanced_indices_give_each_bucket_equal_weight():
+    targets = [0.02] * 90 + [0.5] * 9 + [1.0]  # 3 buckets, very unequal
+    drawn = balanced_indices(targets, 3000, seed=0)
+    buckets = np.bincount([0 if i < 90 else 1 if i < 99 else 2 for i in drawn], minlength=3) / 3000
+    assert np.allclose(buckets, 1 / 3, atol=0.04)
+    assert drawn == balanced_indices(targets, 3000, seed=0)  # seeded
+    assert drawn != balanced_indices(targets, 3000, seed=1)
+
+
+def _tuple(**changes) -> dict:
+    item = {
+        "question_id": "arithmetic/q1", "task": "capcal_arithmetic_train", "response_index": 0,
+        "context": "Q? A: 4. Is the answer correct? (Yes/No)", "yes_text": "Yes", "response": "4",
+        "response_start": 6, "response_end": 7, "extracted_answer": "4", "confidence": 0.5, "ssc": 0.8,
+        "lm_loss": True, "correct": 1,
+    }  # fmt: skip
+    item.update(changes)
+    return item
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"ssc": 1.5}, "ssc must be a number in"),
+        ({"ssc": True}, "ssc must be a number in"),
+        ({"response_end": 999}, "response span 6..999 is not inside the context"),
+        ({"response_start": -1, "response_end": -1}, "lm_loss must be a boolean"),
+        ({"lm_loss": "yes"}, "lm_loss must be a boolean"),
+        ({"context": None}, "context and yes_text must be strings"),
+    ],
+)
+def test_read_training_data_names_file_and_line_of_a_bad_tuple(tmp_path, change, message):
+    path = tmp_path / "train.jsonl"
+    path.write_text(json.dumps(_tuple()) + "\n" + json.dumps(_tuple(**change)) + "\n")
+    with pytest.raises(SelfCalibrationDataError, match=f"{path}:2: {message}"):
+        read_training_data(path)
+
+
+def test_read_training_data_hostile_files(tmp_path):
+    path = tmp_path / "train.jsonl"
+    item = _tuple()
+    del item["ssc"]
+    path.write_text(json.dumps(item) + "\n")
+    with pytest.raises(SelfCalibrationDataError, match=r"train.jsonl:1: missing field\(s\) ssc"):
+        read_training_data(tmp_path)  # the folder is accepted
+    path.write_text(json.dumps(_tuple())[:-1].replace('"ssc": 0.8', '"ssc": NaN') + "}\n")
+    with pytest.raises(RunFormatError, match="train.jsonl:1"):
+        read_training_data(path)
+    path.write_text("")
+    with pytest.raises(SelfCalibrationDataError, match="no training tuples"):
+        read_training_data(path)
+    with pytest.raises(SelfCalibrationDataError, match="no such training data file"):
+        read_training_data(tmp_path / "missing.jsonl")
+
+
+# ---------------------------------------------------------------- on real runs (SmolLM2)
+
+
+@pytest.mark.slow
+def test_tuples_from_real_runs(selfcal_runs, selfcal_data):
+    """Every parseable response becomes one tuple whose target is its answer group's SSC, recomputed here
+    from the self-check run's P(Yes); the file loads with datasets; the card counts add up."""
+    import datasets
+
+    tuples = read_training_data(selfcal_data.path)
+    assert all(set(TUPLE_FIELDS) <= set(t) for t in tuples)
+    checks = {}
+    samples_file = next((selfcal_runs["train_selfcheck"]).glob("*/samples_*.jsonl"))
+    for line in samples_file.read_text().splitlines():
+        record = json.loads(line)
+        checks[record["doc"]["question_id"]] = record
+    by_question: dict[str, list[dict]] = {}
+    for item in tuples:
+        by_question.setdefault(item["question_id"], []).append(item)
+    for qid, items in by_question.items():
+        record = checks[qid]
+        answers, p_yes = record["doc"]["response_answers"], record["p_yes"]
+        parseable = [i for i, a in enumerate(answers) if a is not None and str(a).strip()]
+        assert [t["response_index"] for t in items] == parseable
+        total = sum(p_yes[i] for i in parseable)
+        for item in items:
+            group = [i for i in parseable if str(answers[i]).strip() == item["extracted_answer"].strip()]
+            assert item["ssc"] == pytest.approx(sum(p_yes[i] for i in group) / total, abs=1e-9)
+            assert item["confidence"] == pytest.approx(p_yes[item["response_index"]])
+            assert item["lm_loss"] == (item["ssc"] > 0.5)
+            span = item["context"][item["response_start"] : item["response_end"]]
+            assert span == item["response"].strip()  # the LM loss covers exactly the response
+            assert item["context"].endswith("<|im_start|>assistant\n") and item["yes_text"] == "Yes"
+        assert math.isclose(sum({t["extracted_answer"]: t["ssc"] for t in items}.values()), 1.0)
+    counts = selfcal_data.counts
+    assert (
+        counts["tuples"]
+        == len(tuples)
+        == counts["responses_in_run"] - counts["responses_unparseable_dropped"]
+    )
+    assert counts["questions_used"] == len(by_question)
+    card = json.loads(selfcal_data.card.read_text())
+    assert sum(b["count"] for b in card["target_histogram"]) == len(tuples)
+    assert card["sources"]["sampling"]["task"] == "capcal_arithmetic_train"
+    loaded = datasets.load_dataset("json", data_files=str(selfcal_data.path), split="train")
+    assert loaded.num_rows == len(tuples) and loaded[0]["ssc"] == tuples[0]["ssc"]
+
+
+@pytest.mark.slow
+def test_refuses_evaluation_questions(selfcal_runs, tmp_path):
+    """An evaluation task's run is refused by its declared role; training questions listed as held-out are
+    refused by id; a results file whose task config is changed to an evaluation role is refused too."""
+    with pytest.raises(SelfCalibrationDataError, match="task capcal_arithmetic is declared evaluation"):
+        build_training_data(selfcal_runs["eval_sample"], selfcal_runs["train_selfcheck"], tmp_path / "a")
+    first = json.loads(selfcal_runs["train_samples_file"].read_text().splitlines()[0])["doc"]["question_id"]
+    with pytest.raises(SelfCalibrationDataError, match="held-out"):
+        build_training_data(
+            selfcal_runs["train_sample"], selfcal_runs["train_selfcheck"], tmp_path / "b",
+            exclude_question_ids=[first],
+        )  # fmt: skip
+    relabelled = tmp_path / "relabelled"
+    shutil.copytree(selfcal_runs["train_sample"], relabelled)
+    results = next(relabelled.glob("*/results_*.json"))
+    content = json.loads(results.read_text())
+    metadata = content["configs"]["capcal_arithmetic_train"]["metadata"]
+    metadata.update(capcal_role="evaluation", capcal_calibration_tasks=[])
+    results.write_text(json.dumps(content))
+    with pytest.raises(SelfCalibrationDataError, match="declared evaluation"):
+        build_training_data(relabelled, selfcal_runs["train_selfcheck"], tmp_path / "c")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
+
+
+@pytest.mark.slow
+def test_refuses_a_selfcheck_of_other_responses(selfcal_runs, tmp_path):
+    """A self-check run whose responses differ from the sampling run's is refused, naming the line."""
+    tampered = tmp_path / "tampered"
+    shutil.copytree(selfcal_runs["train_selfcheck"], tampered)
+    samples = next(tampered.glob("*/samples_*.jsonl"))
+    lines = samples.read_text().splitlines()
+    record = json.loads(lines[0])
+    record["doc"]["responses"][0] = "something else entirely"
+    lines[0] = json.dumps(record)
+    samples.write_text("\n".join(lines) + "\n")
+    with pytest.raises(SelfCalibrationDataError, match="line 1 .* scored other responses"):
+        build_training_data(selfcal_runs["train_sample"], tampered, tmp_path / "out")
+
+
+@pytest.mark.slow
+def test_cli_data_one_line_refusal(selfcal_runs, tmp_path, capsys):
+    from analysis.cli import main
+
+    code = main(["selfcal", "data", str(selfcal_runs["eval_sample"]), str(selfcal_runs["train_selfcheck"]),
+                 "--output", str(tmp_path / "out")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "declared evaluation" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    arguments = [str(selfcal_runs["train_sample"]), str(selfcal_runs["train_selfcheck"])]
+    arguments += ["--output", str(tmp_path / "ok"), "--exclude_run", str(selfcal_runs["eval_samples_file"])]
+    code = main(["selfcal", "data", *arguments])
+    assert (
+        code == 0
+        and (tmp_path / "ok" / "train.jsonl").is_file()
+        and (tmp_path / "ok" / "README.md").is_file()
+    )
