@@ -1,0 +1,534 @@
+"""The LLM judge (``analysis.judge``): prompts, strict verdict parsing, the cached client, the checker and
+the judge-vs-rule agreement section.
+
+The fast tests run the real client against a stand-in OpenAI-compatible server on 127.0.0.1 (an aiohttp app
+that grades by string comparison): it stands in for a model so that requests, retries and the Authorization
+header can be counted and checked at the server. The slow test runs ``capcal rescore --checker judge``
+against a real ``vllm serve`` of SmolLM2 on a real TriviaQA sampling run (SmolLM2 as the judge only
+exercises the machinery: its verdicts are not meant to be good).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sqlite3
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analysis.judge import JudgeChecker
+from analysis.judge.agreement import NOT_SENT, rescore_agreement
+from analysis.judge.checker import JUDGE_VERSION
+from analysis.judge.client import JudgeClient, chat_completions_url
+from analysis.judge.prompts import (
+    EQUALITY_TEMPLATE,
+    GRADER_TEMPLATE,
+    JUDGE_PROMPTS,
+    MATH_EQUIVALENCE,
+    SIMPLEQA_GRADER,
+    judge_messages,
+    prompt_for_dataset,
+)
+from analysis.judge.verdicts import parse_verdict
+from analysis.report.sections import judge_agreement_section
+from capcal_models.http_transport import APIRequestsFailed
+from capcal_tasks.checkers import CheckItem
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "capcal_models"))  # local_server.py
+from local_server import ThreadedApp  # noqa: E402
+
+SECRET = "sk-test-9f8e7d6c5b4a-do-not-leak"
+KEY_ENV = "CAPCAL_TEST_JUDGE_KEY"
+
+# ---------------------------------------------------------------- prompts
+
+
+def test_prompts_are_the_simple_evals_templates_filled_in_one_pass() -> None:
+    grader, equality = JUDGE_PROMPTS[SIMPLEQA_GRADER], JUDGE_PROMPTS[MATH_EQUIVALENCE]
+    assert grader.render("Q?", "Paris", "paris") == GRADER_TEMPLATE.format(
+        question="Q?", target="Paris", predicted_answer="paris"
+    )
+    assert equality.render("ignored", "3/2", "1.5") == EQUALITY_TEMPLATE % {
+        "expression1": "3/2",
+        "expression2": "1.5",
+    }
+    # values that look like placeholders stay as they are (str.format / % would not re-read them either)
+    text = grader.render("{target}?", "{predicted_answer}", "%(expression1)s {question}")
+    assert (
+        "Question: {target}?\nGold target: {predicted_answer}\nPredicted answer: %(expression1)s {question}"
+        in (text)
+    )
+    assert text.endswith('Just return the letters "A", "B", or "C", with no text around it.')
+    assert "Expression 1: 50%\n    Expression 2: {x}" in equality.render("", "50%", "{x}")
+    messages = judge_messages(grader, "Q?", "Paris", "paris")
+    assert messages == [{"role": "user", "content": grader.render("Q?", "Paris", "paris")}]
+
+
+def test_prompt_per_dataset_and_refusal() -> None:
+    assert prompt_for_dataset("triviaqa", "t").name == SIMPLEQA_GRADER
+    assert prompt_for_dataset("simpleqa", "t").name == SIMPLEQA_GRADER
+    assert prompt_for_dataset("math", "t").name == MATH_EQUIVALENCE
+    with pytest.raises(ValueError, match="no prompt for task 'capcal_gsm8k'"):
+        prompt_for_dataset("gsm8k", "capcal_gsm8k")
+
+
+# ---------------------------------------------------------------- verdicts
+
+
+@pytest.mark.parametrize(
+    ("raw", "grade"),
+    [
+        ("A", "A"), ("a", "A"), (" **A** \n", "A"), ("A.", "A"), ("(B)", "B"), ("C: NOT_ATTEMPTED", "C"),
+        ("Grade: A", "A"), ("CORRECT", "A"), ("incorrect", "B"), ("NOT ATTEMPTED", "C"), ('"B"', "B"),
+        ("<think>maybe B... or A</think>\nA", "A"),
+        ("<|channel|>analysis<|message|>x<|channel|>final<|message|>C", "C"),
+        ("A: INCORRECT", None), ("BANANA", None), ("A or B", None), ("A\nB", None), ("", None), ("   ", None),
+        ("The answer is A", None), ("<think>A", None), ("D", None), ("AA", None), ("A" * 10_000, None),
+        ("Ａ", None), ("A\u200b", None), ("\x00A", None), ("CORRECT INCORRECT", None), (None, None),
+    ],
+)  # fmt: skip
+def test_grader_verdicts_are_read_strictly(raw: str | None, grade: str | None) -> None:
+    verdict = parse_verdict(SIMPLEQA_GRADER, raw)
+    assert verdict.grade == grade
+    assert verdict.correct == (None if grade is None else int(grade == "A"))
+
+
+@pytest.mark.parametrize(
+    ("raw", "grade"),
+    [
+        ("Yes", "Yes"), ("yes.", "Yes"), ("NO", "No"), ("**No**", "No"), ("<think>no</think> Yes", "Yes"),
+        ("eyes", None), ("Yes, no", None), ("I cannot say yes", None), ("Yes\nNo", None), ("", None),
+        ("A", None),
+    ],
+)  # fmt: skip
+def test_equivalence_verdicts_are_read_strictly(raw: str, grade: str | None) -> None:
+    verdict = parse_verdict(MATH_EQUIVALENCE, raw)
+    assert verdict.grade == grade
+    assert verdict.correct == (None if grade is None else int(grade == "Yes"))
+
+
+def test_unknown_prompt_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown judge prompt"):
+        parse_verdict("other", "A")
+
+
+# ---------------------------------------------------------------- a stand-in server (no model)
+
+_GRADER_FIELDS = re.compile(r"Gold target: (.*)\nPredicted answer: (.*)\n```\n\nGrade the predicted")
+_EQUALITY_FIELDS = re.compile(r"Expression 1: (.*)\n    Expression 2: (.*)$")
+
+
+class StandInJudge:
+    """An OpenAI-compatible chat-completions server that grades by comparing the gold and the predicted
+    answer as lower-cased text. ``garbage``: predicted answers it answers with prose; ``flaky``: answers
+    whose first request gets HTTP 500; ``down``: answers whose requests always get HTTP 503."""
+
+    def __init__(self) -> None:
+        self.garbage: set[str] = set()
+        self.flaky: set[str] = set()
+        self.down: set[str] = set()
+        self.requests: Counter = Counter()  # predicted answer -> requests
+        self.authorizations: set[str] = set()
+        self.payloads: list[dict] = []
+        self._server = ThreadedApp()
+        self.base_url = f"http://127.0.0.1:{self._server.port}/v1"
+
+    def __enter__(self) -> StandInJudge:
+        from aiohttp import web
+
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        self._server.start(app)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._server.stop()
+
+    @property
+    def total(self) -> int:
+        return sum(self.requests.values())
+
+    async def _models(self, request):
+        from aiohttp import web
+
+        return web.json_response({"object": "list", "data": [{"id": "stand-in-judge", "object": "model"}]})
+
+    async def _chat(self, request):
+        from aiohttp import web
+
+        payload = await request.json()
+        self.payloads.append(payload)
+        self.authorizations.add(request.headers.get("Authorization", ""))
+        content = payload["messages"][-1]["content"]
+        grader = _GRADER_FIELDS.search(content)
+        gold, answer = (grader or _EQUALITY_FIELDS.search(content)).groups()
+        self.requests[answer] += 1
+        if answer in self.down:
+            return web.Response(status=503, text=f"overloaded (echo: {request.headers.get('Authorization')})")
+        if answer in self.flaky and self.requests[answer] == 1:
+            return web.Response(status=500, text="try again")
+        same = gold.strip().lower() == answer.strip().lower()
+        text = ("A" if same else "B") if grader else ("Yes" if same else "No")
+        if answer in self.garbage:
+            text = "Well, it could be A or B."
+        return web.json_response(
+            {"id": "x", "object": "chat.completion", "model": payload["model"],
+             "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                          "finish_reason": "stop"}]}
+        )  # fmt: skip
+
+
+@pytest.fixture
+def judge_server():
+    with StandInJudge() as server:
+        yield server
+
+
+def _item(task: str, qid: str, gold: str, answer: str | None, index: int = 0) -> CheckItem:
+    doc = {"question_text": f"question {qid}?", "gold_answer": gold}
+    return CheckItem(task, qid, doc, f"... {answer}", answer, gold, f"question {qid}?", (gold,), index)
+
+
+def _items() -> list[CheckItem]:
+    return [
+        _item("capcal_triviaqa", "q1", "Paris", "paris"),
+        _item("capcal_triviaqa", "q1", "Paris", "paris", 1),  # the same prompt: asked once
+        _item("capcal_triviaqa", "q1", "Paris", "Lyon", 2),
+        _item("capcal_triviaqa", "q2", "Blue", None),  # no extracted answer: incorrect, not sent
+        _item("capcal_simpleqa", "q3", "1969", "1969"),
+        _item("capcal_triviaqa", "q4", "Nile", "the river"),  # the stand-in answers with prose
+        _item("capcal_math500", "q5", "\\frac{3}{2}", "\\frac{3}{2}"),
+        _item("capcal_math500", "q5", "\\frac{3}{2}", "1.5", 1),
+    ]
+
+
+def _checker(server: StandInJudge, tmp_path: Path, **options) -> JudgeChecker:
+    options = {"api_key_env": KEY_ENV, "cache_path": tmp_path / "judge.sqlite", "retry_base_delay": 0.01,
+               "num_concurrent": 4, **options}  # fmt: skip
+    return JudgeChecker(server.base_url, **options)
+
+
+def test_checker_verdicts_raw_outputs_and_counts(judge_server, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    judge_server.garbage.add("the river")
+    judge_server.flaky.add("Lyon")  # retried
+    checker = _checker(judge_server, tmp_path)
+    assert checker.judge_model == "stand-in-judge" and checker.version == JUDGE_VERSION
+    assert checker.supports("capcal_triviaqa") and checker.supports("capcal_math500")
+    assert not checker.supports("capcal_gsm8k") and not checker.supports("capcal_mmlu")
+    verdicts = checker.check(_items())
+    assert [v.correct for v in verdicts] == [1, 1, 0, 0, 1, None, 1, 0]
+    assert [v.raw for v in verdicts] == ["A", "A", "B", None, "A", "Well, it could be A or B.", "Yes", "No"]
+    assert verdicts[3].extracted_answer is None and verdicts[2].extracted_answer == "Lyon"
+    assert checker.counts == Counter(judged=7, not_sent=1, unparseable=1)
+    # 6 distinct prompts, one retry; the paper's sampling settings and a seed per request
+    assert (
+        judge_server.total == 7 and judge_server.requests["paris"] == 1 and judge_server.requests["Lyon"] == 2
+    )
+    assert checker.client.stats["retries"] == 1
+    assert {(p["temperature"], p["top_p"]) for p in judge_server.payloads} == {(1.0, 1.0)}
+    assert all(isinstance(p["seed"], int) for p in judge_server.payloads)
+    assert judge_server.authorizations == {f"Bearer {SECRET}"}
+
+
+def test_a_rerun_reads_the_cache_and_sends_nothing(judge_server, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    first = _checker(judge_server, tmp_path).check(_items())
+    sent = judge_server.total
+    again = _checker(judge_server, tmp_path).check(_items())
+    assert again == first
+    assert judge_server.total == sent  # counted at the server: no new request
+    other = _checker(judge_server, tmp_path, temperature=0.0).check(_items()[:1])  # another setting: asked
+    assert other[0].correct == 1 and judge_server.total == sent + 1
+
+
+def test_requests_are_sent_in_chunks_with_the_same_verdicts(judge_server, tmp_path, monkeypatch) -> None:
+    import analysis.judge.client as client
+
+    whole = _checker(judge_server, tmp_path / "whole").check(_items())
+    monkeypatch.setattr(client, "CHUNK", 2)
+    judge_server.down.add("1969")  # a failure in one chunk does not stop the later chunks
+    with pytest.raises(APIRequestsFailed, match="1 of 6 requests"):
+        _checker(judge_server, tmp_path / "chunked", max_retries=0).check(_items())
+    judge_server.down.clear()
+    assert _checker(judge_server, tmp_path / "chunked").check(_items()) == whole
+
+
+def test_an_interrupted_run_resumes_with_only_the_missing_requests(
+    judge_server, tmp_path, monkeypatch, caplog
+) -> None:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    judge_server.down.add("1969")
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(APIRequestsFailed) as failed:
+        _checker(judge_server, tmp_path, max_retries=2).check(_items())
+    report = str(failed.value)
+    assert "1 of 6 requests" in report and "To resume, re-run the same command" in report
+    assert "HTTP 503" in report
+    assert judge_server.requests["1969"] == 3  # first attempt + 2 retries
+    before = Counter(judge_server.requests)
+    judge_server.down.clear()
+    verdicts = _checker(judge_server, tmp_path).check(_items())
+    assert verdicts[4].correct == 1
+    assert judge_server.requests - before == Counter({"1969": 1})  # only the missing one was asked
+    # the key never shows: not in the failure report (the server echoed it), the logs or the cache file
+    assert SECRET not in report and "[API key]" in report
+    assert SECRET not in caplog.text
+    cache = tmp_path / "judge.sqlite"
+    assert SECRET.encode() not in cache.read_bytes()
+    with sqlite3.connect(cache) as connection:
+        values = [row[0] for row in connection.execute("SELECT value FROM samples")]
+    assert sorted(values) == sorted(["A", "B", "A", "B", "Yes", "No"])  # raw outputs, nothing else
+
+
+def test_credentials_in_the_url_are_refused_without_echoing_them(tmp_path) -> None:
+    with pytest.raises(ValueError, match="api_key_env") as refused:
+        JudgeClient(f"http://user:{SECRET}@127.0.0.1:9/v1", "m", cache_path=tmp_path / "c.sqlite")
+    assert SECRET not in str(refused.value)
+    with pytest.raises(ValueError, match="query parameter 'api_key'") as refused:
+        JudgeClient(f"http://127.0.0.1:9/v1?api_key={SECRET}", "m", cache_path=tmp_path / "c.sqlite")
+    assert SECRET not in str(refused.value)
+    assert chat_completions_url("http://h/v1/") == "http://h/v1/chat/completions"
+    assert chat_completions_url("http://h/v1/chat/completions") == "http://h/v1/chat/completions"
+
+
+def test_a_judge_item_without_question_or_gold_is_an_error(judge_server, tmp_path) -> None:
+    item = CheckItem("capcal_triviaqa", "q9", {}, "x", "x", None)
+    with pytest.raises(ValueError, match="capcal_triviaqa q9: the judge needs the question text"):
+        _checker(judge_server, tmp_path).check([item])
+    with pytest.raises(ValueError, match="no prompt for task 'capcal_gsm8k'"):
+        _checker(judge_server, tmp_path).check([_item("capcal_gsm8k", "q1", "4", "4")])
+
+
+# ---------------------------------------------------------------- agreement from a rescored run
+
+
+def _rescored_file(tmp_path: Path, records: list[dict]) -> Path:
+    path = tmp_path / "samples_capcal_triviaqa_2026-11-23T18-00-00.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    return path
+
+
+RESCORE = {
+    "checker": "judge", "checker_version": JUDGE_VERSION, "judge_model": "stand-in-judge",
+    "source_run": {"samples_file": "/runs/source/samples_capcal_triviaqa_1.jsonl", "run_id": "1"},
+    "counts": {"responses": 9, "unparseable_verdicts": 1, "questions_left_out": 1, "left_out_ids": ["q4"]},
+}  # fmt: skip
+
+
+def test_agreement_counts_kappa_and_grades(tmp_path) -> None:
+    records = [
+        {"source_correctness": [1, 1, 0], "correctness": [1, 1, 0], "checker_outputs": ["A", "A", "B"]},
+        {"source_correctness": [0, 0], "correctness": [0, 1], "checker_outputs": [None, "A"]},
+        {"source_correctness": [1, 0], "correctness": [0, 0], "checker_outputs": ["C", "B"]},
+    ]
+    agreement = rescore_agreement(_rescored_file(tmp_path, records), RESCORE, "capcal_triviaqa")
+    assert agreement.confusion.tolist() == [[3, 1], [1, 2]]  # [rule][judge]
+    assert agreement.responses == 7 and agreement.questions == 3
+    # p_o = 5/7, p_e = (4*4 + 3*3)/49 = 25/49
+    assert agreement.kappa == pytest.approx((5 / 7 - 25 / 49) / (1 - 25 / 49))
+    assert agreement.grades == Counter({(1, "A"): 2, (0, "B"): 2, (0, NOT_SENT): 1, (0, "A"): 1, (1, "C"): 1})
+    assert (agreement.unparseable_verdicts, agreement.questions_left_out) == (1, 1)
+    assert agreement.left_out_ids == ["q4"]
+    assert agreement.source == "run 1 (/runs/source/samples_capcal_triviaqa_1.jsonl)"
+    section = judge_agreement_section(agreement, "/models/SmolLM2-135M-Instruct")
+    assert section.title == "Judge vs rule agreement · SmolLM2-135M-Instruct · capcal_triviaqa"
+    assert section.facts["Cohen's kappa"] == f"{agreement.kappa:.3f}"
+    assert section.facts["unparseable verdicts"] == 1
+    confusion = section.tables[0][1]
+    assert confusion.iloc[:, 1:].to_numpy().tolist() == [[2, 1, 3], [1, 3, 4], [3, 4, 7]]
+    grades = section.tables[1][1]
+    assert list(grades.columns) == ["rule label (source run)", "A", "B", "C", NOT_SENT]
+
+
+def test_agreement_refuses_a_malformed_record_naming_file_and_line(tmp_path) -> None:
+    good = {"source_correctness": [1], "correctness": [1], "checker_outputs": ["A"]}
+    bad_length = {"source_correctness": [1, 0], "correctness": [1], "checker_outputs": ["A"]}
+    path = _rescored_file(tmp_path, [good, bad_length])
+    with pytest.raises(ValueError, match=rf"{re.escape(path.name)}:2: .*one entry per response"):
+        rescore_agreement(path, RESCORE, "capcal_triviaqa")
+    path = _rescored_file(tmp_path, [{"source_correctness": [0.5], "correctness": [1]}])
+    with pytest.raises(ValueError, match=":1: source_correctness must be a list of 0/1"):
+        rescore_agreement(path, RESCORE, "capcal_triviaqa")
+
+
+def test_agreement_of_one_label_only_says_kappa_is_undefined(tmp_path) -> None:
+    path = _rescored_file(tmp_path, [{"source_correctness": [0, 0], "correctness": [0, 0]}])
+    agreement = rescore_agreement(
+        path, {**RESCORE, "checker": "exact", "judge_model": None}, "capcal_triviaqa"
+    )
+    assert np.isnan(agreement.kappa) and agreement.kappa_text().startswith("undefined")
+    section = judge_agreement_section(agreement, "m")
+    assert section.title.startswith("Rescored vs source labels") and len(section.tables) == 1
+
+
+def test_rescore_with_the_judge_and_the_report_section(
+    judge_server, tmp_path, monkeypatch, shared_data
+) -> None:
+    """``rescore(..., "judge")`` on real TriviaQA questions with written responses (test_rescore.py's run),
+    judged by the stand-in; the report's agreement section matches sklearn on the rescored labels."""
+    from sklearn.metrics import cohen_kappa_score, confusion_matrix
+
+    from analysis.report.build import ReportOptions, build_report
+    from analysis.rescore import rescore
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_rescore import TASK, write_trivia_run
+
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    run = write_trivia_run(tmp_path / "run", shared_data)
+    result = rescore(
+        run,
+        "judge",
+        base_url=judge_server.base_url,
+        api_key_env=KEY_ENV,
+        cache_path=tmp_path / "judge.sqlite",
+    )
+    assert result.judge_model == "stand-in-judge" and result.runs[0].unparseable_verdicts == 0
+    records = [json.loads(line) for line in result.runs[0].samples_path.read_text().splitlines()]
+    rule = [label for record in records for label in record["source_correctness"]]
+    judge = [label for record in records for label in record["correctness"]]
+    assert 0 < sum(judge) < sum(rule) < len(rule)  # "<gold> indeed" is alias-correct, not judged correct
+    provenance = json.loads(result.runs[0].results_path.read_text())["capcal_rescore"]
+    agreement = rescore_agreement(result.runs[0].samples_path, provenance, TASK)
+    assert agreement.confusion.tolist() == confusion_matrix(rule, judge, labels=[0, 1]).tolist()
+    assert agreement.kappa == pytest.approx(cohen_kappa_score(rule, judge), abs=1e-12)
+    files = build_report([run], tmp_path / "report", options=ReportOptions(n_resamples=20))
+    markdown = files.markdown.read_text(encoding="utf-8")
+    assert re.search(rf"## Judge vs rule agreement · \S+ · {TASK}", markdown)
+    assert f"Cohen's kappa: {agreement.kappa:.3f}" in markdown
+    assert SECRET not in markdown and SECRET not in files.html.read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------- end to end: a real vllm serve of SmolLM2
+
+E2E_TASK, E2E_LIMIT, E2E_REPEATS = "capcal_triviaqa", 6, 2
+CAPCAL = [sys.executable, "-m", "analysis.cli"]
+
+
+@pytest.fixture(scope="module")
+def triviaqa_run(tmp_path_factory, smollm2_path: Path) -> Path:
+    """A real TriviaQA sampling run of SmolLM2 (capcal-hf, bundled data, 6 questions x 2 samples)."""
+    from analysis.evaluation import evaluate
+
+    output = tmp_path_factory.mktemp("triviaqa_run")
+    evaluate(
+        "capcal-hf",
+        E2E_TASK,
+        model_args={"pretrained": str(smollm2_path), "sample_cache": False},
+        repeats=E2E_REPEATS,
+        limit=E2E_LIMIT,
+        data_dir="bundled",
+        output_path=output,
+        log_samples=True,
+        apply_chat_template=True,
+        gen_kwargs={"max_gen_toks": 16},
+        batch_size=8,
+        random_seed=7,
+        numpy_random_seed=7,
+        torch_random_seed=7,
+        fewshot_random_seed=7,
+    )
+    return output
+
+
+@pytest.fixture(scope="module")
+def judge_url(tmp_path_factory, smollm2_path: Path):
+    """One real ``vllm serve`` of SmolLM2 on 127.0.0.1 for this module (the judge)."""
+    from vllm_env import vllm_server
+
+    with vllm_server(smollm2_path, tmp_path_factory.mktemp("vllm-judge")) as base_url:
+        yield base_url
+
+
+def _finished_requests(base_url: str) -> float:
+    """vLLM's own count of finished requests (its Prometheus /metrics)."""
+    import urllib.request
+
+    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/metrics", timeout=30) as response:
+        text = response.read().decode("utf-8")
+    counts = re.findall(r"^vllm:request_success_total\{[^}]*\} ([0-9.e+]+)$", text, flags=re.MULTILINE)
+    assert counts, "vLLM /metrics has no vllm:request_success_total"
+    return sum(float(count) for count in counts)
+
+
+def _rescore_command(run: Path, base_url: str, output: Path, cache: Path) -> list[str]:
+    # temperature 0 and one token: SmolLM2 answers with its grade letter and then goes on listing the grades
+    # ("A: CORRECT\nB: IN..."), which the strict parser refuses (the stand-in tests cover unreadable verdicts)
+    return CAPCAL + [
+        "rescore", str(run), "--checker", "judge", "--base_url", base_url, "--model", "smollm2",
+        "--api_key_env", KEY_ENV, "--cache_path", str(cache), "--output", str(output),
+        "--num_concurrent", "4", "--max_tokens", "1", "--temperature", "0", "--max_retries", "2",
+        "--timeout", "600",
+    ]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_rescore_with_the_judge_against_a_real_vllm_server(triviaqa_run, judge_url, tmp_path) -> None:
+    import os
+    import subprocess
+
+    from analysis.report.build import ReportOptions, build_report
+
+    env = {**os.environ, KEY_ENV: SECRET, "OMP_NUM_THREADS": "1"}
+    cache = tmp_path / "judge.sqlite"
+    before = _finished_requests(judge_url)
+    first = subprocess.run(
+        _rescore_command(triviaqa_run, judge_url, tmp_path / "rescored", cache),
+        env=env, capture_output=True, text=True, timeout=1500,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr[-4000:]
+    asked = _finished_requests(judge_url) - before
+    source = [
+        json.loads(line) for line in next(triviaqa_run.rglob("samples_*.jsonl")).read_text().splitlines()
+    ]
+    results_file = next((tmp_path / "rescored").rglob("results_*.json"))
+    provenance = json.loads(results_file.read_text())["capcal_rescore"]
+    counts = provenance["counts"]
+    assert provenance["checker"] == "judge" and provenance["judge_model"] == "smollm2"
+    assert provenance["checker_version"] == JUDGE_VERSION
+    # the verdict counts add up: every response checked; questions written + left out = the source's
+    assert counts["responses"] == E2E_LIMIT * E2E_REPEATS == sum(len(r["resps"][0]) for r in source)
+    assert counts["questions"] + counts["questions_left_out"] == E2E_LIMIT
+    assert counts["questions_left_out"] <= counts["unparseable_verdicts"] <= counts["responses"]
+    distinct = {
+        (r["doc"]["question_text"], a) for r in source for a in r["extracted_answers"] if a and a.strip()
+    }
+    assert 0 < asked == len(distinct)  # one request per distinct (question, extracted answer)
+    samples_file = next((tmp_path / "rescored").rglob("samples_*.jsonl"))
+    agreement = rescore_agreement(samples_file, provenance, E2E_TASK)
+    assert agreement.responses == counts["responses"] - E2E_REPEATS * counts["questions_left_out"]
+    assert sum(agreement.grades.values()) == agreement.responses
+    assert agreement.unparseable_verdicts == counts["unparseable_verdicts"]
+    print(
+        f"judge agreement ({E2E_TASK}, SmolLM2 judging SmolLM2): confusion [rule][judge] "
+        f"{agreement.confusion.tolist()}, kappa {agreement.kappa_text()}, grades {dict(agreement.grades)}, "
+        f"unparseable verdicts {counts['unparseable_verdicts']} of {counts['responses']}, questions left out "
+        f"{counts['questions_left_out']} of {E2E_LIMIT}"
+    )
+
+    # resume: the same command again asks the server nothing (everything is in the cache)
+    again = subprocess.run(
+        _rescore_command(triviaqa_run, judge_url, tmp_path / "again", cache),
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert _finished_requests(judge_url) - before == asked
+    rerun = next((tmp_path / "again").rglob("samples_*.jsonl")).read_text()
+    assert [json.loads(x)["correctness"] for x in rerun.splitlines()] == [
+        json.loads(x)["correctness"] for x in samples_file.read_text().splitlines()
+    ]
+
+    # the report shows the agreement section; the key is in no output
+    files = build_report([tmp_path / "rescored"], tmp_path / "report", options=ReportOptions(n_resamples=50))
+    markdown = files.markdown.read_text(encoding="utf-8")
+    assert re.search(rf"Judge vs rule agreement · \S+ · {E2E_TASK}", markdown) and "Cohen's kappa" in markdown
+    outputs = [first.stdout, first.stderr, again.stdout, again.stderr, cache.read_bytes().decode("latin-1")]
+    outputs += [p.read_text(encoding="utf-8", errors="replace") for p in tmp_path.rglob("*") if p.is_file()]
+    assert not [text for text in outputs if SECRET in text]
