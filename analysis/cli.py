@@ -9,6 +9,9 @@ capcal analyze OUTPUT_DIR [--output FILE]                     -> analysis.runs
 capcal report OUTPUT_DIR... [--output DIR] [--activations DIR] [--calibration TASK=SPLIT[,SPLIT]]
                                                               -> analysis.report.build_report
 capcal demo [options]                                         -> analysis.demo.run_demo
+capcal rescore OUTPUT_DIR --checker NAME [--output DIR] [--tasks T,..] [--run RUN] [judge options]
+                                                              -> analysis.rescore.rescore
+capcal selfcal data|train|compare|run [options]               -> analysis.self_calibration
 """
 
 from __future__ import annotations
@@ -261,7 +264,7 @@ def _analyze(args: argparse.Namespace) -> int:
 
     from analysis.runs import load_run, summarize, write_question_table
 
-    table = load_run(args.output_dir)
+    table = load_run(args.output_dir, responses=args.responses)
     output = Path(args.output) if args.output else Path(args.output_dir) / "capcal_questions.jsonl"
     write_question_table(table, output)
     with pd.option_context("display.width", 160, "display.max_columns", 20):
@@ -274,12 +277,16 @@ def _check(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from analysis.completeness import check_run
+    from capcal_tasks.checkers import TASK_LABELS
 
     checks = check_run(args.output_dir)
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 80):
         print(terminal_text(checks.drop(columns="problems").to_string(index=False)))
     for report in checks.attrs.get("joins", []):  # what each confidence run could not match
         print(terminal_text(f"join {report.summary()}"))
+    for model, task, run_id, labels in checks.attrs.get("labels", []):
+        if labels != TASK_LABELS:  # say which labels a re-scored run holds
+            print(terminal_text(f"labels: {model} {task} {run_id}: {labels}"))
     for path, same_as in checks.attrs.get("duplicates", []):
         print(terminal_text(f"read once: {path} (the same run as {same_as})"))
     incomplete = checks[~checks["complete"]]
@@ -306,6 +313,51 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rescore(args: argparse.Namespace) -> int:
+    from analysis.rescore import rescore
+
+    options = {name: getattr(args, name) for name in RESCORE_JUDGE_FLAGS}
+    tasks = [name for value in args.tasks or [] for name in value.split(",") if name]
+    result = rescore(
+        args.output_dir,
+        args.checker,
+        output_dir_out=args.output,
+        tasks=tasks or None,
+        run=args.run,
+        **options,
+    )
+    judge = f", judge {result.judge_model}" if result.judge_model else ""
+    print(terminal_text(f"checker {result.checker} ({result.checker_version}{judge})"))
+    for path, reason in result.skipped:
+        print(terminal_text(f"skipped: {path}: {reason}"))
+    for run in result.runs:
+        left_out = f", {len(run.questions_left_out)} question(s) left out" if run.questions_left_out else ""
+        print(
+            terminal_text(
+                f"{run.task}: {run.questions} questions, {run.responses} responses, {run.labels_changed} "
+                f"label(s) changed, {run.unparseable_verdicts} unreadable verdict(s){left_out} -> "
+                f"{run.samples_path}"
+            )
+        )
+    return 0
+
+
+# judge options of capcal rescore: flag name -> (type, help)
+RESCORE_JUDGE_FLAGS = {
+    "base_url": (str, "judge: the OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1"),
+    "model": (str, "judge: the model name the server serves"),
+    "api_key_env": (str, "judge: the environment variable holding the API key (never logged)"),
+    "num_concurrent": (int, "judge: concurrent requests"),
+    "cache_path": (str, "judge: on-disk cache of the verdicts (resume)"),
+    "max_retries": (int, "judge: retries per request"),
+    "timeout": (float, "judge: seconds per request"),
+    "max_tokens": (int, "judge: most tokens per verdict (default: the server's)"),
+    "temperature": (float, "judge: sampling temperature (default 1.0, as in the paper)"),
+    "top_p": (float, "judge: top_p (default 1.0, as in the paper)"),
+    "seed": (int, "judge: seed from which each request's seed is derived (default 0)"),
+}
+
+
 def _demo(args: argparse.Namespace) -> int:
     from analysis.demo import run_demo
 
@@ -323,6 +375,67 @@ def _demo(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         resamples=args.resamples,
     )
+    return 0
+
+
+def _dataclass_flags(parser: argparse.ArgumentParser, cls: type, skip: Sequence[str] = ()) -> None:
+    """One ``--name`` flag per field of the dataclass ``cls`` (its default shown; types from the defaults)."""
+    import dataclasses
+
+    for item in dataclasses.fields(cls):
+        if item.name in skip:
+            continue
+        default = item.default
+        if isinstance(default, bool):
+            parser.add_argument(f"--{item.name}", type=parse_bool, help=f"default {default}")
+        elif isinstance(default, tuple):
+            parser.add_argument(f"--{item.name}", nargs="+", help=f"default {' '.join(default)}")
+        elif "list[int]" in str(item.type):
+            parser.add_argument(f"--{item.name}", nargs="+", type=int, help="default: all")
+        else:
+            kind = int if default is None and "int" in str(item.type) else type(default)
+            kind = str if default is None and kind is type(None) else kind
+            parser.add_argument(f"--{item.name}", type=kind, help=f"default {default}")
+
+
+def _dataclass_from(args: argparse.Namespace, cls: type, **given: Any) -> Any:
+    """An instance of ``cls`` from the flags that were given (the others keep their defaults)."""
+    import dataclasses
+
+    values = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(cls)
+        if getattr(args, f.name, None) is not None
+    }
+    return cls(**{**values, **given})
+
+
+def _selfcal(args: argparse.Namespace) -> int:
+    from analysis.self_calibration import compare, data, loop, train
+
+    if args.selfcal_command == "data":
+        excluded = loop.question_ids_of(args.exclude_run) if args.exclude_run else []
+        result = data.build_training_data(
+            args.sampling_dir, args.selfcheck_dir, args.output, confidence=args.confidence,
+            lm_threshold=args.lm_threshold, exclude_question_ids=excluded,
+        )  # fmt: skip
+        print(terminal_text(f"{result.counts['tuples']} tuples -> {result.path} (card {result.readme})"))
+    elif args.selfcal_command == "train":
+        config = _dataclass_from(args, train.TrainConfig)
+        result = train.train_self_calibration(args.data, loop.model_path(args.model), args.output, config)
+        print(terminal_text(f"adapter {result.adapter_dir}\nmerged  {result.merged_dir}"))
+    elif args.selfcal_command == "compare":
+        result = compare.compare_runs(
+            *args.runs, args.output, training_data=args.training_data, confidence=args.confidence,
+            tolerance=args.tolerance, n_resamples=args.resamples,
+        )  # fmt: skip
+        print(terminal_text(f"report: {result.files['html']}\nsummary: {result.files['markdown']}"))
+    else:
+        settings = _dataclass_from(args, loop.LoopSettings)
+        config = _dataclass_from(args, train.TrainConfig)
+        result = loop.run_self_calibration_loop(args.output_dir, settings, config)
+        timings = ", ".join(f"{name} {value:.0f} s" for name, value in result.step_seconds.items())
+        print(terminal_text(f"steps: {timings}\nreport: {result.comparison.files['html']}"))
     return 0
 
 
@@ -356,6 +469,41 @@ def unrecognized_arguments(parser: argparse.ArgumentParser, unknown: Sequence[st
     return f"{message}; did you mean {close[0]}?" if close else message
 
 
+def _add_selfcal_parsers(selfcal: Any) -> None:
+    """The actions of ``capcal selfcal`` (analysis.self_calibration)."""
+    from analysis.self_calibration.loop import LoopSettings
+    from analysis.self_calibration.train import TrainConfig
+
+    making = selfcal.add_parser("data", help="SSC training tuples from a sampling run and its self-check run")
+    making.add_argument("sampling_dir", help="folder with the (training-split) sampling run")
+    making.add_argument("selfcheck_dir", help="folder with the self-check run on its responses")
+    making.add_argument("--output", required=True, help="folder for train.jsonl and its card")
+    making.add_argument("--confidence", default="p_yes", choices=["p_yes", "p_yes_normalized"])
+    making.add_argument("--lm_threshold", type=float, default=0.75, help="SSC above it: LM loss")
+    making.add_argument("--exclude_run", help="samples file of held-out questions that must not appear")
+    training = selfcal.add_parser("train", help="LoRA training on SSC tuples; adapter + merged checkpoint")
+    training.add_argument("data", help="train.jsonl (or its folder)")
+    training.add_argument("--model", required=True, help="base checkpoint folder or capcal model name")
+    training.add_argument("--output", required=True, help="folder for checkpoints, adapter/ and merged/")
+    _dataclass_flags(training, TrainConfig)
+    comparing = selfcal.add_parser("compare", help="before/after on held-out questions, with intervals")
+    comparing.add_argument(
+        "runs",
+        nargs=4,
+        metavar="DIR",
+        help="before sampling, before self-check, after sampling, after self-check",
+    )
+    comparing.add_argument("--output", required=True, help="folder for the comparison and its report")
+    comparing.add_argument("--training_data", help="train.jsonl: its questions must not be compared")
+    comparing.add_argument("--confidence", default="p_yes", choices=["p_yes", "p_yes_normalized"])
+    comparing.add_argument("--tolerance", type=float, default=0.02, help="allowed drop in accuracy")
+    comparing.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    running = selfcal.add_parser("run", help="the whole loop: sample, check, data, train, resample, compare")
+    running.add_argument("--output_dir", required=True)
+    _dataclass_flags(running, LoopSettings)
+    _dataclass_flags(running, TrainConfig, skip=[f for f in ("seed",)])
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="capcal", description="Capability calibration on lm-eval.", allow_abbrev=False
@@ -386,6 +534,11 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument(
         "--output", help="table file (.jsonl, .csv, .parquet); default OUTPUT_DIR/capcal_questions.jsonl"
     )
+    analyze.add_argument(
+        "--responses",
+        action="store_true",
+        help="keep every response text in the table (default: only each question's first response)",
+    )
 
     check = commands.add_parser(
         "check", help="is every run in an lm-eval output folder complete? (exit status 1 if not)"
@@ -415,6 +568,19 @@ def build_parser() -> argparse.ArgumentParser:
         "latest of its (model, task); repeatable; the report lists the runs it used and left out",
     )
 
+    rescoring = commands.add_parser(
+        "rescore", help="re-score a run's logged responses with another checker (no model run)"
+    )
+    rescoring.add_argument("output_dir")
+    rescoring.add_argument(
+        "--checker", required=True, help="task, alias, exact, math-verify, math-string or judge"
+    )
+    rescoring.add_argument("--output", help="folder for the new runs (default OUTPUT_DIR/rescored/CHECKER)")
+    rescoring.add_argument("--tasks", nargs="+", help="only these tasks (comma or space separated)")
+    rescoring.add_argument("--run", help="re-score this run (run id, run key prefix or path) instead")
+    for flag, (kind, text) in RESCORE_JUDGE_FLAGS.items():
+        rescoring.add_argument(f"--{flag}", type=kind, help=text)
+
     demo = commands.add_parser("demo", help="the full pipeline on local models: sample, elicit, report")
     demo.add_argument("--output_dir", default="capcal_demo")
     demo.add_argument("--task", default="capcal_arithmetic", help="sampling task (default capcal_arithmetic)")
@@ -428,6 +594,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--max_gen_toks", type=int, default=16)
     demo.add_argument("--batch_size", type=int, default=64)
     demo.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples in the report")
+    selfcal = commands.add_parser(
+        "selfcal", help="Self-Calibration training: data, train, compare, or the whole loop (run)"
+    ).add_subparsers(dest="selfcal_command", required=True, metavar="ACTION")
+    _add_selfcal_parsers(selfcal)
     parser.command_parsers = dict(commands.choices)
     return parser
 
@@ -450,7 +620,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(tasks_dir())
         return 0
-    handlers = {"models": _models, "analyze": _analyze, "check": _check, "report": _report, "demo": _demo}
+    handlers = {
+        "models": _models,
+        "analyze": _analyze,
+        "check": _check,
+        "report": _report,
+        "demo": _demo,
+        "rescore": _rescore,
+        "selfcal": _selfcal,
+    }
     try:
         return handlers[args.command](args)
     except (FileNotFoundError, ValueError, KeyError, RuntimeError) as error:

@@ -52,9 +52,11 @@ def check_run(output_dir: str | Path | Sequence[str | Path]) -> pd.DataFrame:
     fewer than k responses), ``null_responses`` (null responses), ``empty_responses`` (responses that are
     empty after stripping whitespace), ``unmatched`` (confidence records without a question of the same
     model and target task), ``complete`` (no problem found) and ``problems`` (a readable list, empty when
-    complete). The join reports of the confidence runs are in ``result.attrs["joins"]``. Malformed logs
-    raise ``analysis.runs.RunFormatError`` (file and line); a folder without capcal sampling or confidence
-    records raises ``FileNotFoundError`` saying what it holds instead.
+    complete). ``result.attrs["labels"]``: (model, task, run_id, labels) of each run, where labels is "task
+    checker" or the checker of a re-scored run (``capcal rescore``). The join reports of the confidence runs
+    are in ``result.attrs["joins"]``. Malformed logs raise ``analysis.runs.RunFormatError`` (file and line);
+    a folder without capcal sampling or confidence records raises ``FileNotFoundError`` saying what it holds
+    instead.
     """
     roots = [output_dir] if isinstance(output_dir, (str, Path)) else list(output_dir)
     collection = load_runs(roots, select="all", allow_null_responses=True)
@@ -76,6 +78,7 @@ def check_run(output_dir: str | Path | Sequence[str | Path]) -> pd.DataFrame:
         rows.append(_confidence_row(by_run[run_key], task, run_id, group, report))
     checks = pd.DataFrame(rows, columns=CHECK_COLUMNS)
     checks.attrs["joins"] = joins
+    checks.attrs["labels"] = [(file.model, file.task, file.run_id, file.labels) for file in collection.files]
     checks.attrs["duplicates"] = collection.duplicates
     checks.attrs["skipped"] = collection.skipped
     return checks
@@ -96,14 +99,9 @@ def _samples_per_question(file: SamplesFile, group: pd.DataFrame) -> int:
 
 
 def _empty_responses(group: pd.DataFrame) -> int:
-    """Responses that are empty after stripping whitespace (null responses are counted apart)."""
-    return int(
-        sum(
-            response is not None and not response.strip()
-            for responses in group["responses"]
-            for response in responses
-        )
-    )
+    """Responses that are empty after stripping whitespace (null responses are counted apart), counted
+    while the samples file was streamed (``load_runs``' ``empty_responses`` column)."""
+    return int(group["empty_responses"].sum())
 
 
 def _file_problems(file: SamplesFile, logged: int, noun: str, *, sampling: bool) -> list[str]:

@@ -24,12 +24,23 @@ lm-eval writes ``<output>/<model>/results_<time>.json`` and, with ``--log_sample
   records by
   ``capcal_tasks.confidence.records.parse_confidence_record``; JSON strictly by ``capcal_tasks.records``.
   Any violation raises ``RunFormatError`` (a ``ValueError``) naming the file and line.
+- **Re-scored runs** (``capcal rescore``, ``analysis.rescore``): a results file with ``capcal_rescore``
+  holds another checker's labels for a run's logged responses. It is a run of the same (model, task) like any
+  other; its records are re-checked with the checker it records when that one is a cheap rule (not with the
+  task's own, unless that is the one recorded), and the ``labels`` column of ``runs`` says which labels each
+  run holds ("task checker" or "rescored: <checker> (<version>)[, judge <model>]"). Its questions carry
+  ``source_correctness``.
 
 The per-question table (``RunCollection.questions``, ``load_run``) has one row per (model, task, run,
 question)::
 
-    model, model_id, task, run_id, run_key, doc_id, question_id, question, target, responses,
+    model, model_id, task, run_id, run_key, doc_id, question_id, question, target, first_response,
     extracted_answers, correctness, n, expected_accuracy, majority_vote_accuracy, pass_at_1, pass_at_2, ...
+
+**Responses are streamed.** Each samples line is parsed, validated (and re-checked) and dropped; the table
+keeps the first response of each question (``first_response``) and, only with ``responses=True``, every
+response (a ``responses`` column of lists). A run of 14,000 questions x 100 responses of 4 KB (11 GB of
+samples) is read in bounded memory that way (``benchmarks/scale_run.py``).
 """
 
 from __future__ import annotations
@@ -48,6 +59,7 @@ import numpy as np
 import pandas as pd
 
 from capcal_models.model_identity import model_fingerprint_from_args, parse_model_args
+from capcal_tasks.checkers import describe_labels, parse_rescore_provenance, recheck_scorer
 from capcal_tasks.confidence.records import CONFIDENCE_KINDS, confidence_kind, parse_confidence_record
 from capcal_tasks.records import RunFormatError, iter_json_lines, read_json_with_digest
 from capcal_tasks.relations import capcal_task_declarations, parse_declaration
@@ -56,7 +68,6 @@ from capcal_tasks.sampling import (
     is_sampling_record,
     parse_sampling_record,
     recheck_sampling_record,
-    task_checker,
 )
 
 __all__ = [
@@ -89,7 +100,7 @@ QUESTION_COLUMNS = [
     "question_id",
     "question",
     "target",
-    "responses",
+    "first_response",
     "extracted_answers",
     "correctness",
     "n",
@@ -126,6 +137,7 @@ RUN_COLUMNS = [
     "records",
     "used",
     "reason",
+    "labels",
 ]
 UNRESOLVED = "unresolved:"
 LEADERBOARD_REASON = "not used: leaderboard task (its calibration columns are in the results file)"
@@ -156,6 +168,12 @@ class SamplesFile:
     model_id: str = ""  # checkpoint fingerprint, or "unresolved:<label>"
     results_path: Path | None = None
     run_key: str = ""  # the run's content identity (see the module docstring)
+    rescore: dict | None = None  # the results file's ``capcal_rescore`` (a re-scored run), else None
+
+    @property
+    def labels(self) -> str:
+        """Which labels the run holds (``capcal_tasks.checkers.describe_labels``)."""
+        return describe_labels(self.rescore)
 
 
 @dataclass
@@ -322,6 +340,7 @@ def _read_results(path: Path) -> tuple[dict, str]:
         and isinstance(identity.get("label", ""), str)
     ):
         raise RunFormatError(f"{path}: 'capcal_model' must be an object with a fingerprint (text or null)")
+    parse_rescore_provenance(results.get("capcal_rescore"), str(path))
     return results, digest
 
 
@@ -470,6 +489,7 @@ def _unlogged_runs(
                 "records": 0,
                 "used": False,
                 "reason": reason,
+                "labels": describe_labels(results.get("capcal_rescore")),
             }
         )
 
@@ -508,6 +528,7 @@ def _discover_folder(
                 model_id,
                 results_files.get(date),
                 run_key,
+                (results or {}).get("capcal_rescore"),
             )
         )
 
@@ -582,10 +603,11 @@ class _RunRows:
     rows: list[dict]
 
 
-def _read_run(file: SamplesFile, allow_null_responses: bool) -> _RunRows:
+def _read_run(file: SamplesFile, allow_null_responses: bool, keep_responses: bool = False) -> _RunRows:
     """The rows of one samples file: sampling questions, or confidence records (kind by fields); a
     leaderboard task's file is not read (its results are the results file's columns). A question twice in
-    one file raises ``RunFormatError``."""
+    one file raises ``RunFormatError``. Lines are read one at a time; a sampling row keeps its responses
+    only with ``keep_responses``."""
     declared = (file.task_config.get("metadata") or {}).get("capcal_task")
     if declared == "leaderboard":
         return _RunRows(file, "leaderboard", [])
@@ -593,11 +615,11 @@ def _read_run(file: SamplesFile, allow_null_responses: bool) -> _RunRows:
     confidence_rows: list[dict] = []
     first_line: dict[str, int] = {}
     target_task: Any = ...  # read from the task's declaration at the first confidence record
-    checker = task_checker(file.task)
+    checker = recheck_scorer(file.task, file.rescore)
     for line_number, record in iter_json_lines(file.path, _not_capcal):
         where = f"{file.path}:{line_number}"
         if is_sampling_record(record):
-            row = _sampling_row(file, record, where, checker, allow_null_responses)
+            row = _sampling_row(file, record, where, checker, allow_null_responses, keep_responses)
             rows, identifier = sampling_rows, row["question_id"]
         else:
             kind = confidence_kind(record)
@@ -635,28 +657,41 @@ def _run_fields(file: SamplesFile) -> dict[str, str]:
 
 
 def _sampling_row(
-    file: SamplesFile, record: dict, where: str, checker: Callable | None, allow_null_responses: bool
+    file: SamplesFile,
+    record: dict,
+    where: str,
+    checker: Callable | None,
+    allow_null_responses: bool,
+    keep_responses: bool = False,
 ) -> dict:
     """The per-question row of one sampling record, validated (``parse_sampling_record``) and, with the
-    task's ``checker``, re-scored against the gold in its doc (not when a response is null)."""
+    task's ``checker``, re-scored against the gold in its doc (not when a response is null). The row holds
+    the first response, the counts of null and empty (whitespace-only) responses, and all responses only
+    with ``keep_responses``."""
     fields = parse_sampling_record(record, where, file.task, allow_null_responses=allow_null_responses)
     if checker is not None and not fields["null_responses"]:
         recheck_sampling_record(fields, checker, where)
+    responses = fields["responses"]
     row = {
         **_run_fields(file),
         "doc_id": fields["doc_id"],
         "question_id": fields["question_id"],
         "question": _question_text(fields["doc"], record),
         "target": _target(record),
-        "responses": fields["responses"],
+        "first_response": responses[0],
         "extracted_answers": fields["extracted_answers"],
         "correctness": fields["correctness"],
         "n": fields["n"],
         "expected_accuracy": fields["expected_accuracy"],
         "null_responses": fields["null_responses"],
+        "empty_responses": sum(1 for text in responses if text is not None and not text.strip()),
     }
+    if keep_responses:
+        row["responses"] = responses
     if fields["majority_vote_accuracy"] is not None:
         row["majority_vote_accuracy"] = fields["majority_vote_accuracy"]
+    if fields.get("source_correctness") is not None:
+        row["source_correctness"] = fields["source_correctness"]
     for m, value in fields["pass_at"].items():
         row[f"pass_at_{m}"] = value
     return row
@@ -761,16 +796,19 @@ def _choose(
     return decided, matched
 
 
-def _question_frame(rows: list[dict], keep_null_column: bool) -> pd.DataFrame:
+def _question_frame(rows: list[dict], keep_null_column: bool, keep_responses: bool = False) -> pd.DataFrame:
+    """The per-question table: ``QUESTION_COLUMNS``, then ``responses`` (with ``keep_responses``), the other
+    fields (``null_responses`` and ``empty_responses`` with ``keep_null_column``), the pass@m columns."""
+    counts = ["null_responses", "empty_responses"]
+    base = QUESTION_COLUMNS + (["responses"] if keep_responses else [])
     if not rows:
-        columns = QUESTION_COLUMNS + (["null_responses"] if keep_null_column else [])
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=base + (counts if keep_null_column else []))
     table = pd.DataFrame(rows)
     if not keep_null_column:
-        table = table.drop(columns=["null_responses"])
+        table = table.drop(columns=counts)
     pass_columns = sorted((c for c in table.columns if c.startswith("pass_at_")), key=lambda c: int(c[8:]))
-    other = [c for c in table.columns if c not in QUESTION_COLUMNS and c not in pass_columns]
-    return table[QUESTION_COLUMNS + other + pass_columns].reset_index(drop=True)
+    other = [c for c in table.columns if c not in base and c not in pass_columns]
+    return table[base + other + pass_columns].reset_index(drop=True)
 
 
 def load_runs(
@@ -778,6 +816,7 @@ def load_runs(
     select: Mapping[tuple[str, str], str | Sequence[str]] | Iterable[str] | str | None = None,
     *,
     allow_null_responses: bool = False,
+    responses: bool = False,
 ) -> RunCollection:
     """Every capcal run under ``output_dirs``, read once each, with one run used per (model, task).
 
@@ -785,7 +824,10 @@ def load_runs(
     ids / run keys / paths (results file, samples file or their folder) that pick a run wherever they match,
     or a mapping ``{(model, task): run id or path}`` (model: its model_id or label). A selector that matches
     no run raises ``ValueError``. ``allow_null_responses``: keep null responses as None and count them in a
-    ``null_responses`` column (``capcal check``) instead of raising.
+    ``null_responses`` column (``capcal check``) instead of raising; with it the table also counts
+    whitespace-only responses (``empty_responses``). ``responses``: keep every response text in a
+    ``responses`` column (lists of k texts); by default only ``first_response`` is kept and the files are
+    streamed line by line, so memory does not grow with the size of the responses.
 
     Raises ``RunFormatError`` (file and line) for malformed logs and ``FileNotFoundError`` for a path that
     is not a folder. A folder without capcal records gives empty tables; ``runs`` still lists every run
@@ -794,7 +836,7 @@ def load_runs(
     """
     roots = [output_dirs] if isinstance(output_dirs, (str, Path)) else list(output_dirs)
     found, models = _discover(roots)
-    runs = [_read_run(file, allow_null_responses) for file in found.files]
+    runs = [_read_run(file, allow_null_responses, responses) for file in found.files]
     decided, matched = _choose([run for run in runs if run.kind not in UNUSABLE_KINDS], select)
     if select is not None and not isinstance(select, (str, Mapping)):
         unmatched = [s for s in select if str(s) not in matched]
@@ -810,7 +852,9 @@ def load_runs(
         runs_table = runs_table.sort_values(["model", "task", "run_id"], kind="stable").reset_index(drop=True)
     return RunCollection(
         questions=_question_frame(
-            [row for run in used if run.kind == "sampling" for row in run.rows], allow_null_responses
+            [row for run in used if run.kind == "sampling" for row in run.rows],
+            allow_null_responses,
+            responses,
         ),
         confidences=pd.DataFrame(
             [row for run in used if run.kind != "sampling" for row in run.rows], columns=CONFIDENCE_COLUMNS
@@ -838,14 +882,15 @@ def _run_row(run: _RunRows, used: bool, reason: str) -> dict:
         "records": len(run.rows),
         "used": used,
         "reason": reason,
+        "labels": file.labels,
     }
 
 
-def load_table(output_dir: str | Path, table: str = "questions") -> pd.DataFrame:
+def load_table(output_dir: str | Path, table: str = "questions", *, responses: bool = False) -> pd.DataFrame:
     """The ``questions`` (or ``confidences``) table of every distinct run under one folder (``load_runs``
-    with ``select="all"``). Raises ``FileNotFoundError`` when that table is empty, saying what the folder
-    holds instead (``RunCollection.found``)."""
-    collection = load_runs([output_dir], select="all")
+    with ``select="all"``; ``responses`` as there). Raises ``FileNotFoundError`` when that table is empty,
+    saying what the folder holds instead (``RunCollection.found``)."""
+    collection = load_runs([output_dir], select="all", responses=responses)
     frame = getattr(collection, table)
     if frame.empty:
         what, hint = _EXPECTED[table]
@@ -853,14 +898,15 @@ def load_table(output_dir: str | Path, table: str = "questions") -> pd.DataFrame
     return frame
 
 
-def load_run(output_dir: str | Path) -> pd.DataFrame:
+def load_run(output_dir: str | Path, *, responses: bool = False) -> pd.DataFrame:
     """The per-question table of every capcal sampling run under ``output_dir`` (each distinct run once,
-    all runs of a (model, task) kept; see ``load_runs`` to use one per (model, task)).
+    all runs of a (model, task) kept; see ``load_runs`` to use one per (model, task)). ``responses=True``
+    adds every response text (a ``responses`` column); by default only ``first_response`` is kept.
 
     Raises ``RunFormatError`` for malformed logs and ``FileNotFoundError`` when the folder holds no capcal
     sampling samples (saying what it holds instead).
     """
-    return load_table(output_dir, "questions")
+    return load_table(output_dir, "questions", responses=responses)
 
 
 def summarize(table: pd.DataFrame) -> pd.DataFrame:

@@ -119,6 +119,7 @@ def capcal_vllm(settings: Settings):
         dtype=settings.dtype,
         seed=settings.seed,
         batch_size="auto",
+        sample_cache=False,  # a repeated run must sample, not read the cached samples back
         **VLLM_ENGINE,
     )
 

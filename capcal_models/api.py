@@ -23,8 +23,13 @@ identical. They retry a failed request a few times and then abort the whole run.
   ``config.capcal_api_stats``;
 - keep every received sample in an on-disk cache (``capcal_models.sample_cache``; ``cache_path``, default
   ``$CAPCAL_HOME/cache/api/samples.sqlite``; ``sample_cache=False`` turns it off) keyed by (request, repeat
-  index), committed as each response arrives: a killed run restarts without sampling its finished requests
-  again;
+  index), committed in batches (``sample_cache.BatchedWriter``): once ``cache_commit_rows`` samples (default
+  1000) are pending, every ``cache_commit_seconds`` (default 0.2) and at the end of each call. A killed run
+  restarts without sampling its committed requests again and loses at most the last uncommitted batch (at
+  most ``cache_commit_rows`` samples, received within about the last ``cache_commit_seconds``);
+- build requests lazily and keep at most ``4 * num_concurrent`` of them started and unfinished at once
+  (``HTTPTransport``'s bounded worker pool): beyond lm-eval's own requests and results, a call's memory does
+  not grow with the number of requests;
 - read the API key from an environment variable (``api_key_env``, default ``OPENAI_API_KEY``) and send it only
   in the Authorization header (``capcal_models.credentials``); ``api_key`` and ``auth_token`` model arguments
   and credentials in ``base_url`` (user:password@ or a key/token query parameter) are refused, because lm-eval
@@ -49,6 +54,7 @@ import json
 import logging
 import os
 import ssl
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from lm_eval.api.instance import Instance
@@ -72,6 +78,7 @@ from capcal_models.http_transport import (
     HTTPTransport,
     Job,
     RetryPolicy,
+    RunSummary,
     failure_report,
 )
 from capcal_models.sample_cache import open_sample_cache, request_key
@@ -113,6 +120,8 @@ class _CapcalAPIMixin:
         supports_n: bool = True,
         cache_path: str | None = None,
         sample_cache: bool = True,
+        cache_commit_rows: int = 1000,
+        cache_commit_seconds: float = 0.2,
         allow_failures: bool = False,
         api_key_env: str = "OPENAI_API_KEY",
         max_retries: int = 5,
@@ -136,6 +145,13 @@ class _CapcalAPIMixin:
         self.first_token_logprobs = parse_bool(first_token_logprobs)
         self.think_end_token = think_end_token
         self.cache = open_sample_cache(cache_path, sample_cache, "api")
+        self.cache_commit_rows = int(cache_commit_rows)
+        self.cache_commit_seconds = float(cache_commit_seconds)
+        if self.cache_commit_rows < 1 or self.cache_commit_seconds <= 0:
+            raise ValueError(
+                f"{self.BACKEND}: cache_commit_rows must be >= 1 and cache_commit_seconds > 0, not "
+                f"{cache_commit_rows} and {cache_commit_seconds}"
+            )
         self.stats: dict = {
             "samples_needed": 0,  # samples the calls asked for (one per question when greedy)
             "cached_samples_used": 0,  # of those, read from the sample cache
@@ -200,51 +216,55 @@ class _CapcalAPIMixin:
             default_max_gen_toks=self._max_gen_toks,
             default_temperature=API_DEFAULT_TEMPERATURE,
         )
-        cached: dict[str, dict[int, str]] = {}  # request key -> samples found in the cache
+        samples: dict[str, dict[int, str]] = {}  # request key -> samples (from the cache, then received)
         keys = []  # (setting, group, key)
-        jobs: list[Job] = []
-        for setting in plan.settings:
-            options = setting.normalized()
-            if options.get("top_k") in (0, -1):
-                # no top-k (capcal tasks set top_k: 0) is every server's default; OpenAI's API rejects it
-                del options["top_k"]
-            for group in setting.groups:
-                payload = self._create_payload(
-                    self._prompt(group.context, setting.max_gen_toks),
-                    generate=True,
-                    gen_kwargs=dict(options, until=list(setting.until)),
-                    seed=0,
-                    eos=self.eos_string if self.ENDPOINT == "completions" else None,
-                )
-                key = request_key(self._identity(group, payload, setting.run_seed, "generate"))
-                found, missing = setting.look_up(self.cache, key, group)
-                cached[key] = found
-                keys.append((setting, group, key))
-                self.stats["samples_needed"] += setting.samples(group)
-                self.stats["cached_samples_used"] += len(found)
-                if not missing:
-                    continue
-                origin = _Origin(group, setting.run_seed, key)
-                batches = [missing] if self.supports_n and len(missing) > 1 else [[r] for r in missing]
-                for repeats in batches:
-                    job_payload = dict(payload, seed=setting.seed(group, repeats[0]))
-                    if len(repeats) > 1:
-                        job_payload["n"] = len(repeats)
-                    jobs.append(self._job(origin, job_payload, repeats, self._parse_texts))
 
-        self._run(jobs, "sampling", disable_tqdm)
-        for job in jobs:
-            cached[job.tag.key].update(job.samples)
+        def jobs() -> Iterator[Job]:
+            """The requests still to send, built one at a time as the transport's workers take them."""
+            for setting in plan.settings:
+                options = setting.normalized()
+                if options.get("top_k") in (0, -1):
+                    # no top-k (capcal tasks set top_k: 0) is every server's default; OpenAI's API rejects it
+                    del options["top_k"]
+                for group in setting.groups:
+                    payload = self._create_payload(
+                        self._prompt(group.context, setting.max_gen_toks),
+                        generate=True,
+                        gen_kwargs=dict(options, until=list(setting.until)),
+                        seed=0,
+                        eos=self.eos_string if self.ENDPOINT == "completions" else None,
+                    )
+                    key = request_key(self._identity(group, payload, setting.run_seed, "generate"))
+                    found, missing = setting.look_up(self.cache, key, group)
+                    samples[key] = found
+                    keys.append((setting, group, key))
+                    self.stats["samples_needed"] += setting.samples(group)
+                    self.stats["cached_samples_used"] += len(found)
+                    if not missing:
+                        continue
+                    origin = _Origin(group, setting.run_seed, key)
+                    # read per request: once a server returned fewer choices than n, _split turns n off
+                    batches = [missing] if self.supports_n and len(missing) > 1 else [[r] for r in missing]
+                    for repeats in batches:
+                        job_payload = dict(payload, seed=setting.seed(group, repeats[0]))
+                        if len(repeats) > 1:
+                            job_payload["n"] = len(repeats)
+                        yield self._job(origin, job_payload, repeats, self._parse_texts)
+
+        def received(job: Job, new: dict[int, str]) -> None:
+            samples[job.tag.key].update(new)
+
+        summary = self._run(jobs(), "sampling", disable_tqdm, received)
         for setting, group, key in keys:
-            samples = cached[key]
+            found = samples[key]
             texts = [
-                self._postprocess(samples[repeat], list(setting.until))
-                if repeat in samples
+                self._postprocess(found[repeat], list(setting.until))
+                if repeat in found
                 else LMEVAL_NONE_PLACEHOLDER
                 for repeat in range(setting.samples(group))
             ]
-            plan.fill(setting, group, texts, self.cache_hook if 0 in samples else None)
-        self._finish(jobs, "sampling", before)
+            plan.fill(setting, group, texts, self.cache_hook if 0 in found else None)
+        self._finish(summary, "sampling", before)
         return plan.results
 
     # --- log-likelihoods of one-word answers from the first answer token ----------------------------------
@@ -279,7 +299,7 @@ class _CapcalAPIMixin:
                 origin = _Origin(group, run_seed, key)
                 jobs.append(self._job(origin, payload, [0], self._parse_answer_position))
 
-        self._run(jobs, "first-token log-probabilities", disable_tqdm)
+        summary = self._run(jobs, "first-token log-probabilities", disable_tqdm)
         found = {job.tag.key: job.samples[0] for job in jobs if 0 in job.samples}
         results: list[tuple[float, bool] | None] = [None] * len(requests)
         unparsed = 0
@@ -304,7 +324,7 @@ class _CapcalAPIMixin:
                 self.top_logprobs,
                 MISSING_LOGPROB,
             )
-        self._finish(jobs, "first-token log-probabilities", before)
+        self._finish(summary, "first-token log-probabilities", before)
         return results
 
     def _logprobs_payload(self, prompt, max_tokens: int) -> dict:
@@ -348,8 +368,16 @@ class _CapcalAPIMixin:
             return ssl.create_default_context(cafile=self.ca_cert_path)
         return None
 
-    def _run(self, jobs: list[Job], what: str, disable_tqdm: bool) -> None:
-        self.stats["requests_needed"] += len(jobs)
+    def _run(
+        self,
+        jobs: Iterable[Job],
+        what: str,
+        disable_tqdm: bool,
+        received: Callable[[Job, dict[int, str]], None] | None = None,
+    ) -> RunSummary:
+        """Send ``jobs`` (a list or a generator), committing each response's samples through a
+        ``BatchedWriter`` (closed, so every received sample is committed, before this returns or raises) and
+        passing them to ``received``."""
         transport = HTTPTransport(
             self.base_url,
             name=self.BACKEND,
@@ -361,12 +389,34 @@ class _CapcalAPIMixin:
             redact=self.key.redact,
             stats=self.stats,
         )
-        transport.run(jobs, what, on_received=self._store, split=self._split, progress=not disable_tqdm)
-
-    def _store(self, job: Job, samples: dict[int, str]) -> None:
-        """Commit a response's samples to the cache at once (a killed run keeps them)."""
+        writer = None
         if self.cache is not None:
-            self.cache.put(job.tag.key, samples)
+            writer = self.cache.writer(self.cache_commit_rows, self.cache_commit_seconds)
+
+        def store(job: Job, samples: dict[int, str]) -> None:
+            if writer is not None:
+                writer.put(job.tag.key, samples)
+            if received is not None:
+                received(job, samples)
+
+        def counted(jobs: Iterable[Job]) -> Iterator[Job]:
+            for job in jobs:
+                self.stats["requests_needed"] += 1
+                yield job
+
+        total = len(jobs) if isinstance(jobs, list) else None
+        try:
+            return transport.run(
+                counted(jobs),
+                what,
+                on_received=store,
+                split=self._split,
+                progress=not disable_tqdm,
+                total=total,
+            )
+        finally:
+            if writer is not None:
+                writer.close()
 
     def _split(self, job: Job, rest: list[int]) -> list[Job]:
         """The server returned fewer choices than n: sample the other repeats one request each (each with
@@ -388,10 +438,10 @@ class _CapcalAPIMixin:
             follow_ups.append(self._job(origin, payload, [repeat], job.parse))
         return follow_ups
 
-    def _finish(self, jobs: list[Job], what: str, before: dict) -> None:
+    def _finish(self, summary: RunSummary, what: str, before: dict) -> None:
         """Log the call's one-line summary; report the requests that still failed (raise, or log them with
         ``allow_failures=True``)."""
-        failed = [job for job in jobs if job.error is not None]
+        failed = summary.failed
         missing = sum(len(job.missing()) for job in failed)
         self.stats["failed_requests"] += len(failed)
         self.stats["missing_samples"] += missing
@@ -418,7 +468,7 @@ class _CapcalAPIMixin:
             missing,
         )
         report, failures = failure_report(
-            jobs,
+            failed,
             name=self.BACKEND,
             what=what,
             max_retries=self.retry.max_retries,
@@ -426,6 +476,7 @@ class _CapcalAPIMixin:
             cached_samples=now["cached_samples_used"],
             received_samples=now["samples_received"],
             cache_path=self.cache.path if self.cache is not None else None,
+            total=summary.jobs,
         )
         if not failures:
             return

@@ -34,8 +34,10 @@ whose ``generate_until``
   with other rows than before and still equal an uninterrupted run's: decoding is batch-invariant
   (docs/model-wrappers.md).
 
-``--batch_size`` is the most samples (rows) decoded at once, as for stock ``hf``. Log-likelihood requests use
-``HFLM`` unchanged.
+``--batch_size`` is the most samples (rows) decoded at once, as for stock ``hf``. Log-likelihood requests
+(P(True), self-check) are scored by ``capcal_models.loglikelihood``: one forward pass per context for all its
+continuations, a document's shared prompt prefilled once, batch-invariant, equal to ``HFLM``'s results;
+``--batch_size`` is then the most segments per forward pass. ``loglikelihood_rolling`` is ``HFLM``'s.
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ from capcal_models.decoding import (
     resolve_sampling_params,
     sample_continuations,
 )
+from capcal_models.kv_cache import unsupported_attention
+from capcal_models.loglikelihood import encode_requests, score_loglikelihoods
 from capcal_models.sample_cache import open_sample_cache, request_key
 from capcal_models.sampling_plan import RepeatGroup, SamplingPlan, SamplingSetting
 
@@ -91,10 +95,11 @@ class CapcalHFLM(HFLM):
         super().__init__(*args, **kwargs)
         if self.backend != "causal":
             raise ValueError("capcal-hf supports decoder-only (causal) models; use hf for seq2seq models")
-        layer_types = set(getattr(self.config, "layer_types", None) or ["full_attention"])
-        if layer_types != {"full_attention"}:
+        unsupported = unsupported_attention(self.config)
+        if unsupported is not None:
             raise ValueError(
-                f"capcal-hf decodes full-attention layers only; this model has {sorted(layer_types)}"
+                f"capcal-hf cannot sample from {type(self.model).__name__} exactly ({unsupported}); "
+                "use the hf model"
             )
         self.run_seed = None if seed is None else int(seed)
         model_name = self.pretrained if isinstance(self.pretrained, str) else type(self.model).__name__
@@ -155,6 +160,27 @@ class CapcalHFLM(HFLM):
             text = self.tok_decode(tokens)
         think_end = self.think_end_token if isinstance(self.think_end_token, str) else None
         return postprocess_generated_text(generation=text, stop=until, think_end_token=think_end)
+
+    def loglikelihood(self, requests: list[Instance], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        """``(log-likelihood, is_greedy)`` per request, as ``HFLM`` computes them, from
+        ``capcal_models.loglikelihood`` (grouped by context, document prefixes prefilled once)."""
+        if self.enable_thinking:
+            return super().loglikelihood(requests, disable_tqdm=disable_tqdm)  # HFLM raises its error
+        encoded = encode_requests(requests, self._encode_pair, self.tok_encode, self.prefix_token_id)
+        progress = tqdm(
+            total=len(requests), disable=disable_tqdm or self.rank != 0, desc="capcal-hf: scoring"
+        )
+
+        def answered(index: int) -> None:
+            progress.update(1)
+
+        results = score_loglikelihoods(
+            self, encoded, self._rows_per_batch(), self._loglikelihood_tokens, on_answer=answered
+        )
+        progress.close()
+        for request, result in zip(encoded, results, strict=True):
+            self.cache_hook.add_partial("loglikelihood", request.request, result)
+        return results
 
     def generate_until(self, requests: list[Instance], disable_tqdm: bool = False) -> list[str]:
         plan = SamplingPlan(

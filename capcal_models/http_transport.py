@@ -1,7 +1,11 @@
 """Async HTTP for sampling requests: bounded concurrency, retries with backoff, one failure report.
 
 ``HTTPTransport.run(jobs)`` POSTs each ``Job``'s JSON payload to one URL, at most ``concurrency`` at once
-(aiohttp), and reads its samples with the job's ``parse``. A connection error (refused, reset, closed
+(aiohttp), and reads its samples with the job's ``parse``. ``jobs`` may be any iterable (e.g. a generator
+that builds them lazily): a fixed pool of ``max_pending`` worker coroutines (default ``4 * concurrency``)
+each takes the next job when its last one has finished, so at most ``max_pending`` jobs are started and
+unfinished at once (in flight or waiting for a retry) and memory does not grow with the number of jobs (a
+bounded producer/consumer: no coroutine per job). A connection error (refused, reset, closed
 mid-body), a timeout (``timeout`` seconds per request), HTTP 408/409/425/429, 5xx and an unreadable 200
 response (invalid or truncated JSON, or ``parse`` failing) are retried up to ``RetryPolicy.max_retries``
 times, after ``base_delay * 2^(attempt-1) * U(0.5, 1)`` seconds (exponential backoff with jitter) or the
@@ -25,7 +29,7 @@ import logging
 import random
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +44,7 @@ __all__ = [
     "HTTPTransport",
     "Job",
     "RetryPolicy",
+    "RunSummary",
     "error_cause",
     "failure_report",
     "retry_after_seconds",
@@ -137,6 +142,14 @@ class APIRequestsFailed(RuntimeError):
 
 
 @dataclass
+class RunSummary:
+    """What one ``HTTPTransport.run`` did: the number of jobs it ran and the ones that still failed."""
+
+    jobs: int = 0
+    failed: list[Job] = field(default_factory=list)
+
+
+@dataclass
 class _Attempt:
     """One POST: the status (None on a transport or decoding error), the JSON body of a 200, the error text,
     the retry cause and the Retry-After seconds."""
@@ -155,6 +168,7 @@ class HTTPTransport:
     ``on_received(job, samples)`` is called with each response's new samples (e.g. to cache them at once);
     ``split(job, rest)`` gives the follow-up jobs for the repeats a response did not fill (e.g. one request
     per repeat when a server returned fewer choices than asked for), run one after another.
+    ``max_pending`` bounds the jobs started and unfinished at once (see the module docstring).
     """
 
     def __init__(
@@ -169,10 +183,12 @@ class HTTPTransport:
         headers: Callable[[], dict[str, str]] = dict,
         redact: Callable[[str], str] = str,
         stats: dict | None = None,
+        max_pending: int | None = None,
     ) -> None:
         self.url = url
         self.name = name
         self.concurrency = max(1, int(concurrency))
+        self.max_pending = max(self.concurrency, int(max_pending or 4 * self.concurrency))
         self.timeout = float(timeout)
         self.retry = retry or RetryPolicy()
         self.ssl_context = ssl_context
@@ -185,32 +201,60 @@ class HTTPTransport:
 
     def run(
         self,
-        jobs: list[Job],
+        jobs: Iterable[Job],
         what: str = "requests",
         *,
         on_received: Callable[[Job, dict[int, str]], None] | None = None,
         split: Callable[[Job, list[int]], list[Job]] | None = None,
+        on_done: Callable[[Job], None] | None = None,
         progress: bool = False,
-    ) -> None:
-        """Run every job to success or final failure (``job.error``); never raises for a failed request."""
-        if jobs:
-            asyncio.run(self._run_all(jobs, what, on_received, split, progress))
+        total: int | None = None,
+    ) -> RunSummary:
+        """Run every job to success or final failure (``job.error``); never raises for a failed request.
 
-    async def _run_all(self, jobs, what, on_received, split, progress) -> None:
+        Jobs are taken from ``jobs`` one at a time, as workers free up; ``on_done(job)`` is called when a job
+        has finished (its samples or its error are final). ``total`` sizes the progress bar when ``jobs`` has
+        no length. Returns the number of jobs run and the failed ones."""
+        summary = RunSummary()
+        if total is None and hasattr(jobs, "__len__"):
+            total = len(jobs)  # type: ignore[arg-type]
+        if total != 0:
+            asyncio.run(
+                self._run_all(iter(jobs), what, on_received, split, on_done, progress, total, summary)
+            )
+        return summary
+
+    async def _run_all(self, jobs, what, on_received, split, on_done, progress, total, summary) -> None:
         semaphore = asyncio.Semaphore(self.concurrency)
         connector = aiohttp.TCPConnector(limit=self.concurrency, ssl=self.ssl_context)
-        bar = tqdm(total=len(jobs), disable=not progress, desc=f"{self.name}: {what} requests")
+        bar = tqdm(total=total, disable=not progress, desc=f"{self.name}: {what} requests")
         async with aiohttp.ClientSession(
-            connector=connector, timeout=aiohttp.ClientTimeout(total=self.timeout)
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=self.timeout),
         ) as session:
             run = _Run(self, session, semaphore, on_received, split)
 
-            async def run_one(job: Job) -> None:
-                await run.job(job)
-                bar.update(1)
+            async def worker() -> None:
+                for job in jobs:  # the next job, when this worker is free (one shared iterator)
+                    await run.job(job)
+                    summary.jobs += 1
+                    if job.error is not None:
+                        summary.failed.append(job)
+                    if on_done is not None:
+                        on_done(job)
+                    bar.update(1)
 
-            await asyncio.gather(*(run_one(job) for job in jobs))
-        bar.close()
+            workers = self.max_pending if total is None else max(1, min(self.max_pending, total))
+            tasks = [asyncio.ensure_future(worker()) for _ in range(workers)]
+            try:
+                await asyncio.gather(*tasks)
+            except BaseException:  # the job iterator or a callback raised: stop the other workers, re-raise
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
+            finally:
+                bar.close()
 
     async def post(self, session: aiohttp.ClientSession, payload: dict) -> _Attempt:
         """POST once and classify the outcome."""
@@ -310,12 +354,15 @@ def failure_report(
     cached_samples: int,
     received_samples: int,
     cache_path: Path | str | None,
+    total: int | None = None,
 ) -> tuple[str, list[FailedRequest]]:
     """The message for the jobs that still failed (``job.error`` set; ("", []) when none did): what finished
-    and where it is cached, what did not (the first ``REPORTED_FAILURES`` requests), how to resume."""
+    and where it is cached, what did not (the first ``REPORTED_FAILURES`` requests), how to resume.
+    ``total``: the number of requests run, when ``jobs`` holds only some of them (``RunSummary.failed``)."""
     failed = [job for job in jobs if job.error is not None]
     if not failed:
         return "", []
+    total = len(jobs) if total is None else total
     failures = [
         FailedRequest(job.task, job.question_id, job.missing(), job.attempts, job.error or "")
         for job in failed
@@ -323,7 +370,7 @@ def failure_report(
     missing = sum(len(failure.repeats) for failure in failures)
     finished = samples_needed - missing
     lines = [
-        f"{name}: {what} did not finish: {len(failed)} of {len(jobs)} requests ({missing} of "
+        f"{name}: {what} did not finish: {len(failed)} of {total} requests ({missing} of "
         f"{samples_needed} samples) still failed after up to {max_retries} retries; last error: "
         f"{failures[-1].error[:300]}",
     ]

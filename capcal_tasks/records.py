@@ -22,7 +22,7 @@ import math
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 __all__ = [
     "RunFormatError",
@@ -167,6 +167,27 @@ def read_json_with_digest(path: Path, nonfinite: list[str] | None = None) -> tup
     return strict_json(text, path, nonfinite=nonfinite), hashlib.sha256(raw).hexdigest()
 
 
+_CHUNK_BYTES = 1 << 24
+
+
+def _raw_lines(handle: BinaryIO) -> Iterator[bytes]:
+    """The lines of a binary file without their ``\\n``, read in 16 MiB blocks (a line of any length is
+    joined from its blocks): faster than line-by-line reads for lines of hundreds of kilobytes."""
+    pending: list[bytes] = []
+    while chunk := handle.read(_CHUNK_BYTES):
+        parts = chunk.split(b"\n")
+        if len(parts) == 1:
+            pending.append(chunk)
+            continue
+        pending.append(parts[0])
+        yield b"".join(pending)
+        yield from parts[1:-1]
+        pending = [parts[-1]]
+    last = b"".join(pending)
+    if last:
+        yield last
+
+
 def iter_json_lines(
     path: Path, nonfinite_allowed: Callable[[dict], bool] | None = None
 ) -> Iterator[tuple[int, dict]]:
@@ -182,14 +203,14 @@ def iter_json_lines(
     except OSError as error:
         raise RunFormatError(f"{path}: cannot be read ({error.strerror})") from None
     with handle:
-        for line_number, raw in enumerate(handle, start=1):
+        for line_number, raw in enumerate(_raw_lines(handle), start=1):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
                 raise RunFormatError(
                     f"{path}:{line_number}: not valid UTF-8 (byte {error.start} of the line)"
                 ) from None
-            if not line.strip():
+            if not line or line.isspace():  # not line.strip(): no copy of a long line
                 continue
             constants: list[str] = []
             record = strict_json(line, path, line_number, nonfinite=constants if nonfinite_allowed else None)

@@ -10,7 +10,10 @@ Every task declares in its YAML ``metadata`` (lm-eval copies it into each result
   fitted on (``[]``: none declared);
 - a confidence task: ``capcal_target_task``, the sampling task whose questions (or responses) it scores;
 - ``capcal_dataset``: the dataset the questions come from; a calibration split of the evaluation task's
-  dataset is in-domain, of another dataset cross-domain (MATH train for AIME).
+  dataset is in-domain, of another dataset cross-domain (MATH train for AIME);
+- an evaluation task that asks another evaluation task's questions in another prompt format (for a base
+  model): ``capcal_questions_of``, that task; models run on either are compared on the same questions
+  (routing).
 
 :func:`task_relations` reads the declarations of the tasks in a run's results files first and falls back to
 capcal's own YAMLs (read without importing any task code), then validates the whole set: an unknown task
@@ -66,6 +69,7 @@ class TaskRelation:
     declared: bool = True  # False: the task's metadata declares nothing (treated as an evaluation task)
     kind: str | None = None  # metadata.capcal_task: sampling, verbalized, ptrue, verbalized_rc, ptrue_rc, ...
     dataset: str | None = None  # metadata.capcal_dataset: the dataset its questions come from (the domain)
+    questions_of: str | None = None  # metadata.capcal_questions_of: the task whose questions it asks
 
     def has(self, role: str) -> bool:
         return role in self.roles
@@ -114,6 +118,11 @@ def parse_declaration(task: str, metadata: Mapping | None, source: str) -> TaskR
         raise RelationError(f"{where}: capcal_target_task is declared, but the task is not a confidence task")
     if CONFIDENCE in roles and not (isinstance(target, str) and target):
         raise RelationError(f"{where}: a confidence task declares capcal_target_task (the task it scores)")
+    questions_of = metadata.get("capcal_questions_of")
+    if questions_of is not None and (
+        EVALUATION not in roles or not (isinstance(questions_of, str) and questions_of)
+    ):
+        raise RelationError(f"{where}: capcal_questions_of must name a task, on an evaluation task")
     kind, dataset = metadata.get("capcal_task"), metadata.get("capcal_dataset")
     return TaskRelation(
         task,
@@ -123,6 +132,7 @@ def parse_declaration(task: str, metadata: Mapping | None, source: str) -> TaskR
         source,
         kind=kind if isinstance(kind, str) else None,
         dataset=dataset if isinstance(dataset, str) else None,
+        questions_of=questions_of,
     )
 
 
@@ -232,6 +242,14 @@ class TaskRelations:
             return "in-domain"
         return "mixed-domain" if len(datasets) > 1 else "cross-domain"
 
+    def question_set(self, task: str) -> str:
+        """The task whose questions ``task`` asks: its ``capcal_questions_of``, else itself."""
+        return self.get(task).questions_of or task
+
+    def prompt_variants(self, task: str) -> list[str]:
+        """The known evaluation tasks that ask ``task``'s questions in another prompt format."""
+        return sorted(t for t, r in self.relations.items() if r.questions_of == task)
+
     def evaluation_tasks(self, tasks: Iterable[str]) -> list[str]:
         """The evaluation tasks among ``tasks``, in their order (calibration splits are left out)."""
         return [task for task in tasks if self.is_evaluation(task)]
@@ -272,6 +290,13 @@ class TaskRelations:
                     raise RelationError(f"{where}: target task {relation.target_task} is not a known task")
                 if target.has(CONFIDENCE):
                     raise RelationError(f"{where}: target task {relation.target_task} is a confidence task")
+            if relation.questions_of is not None:
+                other = self.relations.get(relation.questions_of)
+                if other is None or not other.has(EVALUATION) or other.questions_of is not None:
+                    raise RelationError(
+                        f"{where}: capcal_questions_of {relation.questions_of} is not a known evaluation "
+                        "task that asks its own questions"
+                    )
 
 
 def task_relations(

@@ -46,6 +46,7 @@ __all__ = [
     "majority_vote_accuracy",
     "parse_sampling_record",
     "task_checker",
+    "task_process_results",
     "pass_at_k_levels",
     "recheck_sampling_record",
     "response_accuracy",
@@ -76,6 +77,13 @@ def pass_at_k_levels(n_samples: int) -> list[int]:
         levels.append(level)
         level *= 2
     return levels
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _pass_at_value(n: int, c: int, m: int) -> float:
+    """``capcal_metrics.pass_at_k`` for one question (n responses, c correct, level m) as a float, cached:
+    a run of k = 100 has at most 101 x 7 distinct values, computed once instead of once per record."""
+    return float(pass_at_k(n, c, m))
 
 
 def majority_vote_accuracy(answer_classes: Sequence[Hashable | None], correctness: Sequence[int]) -> float:
@@ -124,7 +132,7 @@ def score_responses(
         "expected_accuracy": c / n,
     }
     for level in pass_at_k_levels(n):
-        record[f"pass_at_{level}"] = float(pass_at_k(n, c, level))
+        record[f"pass_at_{level}"] = _pass_at_value(n, c, level)
     record["majority_vote_accuracy"] = majority_vote_accuracy(
         [answer_class(a) for a in extracted], correctness
     )
@@ -208,7 +216,8 @@ def parse_sampling_record(record: dict, where: str, task: str, *, allow_null_res
 
     Returns ``doc_id``, ``doc``, ``question_id``, ``responses`` (None only for a null response, and only with
     ``allow_null_responses``), ``null_responses``, ``extracted_answers``, ``correctness``, ``n``,
-    ``expected_accuracy``, ``majority_vote_accuracy`` (None when not logged) and ``pass_at`` ({m: value}).
+    ``expected_accuracy``, ``majority_vote_accuracy`` (None when not logged), ``pass_at`` ({m: value}) and
+    ``source_correctness`` (a re-scored record's source labels, checked as 0/1 of length k; None otherwise).
     Raises ``RunFormatError`` naming ``where`` for a missing key, a wrong type or range, lengths that differ,
     a derived field that differs from its recomputation (n_samples = k, expected_accuracy = c/k,
     pass_at_m = 1 - C(k-c, m)/C(k, m), majority vote), or equal extracted answers judged differently.
@@ -235,6 +244,11 @@ def parse_sampling_record(record: dict, where: str, task: str, *, allow_null_res
     majority = record.get("majority_vote_accuracy")
     if "majority_vote_accuracy" in record:
         majority = _check_majority_vote(majority, extracted, correctness, where)
+    source_correctness = None
+    if "source_correctness" in record:  # a re-scored record (analysis.rescore): the source run's labels
+        source_correctness = _correctness(record["source_correctness"], where, "source_correctness")
+        if len(source_correctness) != n:
+            raise RunFormatError(f"{where}: source_correctness has {len(source_correctness)} values, not {n}")
     return {
         "doc_id": doc_id,
         "doc": doc,
@@ -247,6 +261,7 @@ def parse_sampling_record(record: dict, where: str, task: str, *, allow_null_res
         "expected_accuracy": expected_accuracy,
         "majority_vote_accuracy": majority,
         "pass_at": dict(sorted(pass_at.items())),
+        "source_correctness": source_correctness,
     }
 
 
@@ -267,11 +282,13 @@ def _doc_and_question_id(record: dict, doc_id: int, task: str, where: str) -> tu
     return doc, identifier
 
 
-def _correctness(value: Any, where: str) -> list[int]:
-    """The ``correctness`` field: a list of 0/1 integers."""
+def _correctness(value: Any, where: str, name: str = "correctness") -> list[int]:
+    """The ``correctness`` field (or another 0/1 vector ``name``): a list of 0/1 integers."""
     if not isinstance(value, list):
-        raise RunFormatError(f"{where}: 'correctness' must be a list of 0/1 integers")
-    return [check_binary(z, where, "'correctness' entries (a list of 0/1 integers)") for z in value]
+        raise RunFormatError(f"{where}: '{name}' must be a list of 0/1 integers")
+    if all(type(z) is int and 0 <= z <= 1 for z in value):  # the common case, without a call per entry
+        return list(value)
+    return [check_binary(z, where, f"'{name}' entries (a list of 0/1 integers)") for z in value]
 
 
 def _extracted_answers(value: Any, where: str) -> list[str | None]:
@@ -331,7 +348,7 @@ def _pass_at_fields(record: dict, correctness: list[int], where: str) -> dict[in
             raise RunFormatError(f"{where}: {key} is not a pass@m level for k = {n} samples (1 <= m <= k)")
         m = int(match.group(1))
         value = check_finite(value, where, key)
-        implied = float(pass_at_k(n, c, m))
+        implied = _pass_at_value(n, c, m)
         if not math.isclose(value, implied, abs_tol=TOLERANCE):
             raise RunFormatError(
                 f"{where}: {key} = {value!r}, but the correctness vector ({c} of {n} correct) implies "
@@ -378,18 +395,24 @@ def _checkers() -> dict[str, str]:
     return found
 
 
-def task_checker(task: str) -> Callable[[dict, list], dict] | None:
-    """The ``process_results`` of capcal's sampling task ``task`` (which re-extracts the answers and re-judges
-    them against the gold in the logged doc), or None for another task or a checker whose module declares
-    ``EXPENSIVE_CHECKER = True`` (too slow to re-run on every read)."""
+def task_process_results(task: str) -> tuple[Callable[[dict, list], dict], Any] | None:
+    """(``process_results``, its module) of capcal's sampling task ``task``, or None for another task."""
     dotted = _checkers().get(task)
     if dotted is None:
         return None
     module_name, _, name = dotted.rpartition(".")
     module = importlib.import_module(module_name)
-    if getattr(module, "EXPENSIVE_CHECKER", False):
+    return getattr(module, name), module
+
+
+def task_checker(task: str) -> Callable[[dict, list], dict] | None:
+    """The ``process_results`` of capcal's sampling task ``task`` (which re-extracts the answers and re-judges
+    them against the gold in the logged doc), or None for another task or a checker whose module declares
+    ``EXPENSIVE_CHECKER = True`` (too slow to re-run on every read)."""
+    found = task_process_results(task)
+    if found is None or getattr(found[1], "EXPENSIVE_CHECKER", False):
         return None
-    return getattr(module, name)
+    return found[0]
 
 
 def recheck_sampling_record(fields: dict, checker: Callable[[dict, list], dict], where: str) -> None:

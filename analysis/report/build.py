@@ -24,6 +24,7 @@ import pandas as pd
 
 from analysis.estimators.elicited import attach_elicited, parse_failure_counts
 from analysis.joins import JoinReport, join_questions, join_report
+from analysis.judge.agreement import rescore_agreement
 from analysis.report.registry import (
     EXAMPLES,
     ROUTING,
@@ -33,7 +34,14 @@ from analysis.report.registry import (
     compute_estimators,
 )
 from analysis.report.render import ReportFiles, ReportSection, write_report
-from analysis.report.sections import capability_section, display_name, examples_table, routing_section
+from analysis.report.sections import (
+    capability_section,
+    display_name,
+    examples_table,
+    judge_agreement_section,
+    routing_section,
+)
+from analysis.rescore import rescore_notes
 from analysis.runs import RunCollection, load_runs
 from capcal_tasks.relations import EVALUATION, TaskRelations, task_relations
 
@@ -208,7 +216,7 @@ def _runs_table(data: ReportData, model_id: str, tasks: Sequence[str]) -> pd.Dat
         for samples, results in zip(rows["samples_path"], rows["results_path"], strict=True)
     ]
     rows = rows.assign(run=[f"{Path(str(f)).parent.name}/{Path(str(f)).name}" for f in files])
-    return rows[["task", "kind", "run_id", "used", "reason", "run"]].reset_index(drop=True)
+    return rows[["task", "kind", "run_id", "used", "reason", "labels", "run"]].reset_index(drop=True)
 
 
 def _section(
@@ -331,7 +339,7 @@ def overview_section(data: ReportData, relations: TaskRelations) -> ReportSectio
         tables=[("Task relations", pd.DataFrame(rows))],
     )
     if len(runs):
-        table = runs[["model", "task", "kind", "run_id", "used", "reason"]].assign(
+        table = runs[["model", "task", "kind", "run_id", "used", "reason", "labels"]].assign(
             model=[display_name(str(m)) for m in runs["model"]]
         )
         section.tables.append(("Runs: used and left out", table))
@@ -339,11 +347,21 @@ def overview_section(data: ReportData, relations: TaskRelations) -> ReportSectio
         f"read once: {path} (same content as {same})" for path, same in data.collection.duplicates
     ]
     section.notes += [f"skipped: {path}: {reason}" for path, reason in data.collection.skipped]
+    section.notes += rescore_notes(data.collection.files)
     section.notes += [
         f"model {label} is known only by its label (no checkpoint fingerprint)"
         for label in data.collection.unresolved_models()
     ]
     return section
+
+
+def agreement_sections(data: ReportData) -> list[ReportSection]:
+    """Judge vs rule agreement (``analysis.judge.agreement``) for every task of each rescored run used."""
+    return [
+        judge_agreement_section(rescore_agreement(file.path, file.rescore, file.task), file.model)
+        for file in data.collection.files
+        if isinstance(getattr(file, "rescore", None), dict)
+    ]
 
 
 def build_report(
@@ -370,10 +388,14 @@ def build_report(
         if not relations.is_evaluation(task):
             continue
         section, computed = _section(data, relations, targets, model, task, activations, options)
-        evaluations[(model, task)] = (computed.evaluation, computed.in_section(ROUTING))
+        # routing pairs models on the same questions, whatever prompt format a task asks them in
+        questions = relations.question_set(task)
+        if (model, questions) not in evaluations or task == questions:
+            evaluations[(model, questions)] = (computed.evaluation, computed.in_section(ROUTING))
         sections.append(section)
     for eval_task in sorted({task for _, task in evaluations}):
         routing = routing_section(evaluations, eval_task)
         if routing is not None:
             sections.append(routing)
+    sections += agreement_sections(data)
     return write_report(sections, report_dir, title=title)

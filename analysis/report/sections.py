@@ -24,6 +24,7 @@ from analysis.calibration_table import (
 from analysis.estimators.consistency import encode_answer_classes
 from analysis.figures import Curve, curves_figure, reliability_figure, target_scatter_figure
 from analysis.joins import join_questions
+from analysis.judge.agreement import NOT_SENT, UNPARSEABLE, RescoreAgreement
 from analysis.report.registry import BUDGET, CALIBRATION_TABLES, PASS_AT_K, ComputedEstimators
 from analysis.report.render import Figure, ReportSection, format_interval
 
@@ -35,6 +36,7 @@ __all__ = [
     "capability_section",
     "display_name",
     "examples_table",
+    "judge_agreement_section",
     "routing_section",
 ]
 
@@ -332,30 +334,23 @@ def _routing_pair(evaluations: dict, eval_task: str, models: list[str]) -> tuple
     return ranked[0], ranked[1]
 
 
-def _routing_notes(join_summary: str, paired: pd.DataFrame) -> list[str]:
-    """How routing is scored, the join of the two models' questions, and a warning when the routed-to model is
-    the less accurate one."""
-    strong, cheap = paired["mu_strong"].mean(), paired["mu_cheap"].mean()
-    notes = [
+def _routing_notes(join_summary: str) -> list[str]:
+    """How routing is scored and the join of the two models' questions."""
+    return [
         (
             "Route the questions with the lowest confidence of the cheap model to the strong one; "
             "accuracy is the exact expected accuracy (mean mu_hat of whichever model answers)."
         ),
         f"join: {join_summary}",
     ]
-    if strong < cheap:
-        notes.append(
-            f"Here the routed-to model is the less accurate one ({strong:.3f} < {cheap:.3f}): routing can "
-            "only lose accuracy, and the curves show how well each estimator keeps the questions the cheap "
-            "model solves."
-        )
-    return notes
 
 
 def routing_section(evaluations: dict, eval_task: str) -> ReportSection | None:
     """Routing from the model whose confidences were collected to a second model on the same questions;
     ``evaluations`` maps (model id, task) to (evaluation table, routing estimators); the questions only one
-    model answered are counted in the section (the join's summary). None with fewer than two models."""
+    model answered are counted in the section (the join's summary). When the second model is not more
+    accurate on the shared questions, the section says so and routes nothing. None with fewer than two
+    models."""
     models = [m for (m, t) in evaluations if t == eval_task]
     if len(models) < 2:
         return None
@@ -365,6 +360,22 @@ def routing_section(evaluations: dict, eval_task: str) -> ReportSection | None:
     cheap, strong = (display_name(str(table["model"].iloc[0])) for table in (cheap_table, strong_table))
     join = join_questions(cheap, strong, cheap_table["question_id"], strong_table["question_id"])
     paired = pair_models(cheap_table, strong_table)
+    facts = {
+        "questions": len(paired),
+        f"accuracy of {cheap}": f"{paired['mu_cheap'].mean():.3f}",
+        f"accuracy of {strong}": f"{paired['mu_strong'].mean():.3f}",
+    }
+    if paired["mu_strong"].mean() <= paired["mu_cheap"].mean():
+        return ReportSection(
+            title=f"Routing · {eval_task}: no stronger model",
+            facts=facts,
+            notes=[
+                f"Not routed: {strong} is not more accurate than {cheap} on these questions "
+                f"({paired['mu_strong'].mean():.3f} <= {paired['mu_cheap'].mean():.3f}), so routing "
+                f"questions from {cheap} to it could only lose accuracy.",
+                f"join: {join.summary()}",
+            ],
+        )
     by_id = cheap_table.set_index("question_id")
     confidences = {
         name: by_id.loc[paired["question_id"], name].to_numpy(dtype=float)
@@ -378,12 +389,8 @@ def routing_section(evaluations: dict, eval_task: str) -> ReportSection | None:
     ]
     return ReportSection(
         title=f"Routing · {eval_task}: {cheap} -> {strong}",
-        facts={
-            "questions": len(paired),
-            f"accuracy of {cheap}": f"{paired['mu_cheap'].mean():.3f}",
-            f"accuracy of {strong}": f"{paired['mu_strong'].mean():.3f}",
-        },
-        notes=_routing_notes(join.summary(), paired),
+        facts=facts,
+        notes=_routing_notes(join.summary()),
         figures=[
             Figure(
                 "Routing: accuracy against the fraction of questions sent to the strong model",
@@ -401,10 +408,63 @@ def examples_table(evaluation: pd.DataFrame, estimators: list[str], count: int) 
         {
             "question_id": rows["question_id"],
             "question": [str(q)[:300] for q in rows["question"]],
-            "first response": [str(r[0])[:300] for r in rows["responses"]],
+            "first response": [str(r)[:300] for r in rows["first_response"]],
             "mu_hat": rows["expected_accuracy"],
         }
     )
     for name in estimators[:4]:
         frame[name] = rows[name].to_numpy(dtype=float)
     return frame
+
+
+def judge_agreement_section(agreement: RescoreAgreement, model: str) -> ReportSection:
+    """Judge vs rule agreement for one task of a rescored run: confusion counts of the source run's
+    (rule-based) labels x the rescored labels over the responses kept, Cohen's kappa, the judge's grades per
+    rule label, and the verdicts that could not be read (their questions are left out, never guessed)."""
+    c = agreement.confusion
+    new = "judge" if agreement.is_judge else f"rescored ({agreement.checker})"
+    confusion = pd.DataFrame(
+        {
+            "rule label (source run)": ["correct", "incorrect", "total"],
+            f"{new}: correct": [int(c[1, 1]), int(c[0, 1]), int(c[:, 1].sum())],
+            f"{new}: incorrect": [int(c[1, 0]), int(c[0, 0]), int(c[:, 0].sum())],
+            "total": [int(c[1].sum()), int(c[0].sum()), int(c.sum())],
+        }
+    )
+    unparseable = agreement.unparseable_verdicts
+    left_out = agreement.questions_left_out
+    observed = float(np.trace(c)) / c.sum() if c.sum() else float("nan")
+    facts = {
+        "model": model,
+        "task": agreement.task,
+        "checker": f"{agreement.checker} ({agreement.checker_version})",
+        "judge model": agreement.judge_model or "none (rule-based)",
+        "source run": agreement.source or "not recorded",
+        "questions kept": agreement.questions,
+        "responses kept": agreement.responses,
+        "observed agreement": "n/a" if np.isnan(observed) else f"{observed:.3f}",
+        "Cohen's kappa": agreement.kappa_text(),
+        "unparseable verdicts": "not recorded" if unparseable is None else unparseable,
+        "questions left out (unparseable verdict)": "not recorded" if left_out is None else left_out,
+    }
+    notes = [
+        "Rows: the source run's labels (its task checker); columns: the rescored labels. A verdict that "
+        "could not be read is never guessed: its question is left out of the rescored run and counted above."
+    ]
+    if agreement.left_out_ids:
+        notes.append("questions left out (first ids): " + ", ".join(agreement.left_out_ids))
+    tables = [(f"Confusion counts over responses (rule x {new})", confusion)]
+    if agreement.grades:
+        order = ["A", "B", "C", "Yes", "No", NOT_SENT, UNPARSEABLE]
+        seen = [g for g in order if any(grade == g for _, grade in agreement.grades)]
+        grades = pd.DataFrame(
+            {
+                "rule label (source run)": ["correct", "incorrect"],
+                **{g: [agreement.grades[(1, g)], agreement.grades[(0, g)]] for g in seen},
+            }
+        )
+        tables.append(("Judge grades per rule label (only A, or Yes, counts as correct)", grades))
+    title = "Judge vs rule agreement" if agreement.is_judge else "Rescored vs source labels"
+    return ReportSection(
+        title=f"{title} · {display_name(model)} · {agreement.task}", facts=facts, tables=tables, notes=notes
+    )

@@ -15,11 +15,13 @@ _BRACE = re.compile(r"[{}]")
 _TOKEN = re.compile(r"[^\s$]+")
 
 
-def _matching_braces(text: str) -> dict[int, int]:
-    """Position of the matching ``}`` of every ``{`` that is closed (a stray ``}`` closes nothing)."""
+def _matching_braces(text: str, start: int = 0) -> dict[int, int]:
+    """Position of the matching ``}`` of every ``{`` at or after ``start`` that is closed (a stray ``}``
+    closes nothing). The match of a ``{`` depends only on the text after it, so braces before ``start``
+    need not be paired."""
     closing: dict[int, int] = {}
     open_positions: list[int] = []
-    for match in _BRACE.finditer(text):
+    for match in _BRACE.finditer(text, start):
         if match.group() == "{":
             open_positions.append(match.start())
         elif open_positions:
@@ -42,7 +44,7 @@ def boxed_contents(text: str) -> list[str]:
         start = match.end()
         if start < len(text) and text[start] == "{":
             if closing is None:
-                closing = _matching_braces(text)
+                closing = _matching_braces(text, start)
             end = closing.get(start)
             if end is not None:
                 contents.append(text[start + 1 : end].strip())

@@ -126,7 +126,7 @@ def capcal_hf_run(tmp_path_factory, smollm2_path) -> tuple[Path, Path]:
 
 @pytest.mark.slow
 def test_capcal_hf_runs_capcal_gsm8k_end_to_end(capcal_hf_run):
-    table = load_run(capcal_hf_run[0])
+    table = load_run(capcal_hf_run[0], responses=True)
     assert len(table) == LIMIT and set(table["n"]) == {K}
     assert all(len(responses) == K for responses in table["responses"])
     assert table["question_id"].str.startswith("gsm8k/").all()

