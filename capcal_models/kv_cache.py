@@ -36,6 +36,7 @@ __all__ = [
     "PrefixStack",
     "PromptPrefix",
     "SharedPrefixCache",
+    "attention_implementation",
     "decoding_attention",
     "shared_prefix_attention",
     "unsupported_attention",
@@ -276,12 +277,18 @@ AttentionMaskInterface.register(ATTENTION_NAME, _no_mask)
 
 
 @contextlib.contextmanager
-def decoding_attention(model: torch.nn.Module) -> Iterator[None]:
-    """Within the block, ``model`` computes attention with ``shared_prefix_attention``."""
+def attention_implementation(model: torch.nn.Module, name: str) -> Iterator[None]:
+    """Within the block, ``model`` computes attention with the implementation registered as ``name`` in
+    transformers' ``AttentionInterface``; the previous one is restored on exit."""
     config = model.config
     previous = config._attn_implementation
-    config._attn_implementation = ATTENTION_NAME
+    config._attn_implementation = name
     try:
         yield
     finally:
         config._attn_implementation = previous
+
+
+def decoding_attention(model: torch.nn.Module) -> contextlib.AbstractContextManager[None]:
+    """Within the block, ``model`` computes attention with ``shared_prefix_attention``."""
+    return attention_implementation(model, ATTENTION_NAME)

