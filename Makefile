@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.capcal-installed
-PYTEST_ARGS ?= --durations=25
+PYTEST_ARGS ?= --durations=25 -n 2 --dist loadfile
 
 export OMP_NUM_THREADS ?= 1
 export TOKENIZERS_PARALLELISM ?= false

@@ -278,7 +278,9 @@ def measure(backend: str, slice_name: str, settings: Settings, tokenizer) -> Mea
 
 
 def forward_ceiling(settings: Settings, tokens_per_row: int = 64) -> dict:
-    """Tokens/s of one plain batched forward pass (batch_size x tokens_per_row random tokens, best of 2)."""
+    """Tokens/s of one plain batched forward pass (batch_size x tokens_per_row random tokens, best of 2), and
+    of one decoding-like step (batch_size rows x 1 token without a cache, logits of every row, best of 3):
+    what any decoder pays per generated token for the model's matrix products alone."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -295,6 +297,13 @@ def forward_ceiling(settings: Settings, tokens_per_row: int = 64) -> dict:
             best = min(best, time.perf_counter() - start)
             best_cpu = min(best_cpu, time.process_time() - start_cpu)
     tokens = settings.batch_size * tokens_per_row
+    decode_input = input_ids[:, :1]
+    decode_best = float("inf")
+    with torch.inference_mode():
+        for _ in range(3):
+            start = time.perf_counter()
+            model(input_ids=decode_input, use_cache=False)
+            decode_best = min(decode_best, time.perf_counter() - start)
     return {
         "batch_size": settings.batch_size,
         "tokens_per_row": tokens_per_row,
@@ -302,6 +311,9 @@ def forward_ceiling(settings: Settings, tokens_per_row: int = 64) -> dict:
         "cpu_seconds": best_cpu,
         "tokens_per_second": tokens / best,
         "tokens_per_cpu_second": tokens / best_cpu,
+        # One decoding step's bound: batch_size rows x 1 token, all logits, no earlier tokens to attend to.
+        "decode_step_seconds": decode_best,
+        "decode_step_tokens_per_second": settings.batch_size / decode_best,
     }
 
 
@@ -364,7 +376,10 @@ def print_table(measurements: list[Measurement], ceiling: dict | None) -> None:
     if ceiling:
         print(
             f"ceiling: plain forward pass, {ceiling['batch_size']} x {ceiling['tokens_per_row']} tokens: "
-            f"{ceiling['tokens_per_second']:.1f} tok/s ({ceiling['tokens_per_cpu_second']:.1f} per cpu-s)"
+            f"{ceiling['tokens_per_second']:.1f} tok/s ({ceiling['tokens_per_cpu_second']:.1f} per cpu-s); "
+            f"one decoding step ({ceiling['batch_size']} rows x 1 token, no cache): "
+            f"{ceiling['decode_step_tokens_per_second']:.1f} tok/s "
+            f"({ceiling['decode_step_tokens_per_second'] / ceiling['tokens_per_second']:.0%} of the ceiling)"
         )
 
 

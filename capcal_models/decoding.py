@@ -8,8 +8,10 @@
 - a row's randomness comes only from its own seed: it draws one uniform number per generated token from a
   ``torch.Generator`` seeded with that seed and picks the token by inverse-CDF sampling from the filtered
   distribution, so a sample does not depend on what else is in the batch (the logits do not either, to the
-  last bit: per-row attention in ``kv_cache``, and every step runs at least ``batch_invariant_rows(model)``
-  rows, the fewest from which the machine's matrix products give every row the same bits);
+  last bit: attention products in ``kv_cache`` whose shapes do not depend on the other rows, and every step
+  runs at least ``batch_invariant_rows(model)`` rows, the fewest from which the machine's matrix products
+  give every row the same bits; on CPU the layers multiply with MKL-packed weights, which give the same bits:
+  ``packed_linear``);
 - a row stops at an EOS token, at ``max_new_tokens`` or when a stop sequence appears in its last tokens;
   finished rows leave the batch and queued rows take their place (between steps, when at least an eighth of
   the rows have finished); ``on_samples_done`` receives the samples that finished at each step (capcal-hf
@@ -32,6 +34,7 @@ import torch
 from transformers import DynamicCache
 
 from capcal_models.kv_cache import PrefixStack, PromptPrefix, SharedPrefixCache, decoding_attention
+from capcal_models.packed_linear import packed_linears
 
 __all__ = [
     "TRANSFORMERS_SAMPLING_DEFAULTS",
@@ -39,6 +42,7 @@ __all__ = [
     "SamplingParams",
     "StopSequences",
     "filter_logits",
+    "inverse_cdf",
     "resolve_sampling_params",
     "batch_invariant_rows",
     "sample_continuations",
@@ -48,6 +52,9 @@ __all__ = [
 # transformers' generate fills unset sampling parameters from the model's generation_config, then from
 # these global defaults (GenerationConfig._get_default_generation_params); note top_k = 50.
 TRANSFORMERS_SAMPLING_DEFAULTS = {"temperature": 1.0, "top_k": 50, "top_p": 1.0, "min_p": None}
+
+# Entries per block of ``inverse_cdf``'s two-level search.
+CDF_BLOCK = 256
 
 # Row counts probed by ``batch_invariant_rows``: every count up to 64, then a few larger ones.
 _PROBED_ROWS = (*range(1, 65), 96, 128)
@@ -199,11 +206,36 @@ def sample_tokens(logits: torch.Tensor, params: SamplingParams, uniforms: torch.
     if not params.do_sample:
         return logits.argmax(dim=-1)
     scores, token_ids = _candidate_scores(logits, params)
-    probs = scores.softmax(dim=-1)
-    cdf = probs.to(torch.float64).cumsum(dim=-1)
-    targets = uniforms.to(cdf.device, torch.float64) * cdf[:, -1]
-    picked = torch.searchsorted(cdf, targets[:, None], right=True).clamp_(max=probs.shape[-1] - 1)
-    return (picked if token_ids is None else token_ids.gather(-1, picked)).squeeze(-1)
+    picked = inverse_cdf(scores.softmax(dim=-1), uniforms)
+    return picked if token_ids is None else token_ids.gather(-1, picked[:, None]).squeeze(-1)
+
+
+def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Per row, the first index i with ``p_0 + ... + p_i > u * (p_0 + ... + p_n)``.
+
+    In two levels, so that a large vocabulary costs one pass over ``probs``: the sums of blocks of
+    ``CDF_BLOCK`` entries (summed in the dtype of ``probs``, accumulated in float64) locate the block, a
+    float64 cumulative sum inside that block locates the entry. (``torch.multinomial`` accumulates the whole
+    vocabulary in float32.) A
+    zero-probability entry is never returned (where rounding puts the target past a block's own total, the
+    block's last positive entry is). Each row is computed on its own values only.
+    """
+    rows, size = probs.shape
+    blocks = -(-size // CDF_BLOCK)
+    if size != blocks * CDF_BLOCK:
+        probs = torch.nn.functional.pad(probs, (0, blocks * CDF_BLOCK - size))
+    by_block = probs.view(rows, blocks, CDF_BLOCK)
+    block_cdf = by_block.sum(dim=-1).to(torch.float64).cumsum(dim=-1)
+    totals = block_cdf[:, -1:]
+    targets = uniforms.to(block_cdf.device, torch.float64)[:, None] * totals
+    last_block = (block_cdf < totals).sum(dim=-1, keepdim=True)  # the last block with probability mass
+    block = torch.searchsorted(block_cdf, targets, right=True).minimum(last_block)
+    start = torch.where(block > 0, block_cdf.gather(-1, (block - 1).clamp(min=0)), 0.0)
+    in_block = by_block.gather(1, block[:, :, None].expand(-1, -1, CDF_BLOCK)).squeeze(1)
+    within_cdf = in_block.to(torch.float64).cumsum(dim=-1) + start
+    last_positive = CDF_BLOCK - 1 - (in_block > 0).flip(-1).to(torch.uint8).argmax(dim=-1, keepdim=True)
+    within = torch.searchsorted(within_cdf, targets, right=True).minimum(last_positive)
+    return (block * CDF_BLOCK + within).squeeze(-1)
 
 
 class StopSequences:
@@ -326,7 +358,8 @@ class _Sampler:
         self.max_rows = max(1, int(max_rows))
         self.on_samples_done = on_samples_done
         self.device = next(model.parameters()).device
-        self.min_rows = batch_invariant_rows(model)
+        # two rows at least: shared_prefix_attention computes a lone row together with a neighbour (row_runs)
+        self.min_rows = max(2, batch_invariant_rows(model))
 
     def _prefill(self, job: PromptJob) -> _Prefill:
         input_ids = torch.tensor([job.token_ids], device=self.device)
@@ -387,6 +420,11 @@ class _Sampler:
         return [row for row in started if not row.done]
 
     def run(self, jobs: Sequence[PromptJob]) -> None:
+        samples = sum(len(job.seeds) for job in jobs)
+        with packed_linears(self.model, max(self.min_rows, min(self.max_rows, samples))):
+            self._run(jobs)
+
+    def _run(self, jobs: Sequence[PromptJob]) -> None:
         queue = deque(job for job in jobs if job.seeds or job.on_prefill is not None)
         waiting: _Prefill | None = None  # prefilled, with samples not started yet
         cache: SharedPrefixCache | None = None

@@ -12,9 +12,10 @@ the rest in attention over the copies). ``SharedPrefixCache`` keeps
 
 Attention runs through transformers' ``AttentionInterface`` under the name ``capcal_shared_prefix``
 (``shared_prefix_attention``): per row, scores against its prompt's keys and against its own generated
-tokens, merged with their log-sum-exp (which equals one softmax over the concatenation). Every product has
-the row's own exact lengths, so a row's attention does not change in the last bits with the rest of the batch
-(products over padded or stacked tensors round differently with the padded length and the number of rows).
+tokens, one softmax over both. Every product item has the row's own exact lengths (consecutive rows of one
+prompt with equally many generated tokens are batched as items of one product: ``row_runs``), so a row's
+attention does not change in the last bits with the rest of the batch (products over padded tensors, or with
+rows folded into the matrix dimension, round differently with the padded length and the number of rows).
 Sliding-window layers (Gemma-3, Mistral) attend to the row's last ``sliding_window`` positions only, as
 transformers' sliding-window mask; ``unsupported_attention`` names what a model needs that this attention does
 not implement. Use ``decoding_attention`` to switch a model to it for a forward pass.
@@ -36,13 +37,18 @@ __all__ = [
     "PrefixStack",
     "PromptPrefix",
     "SharedPrefixCache",
+    "RowRun",
     "attention_implementation",
     "decoding_attention",
+    "fixed_rows_bmm",
+    "row_runs",
     "shared_prefix_attention",
     "unsupported_attention",
 ]
 
 ATTENTION_NAME = "capcal_shared_prefix"
+# Rows of queries per product with a prompt's keys or values (``fixed_rows_bmm``): 16 rows of one prompt.
+PRODUCT_ROWS = 16
 SUPPORTED_LAYER_TYPES = frozenset({"full_attention", "sliding_attention"})
 
 
@@ -144,7 +150,7 @@ class SharedPrefixCache(Cache):
         self._generated_at_start = generated.clone()
         self._length_at_start = length
         self.attention_calls = 0
-        self.row_spans: list[tuple[int, int]] = []  # (prompt index, generated count) per row, this step
+        self.row_runs: list[RowRun] = []  # this step's runs of rows (``row_runs``)
 
     @property
     def rows(self) -> int:
@@ -201,6 +207,58 @@ class SharedPrefixCache(Cache):
         return cls(prefix, prompt_index, keys, values, generated, width)
 
 
+@dataclass(frozen=True)
+class RowRun:
+    """Consecutive rows ``start .. start + rows - 1`` that continue one prompt and have generated equally many
+    tokens, so their attention has one shape. It is computed over ``compute_rows`` rows from
+    ``compute_start`` (a one-row run borrows a neighbour whose result is dropped; see ``row_runs``)."""
+
+    prompt: int
+    generated: int
+    start: int
+    rows: int
+    compute_start: int
+    compute_rows: int
+
+
+def row_runs(prompt_index: list[int], generated: list[int]) -> list[RowRun]:
+    """The maximal runs of consecutive rows with equal (prompt, generated count).
+
+    Each run is computed as one batch whose items all have the shapes a single row would have, so a row's
+    result does not depend on the other rows in the run (the row's own shapes pick the kernel). One
+    exception, found by probing torch's CPU ``bmm``: a batch of a single row may take another kernel than a
+    batch of two or more. So a run of one row is computed together with a neighbouring row (any row: its
+    result is dropped), and every batch has at least two rows when the batch has.
+    """
+    runs: list[RowRun] = []
+    total = len(prompt_index)
+    start = 0
+    for row in range(1, total + 1):
+        if row < total and (prompt_index[row], generated[row]) == (prompt_index[start], generated[start]):
+            continue
+        rows = row - start
+        compute_start = start if rows > 1 or row < total else max(0, start - 1)
+        compute_rows = max(rows, min(2, total))
+        runs.append(RowRun(prompt_index[start], generated[start], start, rows, compute_start, compute_rows))
+        start = row
+    return runs
+
+
+def fixed_rows_bmm(left: torch.Tensor, right: torch.Tensor, rows: int) -> torch.Tensor:
+    """``torch.bmm(left, right)`` computed in products of exactly ``rows`` rows of ``left`` (the last one
+    padded with zero rows), so that a row's result does not depend on how many rows are multiplied with it.
+
+    CPU matrix-product kernels are chosen by the matrix sizes, and different kernels round differently; with
+    the row count fixed, a row of a prompt's queries gets the same bits whichever rows share its product.
+    """
+    batch, total, inner = left.shape
+    chunks = -(-total // rows)
+    if chunks * rows != total:
+        left = torch.nn.functional.pad(left, (0, 0, 0, chunks * rows - total))
+    products = [torch.bmm(left.narrow(1, chunk * rows, rows), right) for chunk in range(chunks)]
+    return (products[0] if chunks == 1 else torch.cat(products, dim=1)).narrow(1, 0, total)
+
+
 def shared_prefix_attention(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -218,9 +276,14 @@ def shared_prefix_attention(
     ``(rows, kv_heads, length, head_dim)`` as ``SharedPrefixCache`` returns it. Returns
     ``(rows, 1, heads, head_dim)`` like transformers' attention functions.
 
-    Each row is computed on its own, over exactly its prompt's keys and its own valid generated keys: every
-    operation's shape depends only on the row, so its result (to the last bit) does not depend on the other
-    rows of the batch, their prompt lengths or the width of the generated buffers.
+    A row attends to exactly its prompt's keys and its own valid generated keys. Rows are computed in runs
+    (``row_runs``: consecutive rows of one prompt with equally many generated tokens). Per run and kv head,
+    the products with the prompt's keys and values take ``PRODUCT_ROWS`` rows of queries at a time
+    (``fixed_rows_bmm``: padded to exactly that many, so the kernel and its rounding never depend on the
+    run's size); the products with the rows' own keys and values are batches of one row's shapes (a lone
+    row is computed beside a neighbour). So a row's result, to the last bit, does not depend on the other
+    rows of the batch, their prompt lengths or the width of the generated buffers (tested in runs of 1-21
+    rows at any position, float32 and bfloat16, SmolLM2's and Gemma-3's head shapes).
 
     A sliding-window layer (``sliding_window`` = w, as transformers passes it for Gemma-2/3, Mistral and
     others) attends, as transformers' sliding-window mask (key position > query position - w), to the
@@ -243,27 +306,33 @@ def shared_prefix_attention(
     query = (query * scaling).view(rows, kv_heads, group, head_dim)
     prefixes, layer = cache.prefix.prefixes, module.layer_idx
     length = key.shape[-2]
-    if cache.attention_calls == 1:  # the first layer: each row's prompt and generated count, for every layer
-        cache.row_spans = list(zip(cache.prompt_index.tolist(), cache.generated.tolist(), strict=True))
-    outputs = []
-    for row, (prompt, generated) in enumerate(cache.row_spans):
-        prompt_keys, prompt_values = prefixes[prompt].keys[layer][0], prefixes[prompt].values[layer][0]
-        first = length - generated  # the row's first generated column
-        if sliding_window is not None:  # keep the row's last sliding_window positions
-            dropped = max(0, prompt_keys.shape[-2] + generated - sliding_window)
+    if cache.attention_calls == 1:  # the first layer: the batch's runs of rows, for every layer
+        cache.row_runs = row_runs(cache.prompt_index.tolist(), cache.generated.tolist())
+    output = torch.empty_like(query)
+    for run in cache.row_runs:
+        prefix = prefixes[run.prompt]
+        prompt_keys, prompt_values = prefix.keys[layer][0], prefix.values[layer][0]
+        first = length - run.generated  # the rows' first generated column
+        if sliding_window is not None:  # keep the rows' last sliding_window positions
+            dropped = max(0, prompt_keys.shape[-2] + run.generated - sliding_window)
             prompt_keys, prompt_values = prompt_keys[:, dropped:], prompt_values[:, dropped:]
-            first += max(0, dropped - prefixes[prompt].length)
-        row_query, own = query[row], slice(first, length)  # (kv_heads, group, head_dim)
-        scores = torch.cat(
-            [row_query @ prompt_keys.transpose(-1, -2), row_query @ key[row, :, own].transpose(-1, -2)],
-            dim=-1,
-        )
+            first += max(0, dropped - prefix.length)
+        n, prompt_length, own = run.compute_rows, prompt_keys.shape[-2], length - first
+        run_query = query.narrow(0, run.compute_start, n)  # (n, kv_heads, group, head_dim)
+        own_keys = key.narrow(0, run.compute_start, n).narrow(2, first, own)
+        own_values = value.narrow(0, run.compute_start, n).narrow(2, first, own)
+        by_head = run_query.transpose(0, 1).reshape(kv_heads, n * group, head_dim)
+        prompt_scores = fixed_rows_bmm(by_head, prompt_keys.mT, PRODUCT_ROWS * group)
+        prompt_scores = prompt_scores.view(kv_heads, n, group, prompt_length).transpose(0, 1)
+        scores = torch.cat([prompt_scores, run_query @ own_keys.mT], dim=-1)
         weights = scores.float().softmax(dim=-1).to(value.dtype)
-        prompt_length = prompt_keys.shape[-2]
-        outputs.append(
-            weights[..., :prompt_length] @ prompt_values + weights[..., prompt_length:] @ value[row, :, own]
+        prompt_weights = weights.narrow(-1, 0, prompt_length).transpose(0, 1)
+        prompt_part = fixed_rows_bmm(
+            prompt_weights.reshape(kv_heads, n * group, prompt_length), prompt_values, PRODUCT_ROWS * group
         )
-    output = torch.stack(outputs).to(value.dtype)
+        prompt_part = prompt_part.view(kv_heads, n, group, head_dim).transpose(0, 1)
+        result = prompt_part + weights.narrow(-1, prompt_length, own) @ own_values
+        output.narrow(0, run.start, run.rows).copy_(result.narrow(0, run.start - run.compute_start, run.rows))
     output = output.reshape(rows, heads, 1, head_dim).transpose(1, 2).contiguous()
     return output, None
 

@@ -10,6 +10,7 @@ into place, so a prepared folder is always complete. Later calls reuse it.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -262,8 +263,17 @@ def prepare_model(name: str, force: bool = False) -> PreparedModel:
     manifest_file = target / MANIFEST_NAME
     if manifest_file.is_file() and not force:
         return PreparedModel(spec.name, target, json.loads(manifest_file.read_text()))
-
     target.parent.mkdir(parents=True, exist_ok=True)
+    # One preparation at a time per model (parallel test workers, two shells): a second caller waits and
+    # then reuses the first one's result instead of replacing the folder while the first one reads it.
+    with (target.parent / f".{spec.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if manifest_file.is_file() and not force:
+            return PreparedModel(spec.name, target, json.loads(manifest_file.read_text()))
+        return _prepare_locked(spec, target)
+
+
+def _prepare_locked(spec: ModelSpec, target: Path) -> PreparedModel:
     started = time.monotonic()
     print(f"capcal: preparing {spec.name} ({spec.description}) ...", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{spec.name}-gguf-") as work:

@@ -21,6 +21,7 @@ from capcal_models.decoding import (
     SamplingParams,
     StopSequences,
     filter_logits,
+    inverse_cdf,
     resolve_sampling_params,
     sample_tokens,
 )
@@ -53,6 +54,36 @@ def test_inverse_cdf_sampling_draws_from_the_warped_distribution(params):
     counts = torch.bincount(tokens, minlength=300).double()
     _, p_value = chi_square(counts, expected)
     assert p_value > 1e-3
+
+
+@pytest.mark.parametrize("size", [1, 7, 256, 300, 49152])
+def test_inverse_cdf_equals_one_cumulative_sum_and_is_the_same_per_row(size):
+    generator = torch.Generator().manual_seed(size)
+    probs = torch.rand(16, size, generator=generator) ** 4
+    probs[probs < 0.2] = 0.0  # filtered tokens, some whole blocks among them
+    probs[:, : min(size, 300)] *= torch.rand(16, 1, generator=generator) > 0.5
+    probs[:, -1] += 1e-3  # no row without mass
+    probs = probs / probs.sum(dim=-1, keepdim=True)
+    uniforms = torch.rand(16, generator=generator, dtype=torch.float64)
+    uniforms[:3] = torch.tensor([0.0, 1.0 - 2.0**-53, 0.5])
+    cdf = probs.to(torch.float64).cumsum(dim=-1)
+    one_sum = torch.searchsorted(cdf, (uniforms * cdf[:, -1])[:, None], right=True).clamp(max=size - 1)
+    picked = inverse_cdf(probs, uniforms)
+    assert torch.equal(picked, one_sum.squeeze(-1))
+    assert bool((probs.gather(-1, picked[:, None]) > 0).all())
+    alone = torch.cat([inverse_cdf(probs[row : row + 1], uniforms[row : row + 1]) for row in range(16)])
+    assert torch.equal(alone, picked)
+
+
+def test_inverse_cdf_never_returns_a_zero_probability_entry_at_the_edges():
+    """Targets at the very end of the mass, with zero-probability entries after the last positive one in
+    its block and whole empty blocks after it."""
+    probs = torch.zeros(2, 1000)
+    probs[0, [3, 200, 255]] = torch.tensor([0.25, 0.25, 0.5])
+    probs[1, [0, 511]] = torch.tensor([0.5, 0.5])
+    uniforms = torch.tensor([1.0 - 2.0**-53, 1.0 - 2.0**-53], dtype=torch.float64)
+    assert inverse_cdf(probs, uniforms).tolist() == [255, 511]
+    assert inverse_cdf(probs, torch.zeros(2, dtype=torch.float64)).tolist() == [3, 0]
 
 
 def test_sampling_parameters_resolve_like_transformers_generate():

@@ -18,6 +18,7 @@ from capcal_models.kv_cache import (
     PromptPrefix,
     SharedPrefixCache,
     decoding_attention,
+    row_runs,
     shared_prefix_attention,
 )
 
@@ -214,3 +215,74 @@ def test_a_shared_prefix_step_gives_the_full_forward_logits(smollm2_path):
         for row, (prompt, token) in enumerate(rows):
             full = model(input_ids=torch.tensor([prompts[prompt] + [token]])).logits[0, -1]
             torch.testing.assert_close(step[row], full, rtol=1e-4, atol=1e-4)
+
+
+def test_row_runs_group_consecutive_rows_and_give_single_rows_a_neighbour():
+    runs = row_runs([0, 0, 1, 1, 1, 0, 2], [3, 3, 2, 2, 5, 3, 0])
+    assert [(r.prompt, r.generated, r.start, r.rows) for r in runs] == [
+        (0, 3, 0, 2),
+        (1, 2, 2, 2),
+        (1, 5, 4, 1),
+        (0, 3, 5, 1),
+        (2, 0, 6, 1),
+    ]
+    assert [(r.compute_start, r.compute_rows) for r in runs] == [(0, 2), (2, 2), (4, 2), (5, 2), (5, 2)]
+    assert [(r.compute_start, r.compute_rows) for r in row_runs([4], [1])] == [(0, 1)]
+
+
+def _random_cache(shapes, dtype, prompt_lengths, rows, seed):
+    """A one-layer cache of the given (prompt, generated) rows, every tensor drawn from ``seed`` per row so
+    that a row's data does not depend on the others: (cache, query)."""
+    kv_heads, group, head_dim = shapes
+    prefixes = []
+    for prompt, length in enumerate(prompt_lengths):
+        generator = torch.Generator().manual_seed(seed * 1000 + prompt)
+        shape = (1, kv_heads, length, head_dim)
+        keys, values = (torch.randn(shape, generator=generator).to(dtype) for _ in range(2))
+        prefixes.append(PromptPrefix([keys], [values]))
+    width = max(generated for _, generated, _ in rows)
+    cache = SharedPrefixCache.assemble(
+        PrefixStack(prefixes), torch.tensor([prompt for prompt, _, _ in rows]), None, width + 1
+    )
+    queries = []
+    layer = cache.layers[0]
+    for index, (_, generated, row_seed) in enumerate(rows):
+        generator = torch.Generator().manual_seed(row_seed)
+        shape = (kv_heads, generated, head_dim)
+        layer.key_buffer[index, :, width - generated : width] = torch.randn(shape, generator=generator)
+        layer.value_buffer[index, :, width - generated : width] = torch.randn(shape, generator=generator)
+        queries.append(torch.randn(kv_heads * group, 1, head_dim, generator=generator))
+    layer._set_length(width)
+    cache._generated_at_start = torch.tensor([generated for _, generated, _ in rows])
+    cache._length_at_start = width
+    return cache, torch.stack(queries).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("shapes", [(3, 3, 64), (1, 4, 256)], ids=["smollm2", "gemma3"])
+def test_a_row_attends_the_same_in_runs_of_any_size_and_position(dtype, shapes):
+    """The row (prompt 0, ``generated`` tokens, seed 99) among 1-21 rows like it, first, last or between
+    other rows: its output is bit-for-bit the same. Covers the tiny sizes at which torch's CPU ``bmm`` picks
+    another kernel for a batch of one."""
+    target_seed = 99
+    for prompt_length in (1, 2, 3, 5, 8, 31, 110):
+        for generated in (0, 1, 2, 3, 7, 20):
+            outputs = []
+            for same, before, after in (
+                (1, 0, 1),
+                (1, 1, 0),
+                (1, 2, 2),
+                (2, 0, 1),
+                (3, 1, 0),
+                (5, 2, 3),
+                (16, 0, 0),
+                (21, 1, 2),
+            ):
+                rows = [(1, 4, 10 + i) for i in range(before)] + [
+                    (0, generated, target_seed + i) for i in range(same)
+                ]
+                rows += [(1, 6, 50 + i) for i in range(after)]
+                cache, query = _random_cache(shapes, dtype, [prompt_length, 9], rows, seed=1)
+                outputs.append(_attend(cache, query, 0)[before])
+            for output in outputs[1:]:
+                assert torch.equal(output, outputs[0]), (prompt_length, generated)

@@ -7,10 +7,13 @@ or ``$CAPCAL_VLLM_VENV``. The tests start vLLM there as a subprocess and stop it
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -38,15 +41,18 @@ def vllm_python() -> Path:
 
 
 def vllm_environment(scratch: Path) -> dict[str, str]:
-    """Environment for a vLLM process: CPU KV cache size, caches and temporary files under ``scratch``, no
-    usage statistics, offline, one OpenMP thread."""
+    """Environment for a vLLM process: CPU KV cache size, caches under ``scratch``, no usage statistics,
+    offline, one OpenMP thread. Temporary files go to a short folder of their own: vLLM puts its ZMQ sockets
+    there, and a socket path may not exceed 107 characters (pytest-xdist's ``tmp_path`` can)."""
     scratch.mkdir(parents=True, exist_ok=True)
+    temporary = tempfile.mkdtemp(prefix="capcal-vllm-")
+    atexit.register(shutil.rmtree, temporary, True)
     environment = dict(os.environ)
     environment.update(
         VLLM_CPU_KVCACHE_SPACE="1",
         VLLM_CACHE_ROOT=str(scratch / "vllm-cache"),
         TORCHINDUCTOR_CACHE_DIR=str(scratch / "inductor-cache"),
-        TMPDIR=str(scratch),
+        TMPDIR=temporary,
         VLLM_NO_USAGE_STATS="1",
         DO_NOT_TRACK="1",
         HF_HUB_OFFLINE="1",
