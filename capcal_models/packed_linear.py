@@ -4,9 +4,8 @@ A decoding step multiplies a few dozen rows by every weight matrix of the model.
 weight matrix on every call; ``cblas_sgemm_pack`` packs it once (``torch.ops.mkl._mkl_reorder_linear_weight``)
 and ``torch.ops.mkl._mkl_linear`` multiplies with the packed copy. For the packed row count the products have
 the same bits as ``torch.nn.functional.linear`` (probed per layer shape before use; see ``packing_is_exact``),
-so packing changes the speed of capcal-hf's decoding and none of its samples. On the machine of 2026-11-23 it
-took 15-45% off the products of SmolLM2's layers at 64 rows (``benchmarks/sampling_throughput.py`` shows the
-effect on a whole run).
+so packing changes the speed of capcal-hf's decoding and none of its samples (on the machine of 2026-11-23,
+64 rows of SmolLM2: 15.2 s -> 13.0 s for a whole run, ``benchmarks/decoding_profile.py --no-packing``).
 
 The packed copies take about as much memory as the weights, so they are made only when they fit in a quarter
 of the memory available (``MemAvailable``), and dropped when the ``packed_linears`` block ends.
