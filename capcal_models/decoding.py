@@ -216,9 +216,8 @@ def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     In two levels, so that a large vocabulary costs one pass over ``probs``: the sums of blocks of
     ``CDF_BLOCK`` entries (summed in the dtype of ``probs``, accumulated in float64) locate the block, a
     float64 cumulative sum inside that block locates the entry. (``torch.multinomial`` accumulates the whole
-    vocabulary in float32.) A
-    zero-probability entry is never returned (where rounding puts the target past a block's own total, the
-    block's last positive entry is). Each row is computed on its own values only.
+    vocabulary in float32.) A zero-probability entry is never returned (where rounding puts the target past a
+    block's own total, the block's last positive entry is). Each row is computed on its own values only.
     """
     rows, size = probs.shape
     blocks = -(-size // CDF_BLOCK)

@@ -251,7 +251,7 @@ def fixed_rows_bmm(left: torch.Tensor, right: torch.Tensor, rows: int) -> torch.
     CPU matrix-product kernels are chosen by the matrix sizes, and different kernels round differently; with
     the row count fixed, a row of a prompt's queries gets the same bits whichever rows share its product.
     """
-    batch, total, inner = left.shape
+    total = left.shape[1]
     chunks = -(-total // rows)
     if chunks * rows != total:
         left = torch.nn.functional.pad(left, (0, 0, 0, chunks * rows - total))

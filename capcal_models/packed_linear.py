@@ -49,7 +49,9 @@ def packing_is_exact(shapes: list[tuple[int, int]], rows: int) -> bool:
     if key not in _EXACT:
         exact = torch.backends.mkl.is_available()
         generator = torch.Generator().manual_seed(0)
-        for in_features, out_features in key[0] if exact else ():
+        for in_features, out_features in key[0]:
+            if not exact:
+                break
             weight = torch.randn(min(out_features, 2048), in_features, generator=generator)
             inputs = torch.randn(rows, in_features, generator=generator)
             try:
@@ -63,8 +65,6 @@ def packing_is_exact(shapes: list[tuple[int, int]], rows: int) -> bool:
                 )
             except (RuntimeError, AttributeError):
                 exact = False
-            if not exact:
-                break
         _EXACT[key] = exact
     return _EXACT[key]
 
