@@ -279,8 +279,9 @@ def measure(backend: str, slice_name: str, settings: Settings, tokenizer) -> Mea
 
 def forward_ceiling(settings: Settings, tokens_per_row: int = 64) -> dict:
     """Tokens/s of one plain batched forward pass (batch_size x tokens_per_row random tokens, best of 2), and
-    of one decoding-like step (batch_size rows x 1 token without a cache, logits of every row, best of 3):
-    what any decoder pays per generated token for the model's matrix products alone."""
+    of one decoding-like step (batch_size rows x 1 token without a cache, logits of every row, best of 3),
+    and of the weight products alone of one step of batch_size and of half as many rows (MKL-packed as
+    capcal-hf packs them): what any decoder of this model pays per generated token before attention."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -304,6 +305,10 @@ def forward_ceiling(settings: Settings, tokens_per_row: int = 64) -> dict:
             start = time.perf_counter()
             model(input_ids=decode_input, use_cache=False)
             decode_best = min(decode_best, time.perf_counter() - start)
+    linear_products = {
+        rows: rows / _linear_products_seconds(model, rows)
+        for rows in sorted({settings.batch_size, max(1, settings.batch_size // 2)}, reverse=True)
+    }
     return {
         "batch_size": settings.batch_size,
         "tokens_per_row": tokens_per_row,
@@ -314,7 +319,33 @@ def forward_ceiling(settings: Settings, tokens_per_row: int = 64) -> dict:
         # One decoding step's bound: batch_size rows x 1 token, all logits, no earlier tokens to attend to.
         "decode_step_seconds": decode_best,
         "decode_step_tokens_per_second": settings.batch_size / decode_best,
+        # The weight products alone of one step of that many rows (MKL-packed where capcal-hf packs).
+        "linear_products_tokens_per_second": linear_products,
     }
+
+
+def _linear_products_seconds(model, rows: int) -> float:
+    """Seconds of every ``nn.Linear`` product of one decoding step of ``rows`` rows (random inputs, best of
+    3), with the weights MKL-packed as capcal-hf's decoding packs them: the part of a step that no decoder of
+    this model in this dtype avoids; attention, norms and sampling come on top."""
+    import torch
+
+    from capcal_models.decoding import batch_invariant_rows
+    from capcal_models.packed_linear import packed_linears
+
+    linears = [module for module in model.modules() if isinstance(module, torch.nn.Linear)]
+    generator = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(rows, 1, m.in_features, generator=generator).to(m.weight) for m in linears]
+    floor = batch_invariant_rows(model)
+    best = float("inf")
+    with torch.inference_mode(), packed_linears(model, rows, max(2, floor)):
+        for attempt in range(5):  # the second call packs the weights
+            start = time.perf_counter()
+            for module, row_inputs in zip(linears, inputs, strict=True):
+                module(row_inputs)
+            if attempt >= 2:
+                best = min(best, time.perf_counter() - start)
+    return best
 
 
 def machine() -> dict:
@@ -381,6 +412,11 @@ def print_table(measurements: list[Measurement], ceiling: dict | None) -> None:
             f"{ceiling['decode_step_tokens_per_second']:.1f} tok/s "
             f"({ceiling['decode_step_tokens_per_second'] / ceiling['tokens_per_second']:.0%} of the ceiling)"
         )
+        for rows, rate in ceiling.get("linear_products_tokens_per_second", {}).items():
+            print(
+                f"weight products alone, one step of {rows} rows (MKL-packed): {rate:.1f} tok/s "
+                f"({rate / ceiling['tokens_per_second']:.0%} of the ceiling)"
+            )
 
 
 def main(argv: list[str] | None = None) -> dict:

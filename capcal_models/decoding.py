@@ -34,7 +34,7 @@ import torch
 from transformers import DynamicCache
 
 from capcal_models.kv_cache import PrefixStack, PromptPrefix, SharedPrefixCache, decoding_attention
-from capcal_models.packed_linear import packed_linears
+from capcal_models.packed_linear import packed_linears, row_buckets
 
 __all__ = [
     "TRANSFORMERS_SAMPLING_DEFAULTS",
@@ -420,7 +420,8 @@ class _Sampler:
 
     def run(self, jobs: Sequence[PromptJob]) -> None:
         samples = sum(len(job.seeds) for job in jobs)
-        with packed_linears(self.model, max(self.min_rows, min(self.max_rows, samples))):
+        rows = max(self.min_rows, min(self.max_rows, samples))
+        with packed_linears(self.model, row_buckets(rows, self.min_rows), self.min_rows):
             self._run(jobs)
 
     def _run(self, jobs: Sequence[PromptJob]) -> None:

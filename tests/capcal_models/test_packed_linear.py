@@ -1,9 +1,11 @@
 """capcal_models.packed_linear: MKL-packed weights give the plain layers' bits, and only inside the block.
 
-- inside ``packed_linears``, a model's output for inputs of the packed row count (and of other row counts) is
-  bit-for-bit its output without packing, and the layers run the packed product (counted);
-- after the block, the layers are plain again (no packed copy kept);
-- with autograd on, or a dtype MKL cannot pack, nothing is packed.
+- inside ``packed_linears``, a model's output for every row count from the batch-invariance floor to the
+  largest bucket (padded to its bucket) is bit-for-bit its output without packing, and the layers run the
+  packed product once the bucket is packed (counted: at the largest bucket's first use, a smaller one's
+  ``PACK_AFTER_USES``-th); other row counts run the plain product;
+- ``row_buckets``: ascending, within [min_rows, rows], every count in range padded by less than a third;
+- no packed copy beyond the memory budget, none kept after the block, none with autograd or in bfloat16.
 """
 
 from __future__ import annotations
@@ -11,9 +13,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from capcal_models.packed_linear import packed_linears, packing_is_exact
+from capcal_models import packed_linear
+from capcal_models.decoding import batch_invariant_rows
+from capcal_models.packed_linear import PACK_AFTER_USES, packed_linears, packing_is_exact, row_buckets
 
 pytestmark = pytest.mark.skipif(not torch.backends.mkl.is_available(), reason="needs torch with MKL")
+
+SHAPES = [(96, 256), (256, 96), (96, 5000)]
 
 
 def _model() -> torch.nn.Module:
@@ -26,35 +32,96 @@ def _model() -> torch.nn.Module:
     ).eval()
 
 
-def test_packed_layers_give_the_plain_bits_for_every_row_count(monkeypatch):
-    if not packing_is_exact([(96, 256), (256, 96), (96, 5000)], 24):
-        pytest.skip("MKL's packed product does not give F.linear's bits here: capcal-hf does not pack")
+@pytest.fixture
+def packed_calls(monkeypatch) -> list[int]:
+    """The row count of every packed product taken."""
+    calls: list[int] = []
+    product = torch.ops.mkl._mkl_linear
+    monkeypatch.setattr(
+        torch.ops.mkl,
+        "_mkl_linear",
+        lambda inputs, *args: calls.append(inputs.shape[0]) or product(inputs, *args),
+        raising=False,
+    )
+    return calls
+
+
+def test_packed_layers_give_the_plain_bits_for_every_row_count(packed_calls):
     model = _model()
-    inputs = torch.randn(24, 1, 96, generator=torch.Generator().manual_seed(1))
+    floor = batch_invariant_rows(model)
+    buckets = row_buckets(max(24, floor), floor)
+    if not all(packing_is_exact(SHAPES, bucket) for bucket in buckets):
+        pytest.skip("MKL's packed product does not give F.linear's bits here: capcal-hf does not pack")
+    counts = [1, floor - 1, *range(floor, buckets[-1] + 1), buckets[-1] + 3]
+    counts = [count for count in counts if count >= 1]
+    inputs = torch.randn(max(counts), 1, 96, generator=torch.Generator().manual_seed(1))
+    packed_calls.clear()  # the probes' products
     with torch.inference_mode():
-        plain = [model(inputs[:rows]) for rows in (24, 7, 1)]
-        calls = []
-        packed_product = torch.ops.mkl._mkl_linear
-        monkeypatch.setattr(
-            torch.ops.mkl,
-            "_mkl_linear",
-            lambda *args: calls.append(1) or packed_product(*args),
-            raising=False,
-        )
-        with packed_linears(model, 24) as packed:
+        plain = {count: model(inputs[:count]) for count in counts}
+        with packed_linears(model, buckets, floor) as packed:
             assert packed
-            inside = [model(inputs[:rows]) for rows in (24, 7, 1)]
-        assert len(calls) == 3  # the three layers, at 24 rows only
-        after = model(inputs[:24])
-    for expected, got in zip(plain, inside, strict=True):
-        assert torch.equal(expected, got)
-    assert torch.equal(after, plain[0])
-    assert all("capcal_packed_weight" not in m.__dict__ and "forward" not in m.__dict__ for m in model)
+            passes = [{count: model(inputs[:count]) for count in counts} for _ in range(PACK_AFTER_USES)]
+        after = model(inputs[: buckets[-1]])
+    for outputs in passes:
+        assert all(torch.equal(outputs[count], plain[count]) for count in counts)
+    # a count in range runs at its bucket's rows, packed from the largest bucket's first use and a smaller
+    # bucket's PACK_AFTER_USES-th use on (three layers each)
+    uses: dict[int, int] = {}
+    expected = []
+    for count in counts * PACK_AFTER_USES:
+        if floor <= count <= buckets[-1]:
+            bucket = next(b for b in buckets if b >= count)
+            uses[bucket] = uses.get(bucket, 0) + 1
+            threshold = 1 if bucket == buckets[-1] else PACK_AFTER_USES
+            expected += [bucket] * 3 if uses[bucket] >= threshold else []
+    assert packed_calls == expected and len(set(expected)) == len(buckets)
+    assert torch.equal(after, plain[buckets[-1]])
+    assert all("capcal_packed" not in m.__dict__ and "forward" not in m.__dict__ for m in model)
+
+
+def test_no_copy_beyond_the_memory_budget(monkeypatch, packed_calls):
+    model = _model()
+    floor = batch_invariant_rows(model)
+    inputs = torch.randn(floor, 1, 96, generator=torch.Generator().manual_seed(2))
+    monkeypatch.setattr(packed_linear, "_available_bytes", lambda: 4 * 300_000)  # room for the two small
+    if not packing_is_exact(SHAPES, floor):
+        pytest.skip("MKL's packed product does not give F.linear's bits here: capcal-hf does not pack")
+    packed_calls.clear()  # the probes' products
+    with torch.inference_mode():
+        plain = model(inputs)
+        with packed_linears(model, [floor], floor):
+            outputs = [model(inputs) for _ in range(3)]
+    assert all(torch.equal(output, plain) for output in outputs)
+    assert packed_calls == [floor, floor] * 3  # the 96 x 5000 layer (1.9 MB) is never packed
+
+
+@pytest.mark.parametrize(("rows", "min_rows"), [(64, 16), (96, 16), (17, 16), (64, 2), (5, 2), (256, 4)])
+def test_row_buckets_cover_the_range_with_little_padding(rows, min_rows):
+    buckets = row_buckets(rows, min_rows)
+    assert buckets == sorted(set(buckets)) and buckets[-1] == rows and buckets[0] >= min_rows
+    for count in range(min_rows, rows + 1):
+        bucket = next(b for b in buckets if b >= count)
+        assert 3 * (bucket - count) < bucket, (count, bucket)
 
 
 def test_nothing_is_packed_with_autograd_or_in_bfloat16():
     model = _model()
-    with packed_linears(model, 8) as packed:
+    with packed_linears(model, 8, 1) as packed:
         assert not packed
-    with torch.inference_mode(), packed_linears(model.to(torch.bfloat16), 8) as packed:
+    with torch.inference_mode(), packed_linears(model.to(torch.bfloat16), 8, 1) as packed:
         assert not packed
+
+
+def test_at_most_max_copies_of_the_weights(packed_calls):
+    model = _model()
+    floor = batch_invariant_rows(model)
+    buckets = list(range(floor, floor + packed_linear.MAX_COPIES + 2))
+    if not all(packing_is_exact(SHAPES, bucket) for bucket in buckets):
+        pytest.skip("MKL's packed product does not give F.linear's bits here: capcal-hf does not pack")
+    packed_calls.clear()
+    inputs = torch.randn(buckets[-1], 1, 96, generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode(), packed_linears(model, buckets, floor):
+        for _ in range(PACK_AFTER_USES):
+            for rows in buckets[::-1]:
+                model(inputs[:rows])
+    assert sorted(set(packed_calls), reverse=True) == buckets[::-1][: packed_linear.MAX_COPIES]
