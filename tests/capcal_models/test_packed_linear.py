@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -125,3 +127,38 @@ def test_at_most_max_copies_of_the_weights(packed_calls):
             for rows in buckets[::-1]:
                 model(inputs[:rows])
     assert sorted(set(packed_calls), reverse=True) == buckets[::-1][: packed_linear.MAX_COPIES]
+
+
+@pytest.mark.slow
+def test_real_model_samples_are_the_same_without_packing(
+    smollm2_path, shared_data, monkeypatch, packed_calls
+):
+    """SmolLM2 decoding 4 GSM8K prompts x 12 samples at batch size 36: the full batch, then the last
+    prompt's rows (smaller buckets) and rows that finished; with packing and without, the same samples."""
+    import json
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from capcal_models import decoding
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_path)
+    model = AutoModelForCausalLM.from_pretrained(smollm2_path, dtype=torch.float32).eval()
+    lines = (shared_data / "gsm8k" / "test.jsonl").read_text(encoding="utf-8").splitlines()[:4]
+
+    def sample() -> list[list[list[int]]]:
+        jobs = []
+        for index, line in enumerate(lines):
+            prompt = tokenizer(json.loads(line)["question"])["input_ids"]
+            jobs.append(decoding.PromptJob(prompt, list(range(index * 12, (index + 1) * 12))))
+        params = decoding.SamplingParams(do_sample=True, temperature=1.0, top_k=None)
+        decoding.sample_continuations(model, jobs, params, 32, None, {tokenizer.eos_token_id}, 36)
+        return [job.outputs for job in jobs]
+
+    packed = sample()
+    buckets_used = set(packed_calls)
+    monkeypatch.setattr(decoding, "packed_linears", lambda *args: contextlib.nullcontext(False))
+    plain = sample()
+    assert packed == plain
+    shapes = [(m.in_features, m.out_features) for m in model.modules() if type(m) is torch.nn.Linear]
+    if packing_is_exact(shapes, 36):
+        assert len(buckets_used) >= 2, buckets_used  # the full batch and at least one smaller bucket
