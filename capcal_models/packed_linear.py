@@ -97,7 +97,6 @@ class _Packing:
     def __init__(self, buckets: list[int], min_rows: int, shapes: list[tuple[int, int]], budget: int) -> None:
         self.buckets, self.min_rows, self.shapes, self.budget = buckets, min_rows, shapes, budget
         self.usable: dict[int, bool] = {}
-        self.copies: dict[int, list[torch.nn.Linear]] = {}
 
     def bucket(self, rows: int) -> int | None:
         """The bucket that runs an input of ``rows`` rows, or None (plain ``F.linear``)."""
