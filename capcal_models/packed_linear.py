@@ -85,9 +85,9 @@ def row_buckets(rows: int, min_rows: int) -> list[int]:
     buckets, size = set(), rows
     while size >= min_rows:
         buckets.update(b for b in (size, -(-3 * size // 4)) if b >= min_rows)
-        size = -(-size // 2)
         if size == 1:
             break
+        size = -(-size // 2)
     return sorted(buckets)
 
 

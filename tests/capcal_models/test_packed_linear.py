@@ -97,7 +97,9 @@ def test_no_copy_beyond_the_memory_budget(monkeypatch, packed_calls):
     assert packed_calls == [floor, floor] * 3  # the 96 x 5000 layer (1.9 MB) is never packed
 
 
-@pytest.mark.parametrize(("rows", "min_rows"), [(64, 16), (96, 16), (17, 16), (64, 2), (5, 2), (256, 4)])
+@pytest.mark.parametrize(
+    ("rows", "min_rows"), [(64, 16), (96, 16), (17, 16), (64, 2), (5, 2), (256, 4), (4, 1), (1, 1)]
+)
 def test_row_buckets_cover_the_range_with_little_padding(rows, min_rows):
     buckets = row_buckets(rows, min_rows)
     assert buckets == sorted(set(buckets)) and buckets[-1] == rows and buckets[0] >= min_rows
