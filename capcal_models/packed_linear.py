@@ -80,8 +80,8 @@ def packing_is_exact(shapes: list[tuple[int, int]], rows: int) -> bool:
 
 def row_buckets(rows: int, min_rows: int) -> list[int]:
     """The row counts to pack for steps of at most ``rows`` rows: ``rows``, 3/4 and 1/2 of it, then 3/4 and
-    1/2 of that and so on (rounded up), none below ``min_rows``; ascending. An input is padded by at most a
-    third of its rows."""
+    1/2 of that and so on (rounded up), none below ``min_rows``; ascending. Less than a third of a padded
+    product's rows are padding (33 rows run at 48)."""
     buckets, size = set(), rows
     while size >= min_rows:
         buckets.update(b for b in (size, -(-3 * size // 4)) if b >= min_rows)
