@@ -2,10 +2,11 @@
 
 Runs capcal-hf's decoding loop directly (no lm-eval around it) on the first ``--questions`` GSM8K test
 questions with SmolLM2's chat template, k samples each, and prints the wall and CPU time, the generated
-tokens, the time spent in the shared-prefix attention and in drawing tokens, and this machine's two
-references (the prefill ceiling and one decoding step, as in ``sampling_throughput.py``). ``--repo`` runs the
-capcal code of another checkout (to compare commits side by side); ``--no-packing`` decodes without
-MKL-packed weights. Profiling numbers; the backend comparison is ``sampling_throughput.py``.
+tokens, the time spent in the shared-prefix attention, in drawing tokens and in the layers' weight products
+(``nn.Linear``), and this machine's two references (the prefill ceiling and one decoding step, as in
+``sampling_throughput.py``). ``--repo`` runs the capcal code of another checkout (to compare commits side by
+side); ``--no-packing`` decodes without MKL-packed weights, ``--packing`` with them on any CPU (capcal-hf
+packs on Intel CPUs only). Profiling numbers; the backend comparison is ``sampling_throughput.py``.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/decoding_profile.py --questions 4 --k 16
 """
@@ -44,7 +45,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--repo", default=str(REPO), help="the capcal checkout to profile (default: this one)"
     )
-    parser.add_argument("--no-packing", action="store_true", help="decode without MKL-packed weights")
+    packing = parser.add_mutually_exclusive_group()
+    packing.add_argument("--no-packing", action="store_true", help="decode without MKL-packed weights")
+    packing.add_argument(
+        "--packing",
+        action="store_true",
+        help="decode with MKL-packed weights on any CPU (default: Intel only)",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     sys.path.insert(0, str(Path(args.repo).resolve()))
@@ -68,13 +75,19 @@ def main(argv: list[str] | None = None) -> dict:
         )
         jobs.append(decoding.PromptJob(list(prompt), list(range(index * args.k, (index + 1) * args.k))))
 
-    totals = {"attention": 0.0, "sampling": 0.0}
+    totals = {"attention": 0.0, "sampling": 0.0, "products": 0.0}
     AttentionInterface.register(
         kv_cache.ATTENTION_NAME, _timed(kv_cache.shared_prefix_attention, totals, "attention")
     )
     decoding.sample_tokens = _timed(decoding.sample_tokens, totals, "sampling")
+    torch.nn.Linear.forward = _timed(torch.nn.Linear.forward, totals, "products")
+    packed_linear = sys.modules.get("capcal_models.packed_linear")
+    if packed_linear is not None:
+        packed_linear._packed_forward = _timed(packed_linear._packed_forward, totals, "products")
     if args.no_packing and hasattr(decoding, "packed_linears"):
         decoding.packed_linears = lambda *args: contextlib.nullcontext(False)
+    if args.packing and hasattr(decoding, "packing_pays"):
+        decoding.packing_pays = lambda: True
     params = decoding.SamplingParams(do_sample=True, temperature=1.0, top_k=None)
     start, start_cpu = time.perf_counter(), time.process_time()
     decoding.sample_continuations(
@@ -82,6 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
     tokens = sum(len(output) for job in jobs for output in job.outputs)
+    products = totals["products"]  # before the references below, which run the layers too
 
     generator = torch.Generator().manual_seed(0)
     input_ids = torch.randint(0, model.config.vocab_size, (args.batch_size, 64), generator=generator)
@@ -90,7 +104,7 @@ def main(argv: list[str] | None = None) -> dict:
         step = min(_seconds(lambda: model(input_ids=input_ids[:, :1], use_cache=False)) for _ in range(3))
     result = {
         "repo": str(Path(args.repo).resolve()),
-        "packing": not args.no_packing,
+        "packing": args.packing or (not args.no_packing and getattr(decoding, "packing_pays", bool)()),
         "questions": args.questions,
         "k": args.k,
         "wall_seconds": wall,
@@ -99,12 +113,14 @@ def main(argv: list[str] | None = None) -> dict:
         "tokens_per_second": tokens / wall,
         "attention_seconds": totals["attention"],
         "sampling_seconds": totals["sampling"],
+        "products_seconds": products,
         "ceiling_tokens_per_second": args.batch_size * 64 / ceiling,
         "decode_step_tokens_per_second": args.batch_size / step,
     }
     print(
         f"wall {wall:.1f} s (CPU {cpu:.1f} s), {tokens} tokens, {tokens / wall:.1f} tok/s; attention "
-        f"{totals['attention']:.1f} s, sampling {totals['sampling']:.1f} s; ceiling "
+        f"{totals['attention']:.1f} s, sampling {totals['sampling']:.1f} s, weight products "
+        f"{products:.1f} s; ceiling "
         f"{result['ceiling_tokens_per_second']:.1f} tok/s, one decoding step "
         f"{result['decode_step_tokens_per_second']:.1f} tok/s"
     )

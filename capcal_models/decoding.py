@@ -10,8 +10,8 @@
   distribution, so a sample does not depend on what else is in the batch (the logits do not either, to the
   last bit: attention products in ``kv_cache`` whose shapes do not depend on the other rows, and every step
   runs at least ``batch_invariant_rows(model)`` rows, the fewest from which the machine's matrix products
-  give every row the same bits; on CPU the layers multiply with MKL-packed weights, which give the same bits:
-  ``packed_linear``);
+  give every row the same bits; on Intel CPUs the layers multiply with MKL-packed weights, which give the
+  same bits: ``packed_linear``);
 - a row stops at an EOS token, at ``max_new_tokens`` or when a stop sequence appears in its last tokens;
   finished rows leave the batch and queued rows take their place (between steps, when at least an eighth of
   the rows have finished); ``on_samples_done`` receives the samples that finished at each step (capcal-hf
@@ -34,7 +34,7 @@ import torch
 from transformers import DynamicCache
 
 from capcal_models.kv_cache import PrefixStack, PromptPrefix, SharedPrefixCache, decoding_attention
-from capcal_models.packed_linear import packed_linears, row_buckets
+from capcal_models.packed_linear import packed_linears, packing_pays, row_buckets
 
 __all__ = [
     "TRANSFORMERS_SAMPLING_DEFAULTS",
@@ -421,6 +421,9 @@ class _Sampler:
     def run(self, jobs: Sequence[PromptJob]) -> None:
         samples = sum(len(job.seeds) for job in jobs)
         rows = max(self.min_rows, min(self.max_rows, samples))
+        if not packing_pays():
+            self._run(jobs)
+            return
         with packed_linears(self.model, row_buckets(rows, self.min_rows), self.min_rows):
             self._run(jobs)
 

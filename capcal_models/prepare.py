@@ -265,8 +265,11 @@ def prepare_model(name: str, force: bool = False) -> PreparedModel:
         return PreparedModel(spec.name, target, json.loads(manifest_file.read_text()))
     target.parent.mkdir(parents=True, exist_ok=True)
     # One preparation at a time per model (parallel test workers, two shells): a second caller waits and
-    # then reuses the first one's result instead of replacing the folder while the first one reads it.
-    with (target.parent / f".{spec.name}.lock").open("w") as lock:
+    # then reuses the first one's result instead of replacing the folder while the first one reads it. The
+    # lock file stays (removing it would race with a waiting caller), outside the models folder.
+    locks = capcal_home() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with (locks / f"prepare-{spec.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if manifest_file.is_file() and not force:
             return PreparedModel(spec.name, target, json.loads(manifest_file.read_text()))
