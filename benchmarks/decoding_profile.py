@@ -104,7 +104,13 @@ def main(argv: list[str] | None = None) -> dict:
         step = min(_seconds(lambda: model(input_ids=input_ids[:, :1], use_cache=False)) for _ in range(3))
     result = {
         "repo": str(Path(args.repo).resolve()),
-        "packing": args.packing or (not args.no_packing and getattr(decoding, "packing_pays", bool)()),
+        # a checkout from before packing_pays packed on every CPU
+        "packing": args.packing
+        or (
+            not args.no_packing
+            and hasattr(decoding, "packed_linears")
+            and getattr(decoding, "packing_pays", lambda: True)()
+        ),
         "questions": args.questions,
         "k": args.k,
         "wall_seconds": wall,

@@ -39,24 +39,25 @@ MAX_COPIES = 3  # packed copies of the weights at most, whatever the memory avai
 _EXACT: dict[tuple, bool] = {}
 
 
-def _available_bytes() -> int | None:
+def _proc_field(path: str, name: str) -> str | None:
+    """The value of the line ``name: value`` in a /proc file (its first such line), or None."""
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
+        for line in Path(path).read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == name:
+                return value.strip()
     except OSError:
         return None
     return None
+
+
+def _available_bytes() -> int | None:
+    value = _proc_field("/proc/meminfo", "MemAvailable")
+    return None if value is None else int(value.split()[0]) * 1024
 
 
 def _cpu_vendor() -> str | None:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("vendor_id"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        return None
-    return None
+    return _proc_field("/proc/cpuinfo", "vendor_id")
 
 
 def packing_pays() -> bool:
