@@ -83,3 +83,48 @@ def test_simple_evaluate_runs_capcal_hf_after_import_capcal_models(smollm2_path)
         "print(json.dumps({'hf': 'hf' in MODEL_REGISTRY, 'n': n}))\n"
     )
     assert json.loads(_python(code).splitlines()[-1]) == {"hf": True, "n": 16}  # the task's k = 16
+
+
+def _model_entry_points() -> dict[str, str]:
+    from importlib.metadata import entry_points
+
+    return {entry.name: entry.value for entry in entry_points(group="lm_eval.models")}
+
+
+def test_model_entry_points_declare_one_class_per_alias():
+    """lm-eval's plugin loader (after 0.4.13) reads ``lm_eval.models`` as alias -> "module:Class": every capcal
+    alias is declared, with the target of ``WRAPPERS``, and no entry names anything else (e.g. a function)."""
+    capcal_entries = {
+        name: value for name, value in _model_entry_points().items() if value.startswith("capcal_models.")
+    }
+    assert capcal_entries == WRAPPERS
+
+
+@pytest.mark.parametrize("name", sorted(WRAPPERS))
+def test_each_model_entry_point_loads_the_class_lm_eval_registers(name):
+    from importlib.metadata import entry_points
+
+    (entry,) = [entry for entry in entry_points(group="lm_eval.models") if entry.name == name]
+    if importlib.util.find_spec("vllm") is None and name == "capcal-vllm":
+        # vLLM lives in its own environment (.venv-vllm): the module cannot be imported here, so check that
+        # the entry's module defines the class it names (tests/capcal_models/test_vllm.py loads it there).
+        spec = importlib.util.find_spec(entry.module)
+        assert spec is not None and spec.origin is not None
+        assert f"class {entry.attr}(" in Path(spec.origin).read_text(encoding="utf-8")
+        return
+    loaded = entry.load()
+    from lm_eval.api.model import LM
+    from lm_eval.api.registry import get_model
+
+    register_models()
+    assert isinstance(loaded, type) and issubclass(loaded, LM)
+    assert get_model(name) is loaded
+
+
+def test_task_entry_point_names_capcal_tasks_folder():
+    from importlib.metadata import entry_points
+
+    from capcal_tasks import tasks_dir
+
+    (entry,) = [entry for entry in entry_points(group="lm_eval.tasks") if entry.name == "capcal"]
+    assert Path(entry.load()()) == Path(tasks_dir())
