@@ -92,7 +92,7 @@ def _model_entry_points() -> dict[str, str]:
 
 
 def test_model_entry_points_declare_one_class_per_alias():
-    """lm-eval's plugin loader (after 0.4.13) reads ``lm_eval.models`` as alias -> "module:Class": every capcal
+    """lm-eval's plugin loader (after 0.4.13) reads ``lm_eval.models`` as alias -> "module:Class": each capcal
     alias is declared, with the target of ``WRAPPERS``, and no entry names anything else (e.g. a function)."""
     capcal_entries = {
         name: value for name, value in _model_entry_points().items() if value.startswith("capcal_models.")
