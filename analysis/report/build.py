@@ -370,11 +370,14 @@ def build_report(
     activations_dir: str | Path | None = None,
     options: ReportOptions | None = None,
     title: str = "capcal report",
+    *,
+    notices: Sequence[str] = (),
 ) -> ReportFiles:
     """Write the report for the lm-eval output folders ``output_dirs`` into ``report_dir``.
 
     ``activations_dir`` overrides the activations folder named in the sampling runs' metadata (capcal-hf's
-    ``activations=DIR``).
+    ``activations=DIR``). ``notices`` are warnings about the inputs found by the caller (e.g. a missing
+    activations folder); they are shown, escaped, in the summary's warnings.
     """
     options = options or ReportOptions()
     data = load_report_data(output_dirs, options.select)
@@ -382,6 +385,8 @@ def build_report(
     targets = _targets(data.confidences)
     activations = Path(activations_dir) if activations_dir else None
     sections: list[ReportSection] = [overview_section(data, relations)]
+    if notices:
+        sections.insert(0, ReportSection(title="Summary", notes=[f"warning: {n}" for n in notices]))
     evaluations: dict[tuple[str, str], tuple[pd.DataFrame, list[str]]] = {}
     pairs = data.questions[["model_id", "task"]].drop_duplicates()
     for model, task in pairs.itertuples(index=False):
