@@ -14,7 +14,7 @@ every confidence is drawn i.i.d. from U(0, 1).
 """
 
 from .binning import ReliabilityDiagram, assign_bins, equal_width_bin_edges, reliability_diagram
-from .bootstrap import BootstrapCI, bootstrap_ci, bootstrap_cis
+from .bootstrap import BootstrapCI, bootstrap_ci, bootstrap_cis, bootstrap_differences
 from .brier import brier_score, corrected_capability_brier_score, random_baseline_brier_score
 from .consistency import LeakageFreeConsistency, leakage_free_consistency, modal_count, response_consistency
 from .correlation import pearson_correlation, spearman_correlation
@@ -48,6 +48,7 @@ __all__ = [
     "average_precision",
     "bootstrap_ci",
     "bootstrap_cis",
+    "bootstrap_differences",
     "brier_score",
     "corrected_capability_brier_score",
     "equal_width_bin_edges",

@@ -42,7 +42,7 @@ from . import brier, correlation, ece, ranking, selective
 from ._kernels import Kernel, Workspace
 from .validation import UndefinedMetricWarning, check_fraction, check_integer, check_same_length
 
-__all__ = ["BootstrapCI", "bootstrap_ci", "bootstrap_cis"]
+__all__ = ["BootstrapCI", "bootstrap_ci", "bootstrap_cis", "bootstrap_differences"]
 
 # Public metric -> its kernel factory: (workspace, same arguments) -> ``evaluate()`` (see _kernels).
 _KERNEL_FACTORIES: dict[Callable[..., Any], Callable[..., Kernel]] = {
@@ -138,13 +138,7 @@ def bootstrap_cis(
 
     Returns ``{name: BootstrapCI(estimate, low, high)}`` in the order of ``metrics``.
     """
-    if not isinstance(metrics, Mapping) or not metrics:
-        raise ValueError("metrics must be a non-empty mapping name -> (metric_fn, arrays)")
-    for name, spec in metrics.items():
-        if not (isinstance(spec, tuple) and len(spec) == 2 and callable(spec[0])):
-            raise ValueError(f"metrics[{name!r}] must be a pair (metric_fn, arrays), metric_fn callable")
-        if isinstance(spec[1], np.ndarray) or not isinstance(spec[1], Sequence) or not spec[1]:
-            raise ValueError(f"metrics[{name!r}]: arrays must be a non-empty tuple or list of arrays")
+    _check_specs(metrics)
     results, undefined = _bootstrap(
         metrics, n_resamples, confidence_level, seed, array_name="metrics[{name!r}] arrays[{position}]"
     )
@@ -159,6 +153,66 @@ def bootstrap_cis(
     return results
 
 
+def bootstrap_differences(
+    metrics: Mapping[str, tuple[Callable[..., Any], Sequence[Any]]],
+    reference: str,
+    *,
+    n_resamples: int = 1000,
+    confidence_level: float = 0.95,
+    seed: int = 0,
+) -> dict[str, BootstrapCI]:
+    """Paired percentile-bootstrap CIs of ``theta_name - theta_reference`` for every other metric in
+    ``metrics``, all evaluated on the *same* resamples of the same N questions.
+
+    ``metrics`` is as in :func:`bootstrap_cis`, e.g. one entry per confidence estimator, each the same metric
+    of that estimator's confidences against the shared target. For resample b (counts m_b, drawn once and
+    shared by all metrics) the difference is ``d_b = theta_name(m_b) - theta_reference(m_b)``; the interval
+    is the percentile interval of d_1, ..., d_R, and the estimate is the difference on the full data. Because
+    both metrics see the same questions in every resample, the question-to-question variation they share
+    cancels: the paired interval is narrower than what two separate intervals suggest, and it answers "is
+    the reference better than this one?" (an interval excluding 0) directly. Resamples on which either
+    metric is undefined are left out, with one warning per difference that had any. The draws are those of
+    :func:`bootstrap_cis` with the same seed and row order, so its per-metric intervals are the marginals.
+
+    Returns ``{name: BootstrapCI(estimate, low, high)}`` for every name except ``reference``, in order.
+    """
+    if not isinstance(metrics, Mapping) or reference not in metrics:
+        raise ValueError(f"reference {reference!r} must be one of the metrics {list(metrics)}")
+    _check_specs(metrics)
+    estimates, values = _resample(
+        metrics, n_resamples, seed, array_name="metrics[{name!r}] arrays[{position}]"
+    )
+    alpha = 1.0 - check_fraction(confidence_level, "confidence_level", include_one=False)
+    results: dict[str, BootstrapCI] = {}
+    for name in metrics:
+        if name == reference:
+            continue
+        if estimates[name].shape != estimates[reference].shape:
+            raise ValueError(f"metric {name!r} has another shape than the reference {reference!r}")
+        ci, undefined = _percentile_interval(
+            estimates[name] - estimates[reference], values[name] - values[reference], alpha
+        )
+        if undefined:
+            warnings.warn(
+                f"bootstrap_differences: {name!r} - {reference!r} was undefined (NaN) on {undefined} of "
+                f"{len(values[name])} resamples; they are left out of its interval",
+                UndefinedMetricWarning,
+                stacklevel=2,
+            )
+        results[name] = ci
+    return results
+
+
+def _check_specs(metrics: Mapping[str, tuple[Callable[..., Any], Sequence[Any]]]) -> None:
+    if not isinstance(metrics, Mapping) or not metrics:
+        raise ValueError("metrics must be a non-empty mapping name -> (metric_fn, arrays)")
+    for name, spec in metrics.items():
+        if not (isinstance(spec, tuple) and len(spec) == 2 and callable(spec[0])):
+            raise ValueError(f"metrics[{name!r}] must be a pair (metric_fn, arrays), metric_fn callable")
+        if isinstance(spec[1], np.ndarray) or not isinstance(spec[1], Sequence) or not spec[1]:
+            raise ValueError(f"metrics[{name!r}]: arrays must be a non-empty tuple or list of arrays")
+
+
 def _bootstrap(
     metrics: Mapping[str, tuple[Callable[..., Any], Sequence[Any]]],
     n_resamples: int,
@@ -167,8 +221,39 @@ def _bootstrap(
     array_name: str,
 ) -> tuple[dict[str, BootstrapCI], dict[str, int]]:
     """The shared machinery: intervals per metric and the number of resamples on which each was undefined."""
-    n_resamples = check_integer(n_resamples, "n_resamples")
     confidence_level = check_fraction(confidence_level, "confidence_level", include_one=False)
+    estimates, values = _resample(metrics, n_resamples, seed, array_name)
+    results: dict[str, BootstrapCI] = {}
+    undefined_counts: dict[str, int] = {}
+    for name, estimate in estimates.items():
+        results[name], undefined_counts[name] = _percentile_interval(
+            estimate, values[name], 1.0 - confidence_level
+        )
+    return results, undefined_counts
+
+
+def _percentile_interval(estimate: np.ndarray, values: np.ndarray, alpha: float) -> tuple[BootstrapCI, int]:
+    """The percentile interval of ``values`` (resamples on the first axis; a resample with any NaN is left
+    out) and the number of resamples left out."""
+    n_resamples = len(values)
+    undefined = np.isnan(values).reshape(n_resamples, -1).any(axis=1)
+    if undefined.all():
+        low = high = np.full(estimate.shape, np.nan)
+    else:
+        low, high = np.nanpercentile(values, [100.0 * alpha / 2.0, 100.0 * (1.0 - alpha / 2.0)], axis=0)
+    if estimate.ndim == 0:
+        return BootstrapCI(float(estimate), float(low), float(high)), int(undefined.sum())
+    return BootstrapCI(estimate, np.asarray(low), np.asarray(high)), int(undefined.sum())
+
+
+def _resample(
+    metrics: Mapping[str, tuple[Callable[..., Any], Sequence[Any]]],
+    n_resamples: int,
+    seed: int,
+    array_name: str,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Point estimates on the full data, and each metric's values on the shared resamples."""
+    n_resamples = check_integer(n_resamples, "n_resamples")
     # Convert each distinct input object once, so an array shared by several metrics stays one array.
     converted: dict[int, np.ndarray] = {}
     data: dict[str, list[np.ndarray]] = {}
@@ -218,23 +303,7 @@ def _bootstrap(
                     rows = np.repeat(questions, row_counts)
                     values[name][start + offset] = metric_fn(*(array[rows] for array in data[name]))
 
-    alpha = 1.0 - confidence_level
-    results: dict[str, BootstrapCI] = {}
-    undefined_counts: dict[str, int] = {}
-    for name, estimate in estimates.items():
-        undefined = np.isnan(values[name]).reshape(n_resamples, -1).any(axis=1)
-        undefined_counts[name] = int(undefined.sum())
-        if undefined.all():
-            low = high = np.full(estimate.shape, np.nan)
-        else:
-            low, high = np.nanpercentile(
-                values[name], [100.0 * alpha / 2.0, 100.0 * (1.0 - alpha / 2.0)], axis=0
-            )
-        if estimate.ndim == 0:
-            results[name] = BootstrapCI(float(estimate), float(low), float(high))
-        else:
-            results[name] = BootstrapCI(estimate, np.asarray(low), np.asarray(high))
-    return results, undefined_counts
+    return estimates, values
 
 
 def _kernel(workspace: Workspace, metric_fn: Callable[..., Any], arrays: list[np.ndarray]) -> Kernel | None:

@@ -354,3 +354,91 @@ def test_bootstrap_cis_warns_per_metric_and_handles_all_undefined():
 def test_bootstrap_cis_invalid_arguments(metrics, message):
     with pytest.raises(ValueError, match=message):
         cm.bootstrap_cis(metrics)
+
+
+# ------------------------------------------------ paired differences on the same resamples
+
+
+def _two_estimators(rng: np.random.Generator, size: int, n: int = 8):
+    """Questions with true mu ~ Beta(0.7, 0.7), mu_hat from n Bernoulli samples, and two confidences that
+    share the question's mu: ``good`` = mu + N(0, 0.1), ``worse`` = mu + N(0, 0.2) (both clipped)."""
+    mu = rng.beta(0.7, 0.7, size)
+    mu_hat = rng.binomial(n, mu) / n
+    good = np.clip(mu + rng.normal(0, 0.1, size), 0, 1)
+    worse = np.clip(mu + rng.normal(0, 0.2, size), 0, 1)
+    return mu, mu_hat, good, worse
+
+
+def test_bootstrap_differences_are_the_per_resample_differences_of_bootstrap_cis():
+    """The difference interval uses the very resamples of ``bootstrap_cis`` (same seed): it equals the
+    percentile interval of the per-resample differences computed by index resampling."""
+    rng = np.random.default_rng(5)
+    _, mu_hat, good, worse = _two_estimators(rng, 60)
+    metrics = {
+        "good": (cm.corrected_capability_brier_score, (good, mu_hat, np.full(60, 8))),
+        "worse": (cm.corrected_capability_brier_score, (worse, mu_hat, np.full(60, 8))),
+    }
+    differences = cm.bootstrap_differences(metrics, "good", n_resamples=300, seed=3)
+    assert list(differences) == ["worse"]
+    estimate = cm.corrected_capability_brier_score(worse, mu_hat, 8) - cm.corrected_capability_brier_score(
+        good, mu_hat, 8
+    )
+    assert differences["worse"].estimate == pytest.approx(estimate, abs=1e-12)
+    # the same draws by index resampling (rows sorted as bootstrap_cis sorts them: by the first array)
+    order = np.lexsort([worse, mu_hat, good])
+    g, w, m = good[order], worse[order], mu_hat[order]
+    draws = np.random.default_rng(3).integers(0, 60, size=(300, 60))
+    values = [
+        cm.corrected_capability_brier_score(w[rows], m[rows], 8)
+        - cm.corrected_capability_brier_score(g[rows], m[rows], 8)
+        for rows in draws
+    ]
+    low, high = np.percentile(values, [2.5, 97.5])
+    assert differences["worse"].low == pytest.approx(low, abs=1e-10)
+    assert differences["worse"].high == pytest.approx(high, abs=1e-10)
+
+
+def test_bootstrap_differences_of_identical_metrics_is_exactly_zero():
+    rng = np.random.default_rng(0)
+    _, mu_hat, good, _ = _two_estimators(rng, 40)
+    metrics = {"a": (cm.brier_score, (good, mu_hat)), "b": (cm.brier_score, (good.copy(), mu_hat))}
+    assert cm.bootstrap_differences(metrics, "a", n_resamples=100)["b"] == (0.0, 0.0, 0.0)
+
+
+def test_paired_difference_interval_covers_the_true_difference_about_95_percent():
+    """Coverage simulation of the paired interval of corrected-Brier(worse) - corrected-Brier(good), whose
+    population value E[(worse - mu)^2] - E[(good - mu)^2] is computed on 2,000,000 draws (Monte Carlo
+    error about 1e-4, against intervals about 2e-2 wide). 300 data sets of 200 questions, 400 resamples:
+    coverage of a correct 95% interval is Binomial(300, ~0.95)/300 (sd 0.0126); we accept [0.90, 0.99].
+    The paired interval is also narrower than the gap between the two marginal intervals' extremes."""
+    truth_rng = np.random.default_rng(99)
+    mu, _, good, worse = _two_estimators(truth_rng, 2_000_000)
+    truth = float(np.mean((worse - mu) ** 2) - np.mean((good - mu) ** 2))
+    rng = np.random.default_rng(2026)
+    covered, narrower, n_datasets = 0, 0, 300
+    for dataset in range(n_datasets):
+        _, mu_hat, good, worse = _two_estimators(rng, 200)
+        n = np.full(200, 8)
+        metrics = {
+            "good": (cm.corrected_capability_brier_score, (good, mu_hat, n)),
+            "worse": (cm.corrected_capability_brier_score, (worse, mu_hat, n)),
+        }
+        ci = cm.bootstrap_differences(metrics, "good", n_resamples=400, seed=dataset)["worse"]
+        covered += ci.low <= truth <= ci.high
+        marginal = cm.bootstrap_cis(metrics, n_resamples=400, seed=dataset)
+        unpaired_width = (marginal["worse"].high - marginal["good"].low) - (
+            marginal["worse"].low - marginal["good"].high
+        )
+        narrower += (ci.high - ci.low) < unpaired_width
+    assert 0.90 <= covered / n_datasets <= 0.99
+    assert narrower == n_datasets
+
+
+def test_bootstrap_differences_warns_on_undefined_resamples_and_checks_the_reference():
+    confidence = np.array([0.1, 0.4, 0.6, 0.9])
+    labels = np.array([0.0, 0.0, 1.0, 1.0])
+    metrics = {"brier": (cm.brier_score, (confidence, labels)), "auroc": (cm.auroc, (confidence, labels))}
+    with pytest.warns(cm.UndefinedMetricWarning, match="'auroc' - 'brier' was undefined"):
+        cm.bootstrap_differences(metrics, "brier", n_resamples=200)
+    with pytest.raises(ValueError, match="reference 'nope' must be one of"):
+        cm.bootstrap_differences(metrics, "nope")
