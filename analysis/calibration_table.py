@@ -1,11 +1,16 @@
 """Calibration metrics of confidence estimators on a per-question table, with bootstrap intervals.
 
 Each estimator is a column of confidences c in [0, 1], one per question. Against the capability target
-(mu_hat, the question's expected accuracy) capcal reports ECE, Brier, the finite-sample-corrected Brier,
+(mu_hat, the question's expected accuracy) capcal reports the binned ECE and beside it the debiased ECE
+(``capcal_metrics.debiased_expected_calibration_error``), Brier, the finite-sample-corrected Brier, the Brier
+skill over the constant forecast at the base rate mean mu_hat (finite-k corrected when every n >= 2),
 soft-label AUROC and Spearman; against the response target (z, the correctness of the question's first
 sampled response) ECE, Brier and AUROC. Every value comes with a percentile-bootstrap interval over questions;
 an estimator's metrics are evaluated on the same resamples (``capcal_metrics.bootstrap_cis``, drawn once per
-estimator). The "random" row is the expectation under c ~ U(0, 1) where it is exact.
+estimator). Where simulation showed that the interval does not cover (the binned ECEs, biased upward;
+docs/methods.md, "The bias of binned ECE") the row's ``interval_note`` says so; read the interval beside it
+as a resampling spread, not a confidence interval. The "random" row is the expectation under c ~ U(0, 1)
+where it is exact. :data:`HIGHER_IS_BETTER` gives every metric's direction.
 """
 
 from __future__ import annotations
@@ -18,16 +23,51 @@ import pandas as pd
 
 import capcal_metrics as cm
 
-__all__ = ["CAPABILITY_METRICS", "RESPONSE_METRICS", "calibration_table", "first_response_correctness"]
+__all__ = [
+    "CAPABILITY_METRICS",
+    "HIGHER_IS_BETTER",
+    "INTERVAL_NOTES",
+    "RESPONSE_METRICS",
+    "calibration_table",
+    "first_response_correctness",
+]
 
 CAPABILITY_METRICS = (
     "capability_ece",
+    "capability_ece_debiased",
     "capability_brier",
     "corrected_capability_brier",
+    "capability_brier_skill",
     "soft_auroc",
     "spearman",
 )
 RESPONSE_METRICS = ("response_ece", "response_brier", "response_auroc")
+
+# Direction of every metric: True when higher is better. ECE and Brier: 0 = perfect; the Brier skill: 1 =
+# perfect, 0 = no better than the base rate, negative = worse; AUROC: 0.5 = no discrimination; Spearman: 0.
+HIGHER_IS_BETTER: dict[str, bool] = {
+    "capability_ece": False,
+    "capability_ece_debiased": False,
+    "capability_brier": False,
+    "corrected_capability_brier": False,
+    "capability_brier_skill": True,
+    "soft_auroc": True,
+    "spearman": True,
+    "response_ece": False,
+    "response_brier": False,
+    "response_auroc": True,
+}
+
+# Metric -> what to print beside its interval where simulation showed that the interval does not cover.
+INTERVAL_NOTES: dict[str, str] = {
+    "capability_ece": (
+        "interval does not cover: binned ECE is biased upward (95% bootstrap intervals cover the population "
+        "ECE far less than 95% of the time); compare the debiased ECE (docs/methods.md)"
+    ),
+    "response_ece": (
+        "interval does not cover: binned ECE is biased upward (docs/methods.md, The bias of binned ECE)"
+    ),
+}
 
 
 def first_response_correctness(table: pd.DataFrame) -> np.ndarray:
@@ -39,8 +79,10 @@ def _metric_functions(confidence: np.ndarray, mu_hat: np.ndarray, z: np.ndarray,
     """``bootstrap_cis`` specification: metric name -> (function, arrays)."""
     metrics = {
         "capability_ece": (cm.expected_calibration_error, (confidence, mu_hat)),
+        "capability_ece_debiased": (cm.debiased_expected_calibration_error, (confidence, mu_hat)),
         "capability_brier": (cm.brier_score, (confidence, mu_hat)),
         "corrected_capability_brier": (cm.corrected_capability_brier_score, (confidence, mu_hat, n)),
+        "capability_brier_skill": (cm.corrected_brier_skill_score, (confidence, mu_hat, n)),
         "soft_auroc": (cm.soft_label_auroc, (confidence, mu_hat)),
         "spearman": (cm.spearman_correlation, (confidence, mu_hat)),
         "response_ece": (cm.expected_calibration_error, (confidence, z)),
@@ -49,7 +91,26 @@ def _metric_functions(confidence: np.ndarray, mu_hat: np.ndarray, z: np.ndarray,
     }
     if n.size == 0 or n.min() < 2:  # the corrected Brier needs n >= 2 samples per question
         del metrics["corrected_capability_brier"]
-    return metrics
+        metrics["capability_brier_skill"] = (cm.brier_skill_score, (confidence, mu_hat))
+    return {name: metrics[name] for name in (*CAPABILITY_METRICS, *RESPONSE_METRICS) if name in metrics}
+
+
+def _random_brier_skill(mu_hat: np.ndarray, n: np.ndarray) -> float:
+    """Expected Brier skill of c ~ U(0, 1), in the form the table reports (corrected when every n >= 2).
+
+    E (c - t)^2 = 1/3 - t + t^2 for c ~ U(0, 1), so the expected (corrected) Brier is the random baseline
+    Brier (less the mean noise mu_hat (1 - mu_hat) / (n - 1)); the reference is that of the skill score.
+    """
+    random_brier = cm.random_baseline_brier_score(mu_hat)
+    if mu_hat.size < 2:
+        return float("nan")
+    if n.min() >= 2:
+        noise = mu_hat * (1.0 - mu_hat) / (n - 1.0)
+        reference = float(np.mean((mu_hat - mu_hat.mean()) ** 2)) - (1.0 - 1.0 / mu_hat.size) * noise.mean()
+        random_brier -= float(noise.mean())
+    else:
+        reference = float(np.mean((mu_hat - mu_hat.mean()) ** 2))
+    return 1.0 - random_brier / reference if reference > 0 else float("nan")
 
 
 def calibration_table(
@@ -59,7 +120,8 @@ def calibration_table(
     confidence_level: float = 0.95,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """One row per (estimator, metric): estimate, low, high, and the number of questions it was computed on.
+    """One row per (estimator, metric): estimate, low, high, the number of questions it was computed on, and
+    ``interval_note`` (empty, or the warning of :data:`INTERVAL_NOTES` where the interval does not cover).
 
     ``table`` holds ``expected_accuracy``, ``n``, ``correctness`` and one confidence column per name in
     ``estimators``; questions where an estimator has no confidence (NaN, e.g. a verbalized answer that could
@@ -94,10 +156,12 @@ def calibration_table(
                     "high": high,
                     "questions": int(keep.sum()),
                     "questions_missing": int((~keep).sum()),
+                    "interval_note": INTERVAL_NOTES.get(metric, ""),
                 }
             )
     random_rows = {
         "capability_brier": cm.random_baseline_brier_score(mu_all),
+        "capability_brier_skill": _random_brier_skill(mu_all, n_all),
         "response_brier": cm.random_baseline_brier_score(z_all),
         "soft_auroc": 0.5,
         "response_auroc": 0.5,
@@ -113,6 +177,7 @@ def calibration_table(
                 "high": float("nan"),
                 "questions": len(table),
                 "questions_missing": 0,
+                "interval_note": "",
             }
         )
     return pd.DataFrame(rows)

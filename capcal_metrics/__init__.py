@@ -18,6 +18,7 @@ from .bootstrap import BootstrapCI, bootstrap_ci, bootstrap_cis, bootstrap_diffe
 from .brier import brier_score, corrected_capability_brier_score, random_baseline_brier_score
 from .consistency import LeakageFreeConsistency, leakage_free_consistency, modal_count, response_consistency
 from .correlation import pearson_correlation, spearman_correlation
+from .debiased_ece import debiased_expected_calibration_error
 from .ece import (
     adaptive_calibration_error,
     expected_calibration_error,
@@ -33,6 +34,7 @@ from .selective import (
     random_baseline_aurc,
     risk_coverage_curve,
 )
+from .skill import brier_skill_score, corrected_brier_skill_score
 from .validation import UndefinedMetricWarning
 
 __all__ = [
@@ -50,7 +52,10 @@ __all__ = [
     "bootstrap_cis",
     "bootstrap_differences",
     "brier_score",
+    "brier_skill_score",
+    "corrected_brier_skill_score",
     "corrected_capability_brier_score",
+    "debiased_expected_calibration_error",
     "equal_width_bin_edges",
     "expected_calibration_error",
     "leakage_free_consistency",

@@ -1,0 +1,88 @@
+r"""Brier skill scores against the no-information forecast: the constant at the base rate.
+
+The skill of a confidence c over a reference forecast is ``BSS = 1 - Brier(c) / Brier(reference)`` (Murphy
+1973, "A new vector partition of the probability score", J. Appl. Meteor. 12; Wilks, "Statistical Methods in
+the Atmospheric Sciences", ch. "Forecast verification"). The standard reference is the forecast that knows
+nothing about the individual questions, only the base rate: the constant c = mean mu. Its Brier against the
+targets is their variance, so
+
+    BSS = 1 - mean_i (c_i - mu_hat_i)^2 / mean_i (mu_hat_i - mean mu_hat)^2          (brier_skill_score)
+
+1 = perfect, 0 = no better than the base rate, negative = worse than announcing the base rate for every
+question (unbounded below). Undefined (NaN) when every target is the same (no variance to explain).
+
+Finite-k correction. mu_hat_i is the mean of n_i Bernoulli(mu_i) draws, Var(mu_hat_i | mu_i) =
+mu_i (1 - mu_i) / n_i = v_i, whose unbiased estimate is ``v_hat_i = mu_hat_i (1 - mu_hat_i) / (n_i - 1)``.
+That noise inflates both Brier scores: E (c_i - mu_hat_i)^2 = (c_i - mu_i)^2 + v_i, and
+E mean_i (mu_hat_i - mean mu_hat)^2 = S + (1 - 1/N) mean_i v_i with S = mean_i (mu_i - mean mu)^2, so even the
+oracle c = mu scores only 1 - mean v / (S + mean v) < 1 (0.5-0.7 at k = 4 on typical tasks). The corrected
+skill replaces both by unbiased estimates of their noise-free values,
+
+    CB    = mean_i [(c_i - mu_hat_i)^2 - v_hat_i]                         (unbiased for mean (c - mu)^2)
+    S_hat = mean_i (mu_hat_i - mean mu_hat)^2 - (1 - 1/N) mean_i v_hat_i  (unbiased for S, the Var of mu)
+    BSS_corrected = 1 - CB / S_hat                                        (corrected_brier_skill_score)
+
+estimating the skill against the true mu, ``1 - mean (c - mu)^2 / mean (mu - mean mu)^2``: about 1 for the
+oracle c = mu, about 0 for the constant at the base rate, negative for uniform random confidences: with
+c ~ U(0, 1), E (c - mu)^2 = (mu - 1/2)^2 + 1/12, whose mean is S + (mean mu - 1/2)^2 + 1/12 > S, so the
+expected skill is below -1/(12 S) < 0 on every task. As a ratio of unbiased estimates it has an O(1/N)
+bias. Undefined (NaN) when S_hat <= 0 (the targets' spread is all sampling noise).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .validation import check_confidence_and_target, check_whole_numbers, undefined_metric
+
+__all__ = ["brier_skill_score", "corrected_brier_skill_score"]
+
+
+def brier_skill_score(confidence: ArrayLike, target: ArrayLike) -> float:
+    """BSS = 1 - mean_i (c_i - t_i)^2 / mean_i (t_i - mean t)^2, skill over the constant at the base rate.
+
+    Higher is better: 1 = perfect, 0 = no better than the base rate ``mean t``, negative = worse than the base
+    rate (unbounded below). ``target`` is mu_hat (capability) or 0/1 correctness (response). NaN with an
+    UndefinedMetricWarning when all targets are equal. Reference: Murphy 1973; Wilks, "Statistical Methods in
+    the Atmospheric Sciences" (the skill score with climatology as reference).
+    """
+    confidence, target = check_confidence_and_target(confidence, target)
+    reference = float(np.mean((target - target.mean()) ** 2))
+    if reference <= 0.0:
+        return undefined_metric("brier_skill_score", "every target is the same (no base-rate variance)")
+    return 1.0 - float(np.mean((confidence - target) ** 2)) / reference
+
+
+def corrected_brier_skill_score(confidence: ArrayLike, mu_hat: ArrayLike, n_samples: ArrayLike) -> float:
+    """Finite-k-corrected capability BSS = 1 - CB / S_hat (higher is better; 1 = perfect, 0 = base rate).
+
+    ``CB = mean_i [(c_i - mu_hat_i)^2 - v_i]`` (:func:`capcal_metrics.corrected_capability_brier_score`) and
+    ``S_hat = mean_i (mu_hat_i - mean mu_hat)^2 - (1 - 1/N) mean_i v_i``, v_i = mu_hat_i (1 - mu_hat_i) /
+    (n_i - 1): unbiased estimates of mean (c - mu)^2 and of the variance of the true mu over the questions
+    (derivation in the module docstring). Estimates the skill against the true mu over the constant forecast
+    at the base rate; the oracle c = mu scores about 1 even at k = 4, where the uncorrected score cannot
+    reach 1. ``n_samples`` (n_i >= 2) is a scalar or one count per query. NaN with an UndefinedMetricWarning
+    when S_hat <= 0.
+    """
+    confidence, mu_hat = check_confidence_and_target(confidence, mu_hat, target_name="mu_hat")
+    n = check_whole_numbers(n_samples, "n_samples")
+    if n.ndim > 1 or (n.ndim == 1 and n.size != confidence.size):
+        raise ValueError(
+            f"n_samples must be a scalar or have one entry per query ({confidence.size}), got shape {n.shape}"
+        )
+    if np.any(n < 2):
+        raise ValueError(
+            "n_samples must be >= 2 for every query: the variance correction mu_hat(1 - mu_hat)/(n - 1) "
+            f"needs at least two samples; found n = {int(np.min(n))}"
+        )
+    noise = mu_hat * (1.0 - mu_hat) / (np.asarray(n, dtype=np.float64) - 1.0)
+    corrected_brier = float(np.mean((confidence - mu_hat) ** 2 - noise))
+    size = confidence.size
+    variance = float(np.mean((mu_hat - mu_hat.mean()) ** 2)) - (1.0 - 1.0 / size) * float(np.mean(noise))
+    if variance <= 0.0:
+        return undefined_metric(
+            "corrected_brier_skill_score",
+            "the estimated variance of mu over the questions is <= 0 (mu_hat's spread is sampling noise)",
+        )
+    return 1.0 - corrected_brier / variance
