@@ -8,9 +8,12 @@ truncated or hand-edited file), questions with fewer than the task's k responses
 response that was never produced; never read as the text "None"), or empty responses (what ``capcal-api``
 returns for requests that still failed at the end with ``allow_failures=True``, or a model that generated
 nothing). A confidence run is incomplete when some of its records have no question in a sampling run of
-the same model and target task (or its target task is not declared). ``check_run`` counts each of these;
-``capcal check OUTPUT_DIR`` prints them and exits with status 1 when a run is incomplete. Every file is read
-once (``analysis.runs.load_runs``).
+the same model and target task (or its target task is not declared), or when its confidence parsed for
+fewer than half of its records (a verbalized confidence without ``\boxed{P}``). ``check_run`` counts each of
+these and names the likely cause of empty responses and unparsed confidences
+(``analysis.response_checks``); ``capcal check OUTPUT_DIR...`` prints them and exits with status 1 when a
+run is incomplete. Every samples file is read once (``analysis.runs.load_runs``); the results file of a run
+with empty responses is read again for the model and chat template the cause depends on.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from typing import Any
 import pandas as pd
 
 from analysis.joins import JoinReport, join_report
+from analysis.response_checks import empty_response_cause, unreadable_cause
 from analysis.runs import SamplesFile, load_runs
+from capcal_tasks.records import read_json_file
 from capcal_tasks.sampling import is_sampling_config
 
 __all__ = ["CHECK_COLUMNS", "check_run"]
@@ -38,9 +43,12 @@ CHECK_COLUMNS = [
     "null_responses",
     "empty_responses",
     "unmatched",
+    "unparsed",
     "complete",
     "problems",
 ]
+#: A confidence run is incomplete when its confidence parsed for fewer than this share of its records.
+MIN_PARSED_SHARE = 0.5
 
 
 def check_run(output_dir: str | Path | Sequence[str | Path]) -> pd.DataFrame:
@@ -51,7 +59,9 @@ def check_run(output_dir: str | Path | Sequence[str | Path]) -> pd.DataFrame:
     count in the results file), ``k`` (the task's ``repeats``), ``questions_short_of_k`` (questions with
     fewer than k responses), ``null_responses`` (null responses), ``empty_responses`` (responses that are
     empty after stripping whitespace), ``unmatched`` (confidence records without a question of the same
-    model and target task), ``complete`` (no problem found) and ``problems`` (a readable list, empty when
+    model and target task), ``unparsed`` (confidence records without a parsed confidence: a verbalized
+    confidence that did not parse, a P(True) or self-check without a value), ``complete`` (no problem
+    found) and ``problems`` (a readable list, empty when
     complete). ``result.attrs["labels"]``: (model, task, run_id, labels) of each run, where labels is "task
     checker" or the checker of a re-scored run (``capcal rescore``). The join reports of the confidence runs
     are in ``result.attrs["joins"]``. Malformed logs raise ``analysis.runs.RunFormatError`` (file and line);
@@ -132,6 +142,7 @@ def _row(
         "null_responses": counts.get("null_responses", 0),
         "empty_responses": counts.get("empty_responses", 0),
         "unmatched": counts.get("unmatched", 0),
+        "unparsed": counts.get("unparsed", 0),
         "complete": not problems,
         "problems": "; ".join(problems),
     }
@@ -149,7 +160,7 @@ def _sampling_row(file: SamplesFile, task: str, run_id: str, group: pd.DataFrame
     if null:
         problems.append(f"{null} null response(s) (missing)")
     if empty:
-        problems.append(f"{empty} empty response(s)")
+        problems.append(f"{empty} empty response(s) (likely cause: {_empty_cause(file)})")
     return _row(
         file,
         task,
@@ -200,4 +211,48 @@ def _confidence_row(
         problems.append(report.summary())
     elif _target_task(group) is None:
         problems.append(report.notes[0])
-    return _row(file, task, run_id, len(group), problems, unmatched=report.unmatched_left)
+    parsed = _parsed_records(group)
+    if parsed < MIN_PARSED_SHARE * len(group):
+        kind = str(group["kind"].iloc[0])
+        cause = unreadable_cause(file.task_config, confidence=kind.startswith("verbalized"))
+        problems.append(
+            f"{kind} confidence parsed for {parsed} of {len(group)} records, fewer than half "
+            f"(likely cause: {cause})"
+        )
+    return _row(
+        file,
+        task,
+        run_id,
+        len(group),
+        problems,
+        unmatched=report.unmatched_left,
+        unparsed=len(group) - parsed,
+    )
+
+
+def _parsed_records(group: pd.DataFrame) -> int:
+    """Confidence records with a parsed confidence: a finite ``confidence`` (verbalized, P(True)), or a
+    self-check list with a finite P(Yes)."""
+    parsed = group["confidence"].notna() & group["confidence"].map(lambda v: v == v)
+    if "p_yes" in group.columns:
+        lists = group["p_yes"].map(
+            lambda v: isinstance(v, list) and any(isinstance(x, (int, float)) and x == x for x in v)
+        )
+        parsed = parsed | lists
+    return int(parsed.sum())
+
+
+def _empty_cause(file: SamplesFile) -> str:
+    """The likely cause of a sampling run's empty responses (``empty_response_cause``), from its results
+    file's model arguments and whether a chat template was applied (its ``chat_template``)."""
+    results: dict = {}
+    if file.results_path is not None:
+        try:
+            loaded = read_json_file(file.results_path)
+        except (OSError, ValueError):
+            loaded = {}
+        results = loaded if isinstance(loaded, dict) else {}
+    config = results.get("config") if isinstance(results.get("config"), dict) else {}
+    applied = None if "chat_template" not in results else results.get("chat_template") is not None
+    model = config.get("model") if isinstance(config.get("model"), str) else None
+    return empty_response_cause(config.get("model_args"), applied, model)

@@ -5,7 +5,10 @@ path, ``repeats`` applied to capcal's sampling tasks) and ``data_dir`` (task dat
 ``"bundled"`` for the data shipped with capcal, instead of the hub). Given ``output_path`` it saves the
 results (and, with ``log_samples``, the samples) as ``lm_eval --output_path`` does, with lm-eval's
 ``EvaluationTracker``, plus the top-level key ``"capcal_model"`` (what checkpoint was evaluated). It checks
-its inputs (``check_inputs``) before a model is loaded: each problem is one ``EvaluationInputError`` line.
+its inputs (``check_inputs``) before a model is loaded: each problem is one ``EvaluationInputError`` line,
+and what would only weaken the analysis is a notice (``CheckedInputs.notices``, handed to ``notify``).
+After the run, ``analysis.response_checks.response_notices`` says which tasks' responses came back mostly
+empty or unparseable, and why when it can tell.
 """
 
 from __future__ import annotations
@@ -14,12 +17,20 @@ import contextlib
 import dataclasses
 import difflib
 import inspect
+import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from capcal_tasks.data_sources import BUNDLED_DATA_DIR, local_data_dir, local_files_read_by
+from capcal_tasks.data_sources import (
+    BUNDLED_DATA_DIR,
+    HubSplit,
+    data_read_by,
+    hub_split_problem,
+    local_data_dir,
+    shipped_with_capcal,
+)
 from capcal_tasks.settings import BUNDLED, DATA_DIR_ENV
 
 __all__ = [
@@ -55,13 +66,15 @@ class EvaluationInputError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class CheckedInputs:
     """What ``check_inputs`` resolved: the task manager (its index built once), the task names or configs
-    to load, the model arguments and the task metadata (``model_args | metadata``, as lm-eval's CLI merges
-    them)."""
+    to load, the model arguments, the task metadata (``model_args | metadata``, as lm-eval's CLI merges
+    them), each task's YAML config by name, and the notices (one line each: what the run will lack)."""
 
     task_manager: Any
     tasks: list[str | dict]
     model_args: dict[str, Any]
     metadata: dict[str, Any]
+    configs: dict[str, dict] = dataclasses.field(default_factory=dict)
+    notices: list[str] = dataclasses.field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -166,23 +179,70 @@ def _data_root(data_dir: str | Path | None) -> Path | None:
     return root.resolve()
 
 
-def _check_data(task_manager, tasks: list[str | dict], root: Path | None, metadata: dict[str, Any]) -> None:
-    """Every local file that capcal's tasks among ``tasks`` read exists under ``root`` (when one is set); a
-    task reading an earlier run (``samples_file``) or generating its data is checked by running its loader."""
-    for name, config in task_manager.task_configs(tasks).items():
+# ``dataset_path`` values of lm-eval tasks that name a local file format, not a hub dataset.
+_LOCAL_BUILDERS = frozenset({"json", "csv", "parquet", "text", "arrow", "generator", "pandas", "webdataset"})
+
+
+def _missing_data_message(name: str, what: str, local_path: str | None, reason: str) -> str:
+    """One line: task ``name`` cannot read ``what``, why, and the fix (``--data_dir bundled`` when capcal
+    ships ``local_path``, else a folder holding it)."""
+    if local_path is not None and shipped_with_capcal(local_path):
+        fix = "capcal ships this dataset: add --data_dir bundled"
+    elif local_path is not None:
+        fix = f"pass --data_dir DIR, a folder holding {local_path} (docs/tasks-and-data.md)"
+    else:
+        fix = "download it where the hub is reachable first"
+    return f"task {name} reads {what}, but {reason}; {fix}"
+
+
+def _check_data(task_manager, configs: dict[str, dict], root: Path | None, metadata: dict[str, Any]) -> None:
+    """The data every task in ``configs`` reads can be read: with a local data folder ``root``, every file
+    capcal's tasks read there exists; without one, every hub dataset they (and lm-eval's tasks) read is
+    cached or reachable (``hub_split_problem``). A task reading an earlier run (``samples_file``) or
+    generating its data is checked by running its loader."""
+    for name, config in configs.items():
         if "custom_dataset" not in config:
+            path = config.get("dataset_path")
+            kwargs = config.get("dataset_kwargs") or {}
+            hub_dataset = (
+                root is None
+                and isinstance(path, str)
+                and path not in _LOCAL_BUILDERS
+                and not Path(path).expanduser().exists()
+                and not (isinstance(kwargs, dict) and ("data_files" in kwargs or "data_dir" in kwargs))
+            )
+            if hub_dataset:
+                split = str(config.get("test_split") or config.get("validation_split") or "test")
+                source = HubSplit(path, config.get("dataset_name"), split)
+                reason = hub_split_problem(source)
+                if reason is not None:
+                    raise EvaluationInputError(_missing_data_message(name, str(source), None, reason))
             continue
         loader = task_manager.custom_dataset_of(name) if isinstance(name, str) else None
         if loader is None or not getattr(loader, "__module__", "").startswith("capcal_tasks."):
             continue
         task_metadata = {**(config.get("metadata") or {}), **metadata}
         try:
-            wanted = local_files_read_by(loader, **task_metadata, **(config.get("dataset_kwargs") or {}))
+            reads = data_read_by(loader, **task_metadata, **(config.get("dataset_kwargs") or {}))
         except (OSError, ValueError) as error:
             raise EvaluationInputError(f"task {name}: {error}") from None
-        for relative in wanted if root is not None else []:
-            if not (root / relative).exists():
-                raise EvaluationInputError(f"task {name} reads {relative}, which is not in {root}")
+        for read in reads:
+            if root is not None:
+                if not (root / read.local_path).exists():
+                    shipped = shipped_with_capcal(read.local_path) and root != BUNDLED_DATA_DIR.resolve()
+                    hint = "; capcal ships it: --data_dir bundled" if shipped else ""
+                    raise EvaluationInputError(
+                        f"task {name} reads {read.local_path}, which is not in {root}{hint}"
+                    )
+                continue
+            for source in read.hub:
+                reason = hub_split_problem(source)
+                if reason is not None:
+                    raise EvaluationInputError(
+                        _missing_data_message(
+                            name, f"{source} from the Hugging Face hub", read.local_path, reason
+                        )
+                    )
 
 
 def check_inputs(
@@ -195,16 +255,24 @@ def check_inputs(
     metadata: Mapping[str, Any] | None = None,
     include_path: str | Path | Sequence[str | Path] | None = None,
     data_dir: str | Path | None = None,
+    apply_chat_template: bool | str = False,
+    plain_prompts: bool = False,
 ) -> CheckedInputs:
     """Check ``evaluate``'s inputs without loading a model or a dataset; return what they resolve to.
 
     In order (cheap first): ``repeats`` a positive integer; ``limit`` positive (an integer when >= 1, a
-    fraction of each task below 1); ``metadata`` a mapping; for a model given by name: registered (lm-eval's
-    or capcal's), importable here, every model argument accepted by the model class, ``pretrained`` /
-    ``tokenizer`` paths existing; ``include_path`` folders existing; ``data_dir`` an existing folder (or
-    ``"bundled"``); every task name registered, matched by a pattern or a YAML file (task config dicts and
-    Task objects pass as they are); every local file the chosen capcal tasks read present in the data
-    folder. Raises ``EvaluationInputError`` (one line).
+    fraction of each task below 1); ``metadata`` a mapping; ``include_path`` folders existing; ``data_dir``
+    an existing folder (or ``"bundled"``); every task name registered, matched by a pattern or a YAML file
+    (task config dicts and Task objects pass as they are; capcal's task folder is indexed first and
+    lm-eval's only when needed, ``capcal_tasks.task_manager.task_manager_for``); for a model given by name:
+    registered (lm-eval's or capcal's), importable here, every model argument accepted by the model class,
+    ``pretrained`` / ``tokenizer`` paths existing; every local file the chosen capcal tasks read present in
+    the data folder, or without one every hub dataset cached or reachable (the message suggests
+    ``--data_dir bundled`` when capcal ships the dataset); a chat model (a chat template in its local
+    tokenizer files, or on an ``LM`` object's tokenizer) not run on capcal's chat prompts without
+    ``apply_chat_template`` unless ``plain_prompts`` (``analysis.input_checks.chat_template_problem``).
+    Raises ``EvaluationInputError`` (one line). ``notices``: what a ``repeats`` below the analyses' needs
+    leaves out (``analysis.input_checks.repeats_notices``).
     """
     if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
         raise EvaluationInputError(f"repeats must be a positive integer, got {repeats!r}")
@@ -219,8 +287,6 @@ def check_inputs(
             f"metadata must be a JSON object (a mapping), got {type(metadata).__name__}"
         )
     arguments = parse_key_values(model_args)
-    if isinstance(model, str):
-        _check_model(model, arguments)
     paths = (
         []
         if include_path is None
@@ -237,19 +303,41 @@ def check_inputs(
     items = [item for item in items if item != ""]
     if not items:
         raise EvaluationInputError("no tasks given")
-    from capcal_tasks.task_manager import CapcalTaskManager, UnknownTaskError
+    from analysis.input_checks import chat_template_problem, repeats_notices
+    from capcal_tasks.task_manager import UnknownTaskError, task_manager_for
 
     merged = {**arguments, **(metadata or {})}
-    task_manager = CapcalTaskManager(include_path=include_path, repeats=repeats, metadata=merged)
+    names = [item for item in items if isinstance(item, str)]
+    try:
+        task_manager, _ = task_manager_for(names, include_path=include_path, repeats=repeats, metadata=merged)
+    except UnknownTaskError as error:
+        raise EvaluationInputError(str(error)) from None
     resolved: list[Any] = []
     for item in items:  # a name is resolved; a task config dict or Task object is passed on as it is
-        try:
-            found = task_manager.resolve_task_names([item]) if isinstance(item, str) else [item]
-        except UnknownTaskError as error:
-            raise EvaluationInputError(str(error)) from None
+        found = task_manager.resolve_task_names([item]) if isinstance(item, str) else [item]
         resolved += [entry for entry in found if entry not in resolved]
-    _check_data(task_manager, resolved, root, merged)
-    return CheckedInputs(task_manager, resolved, arguments, merged)
+    if isinstance(model, str):  # after the task names: a model class may import torch (seconds)
+        _check_model(model, arguments)
+    configs = task_manager.task_configs([entry for entry in resolved if isinstance(entry, (str, dict))])
+    _check_data(task_manager, configs, root, merged)
+    problem = chat_template_problem(
+        arguments if isinstance(model, str) else _lm_tokenizer_source(model),
+        configs,
+        apply_chat_template,
+        plain_prompts,
+    )
+    if problem is not None:
+        raise EvaluationInputError(problem)
+    notices = repeats_notices(repeats, configs)
+    return CheckedInputs(task_manager, resolved, arguments, merged, configs, notices)
+
+
+def _lm_tokenizer_source(model: Any) -> dict[str, Any]:
+    """``model_args``-like ``{"tokenizer": path}`` of an lm-eval ``LM`` object whose tokenizer was loaded
+    from a local folder (``name_or_path``), for ``chat_template_problem``; empty otherwise."""
+    tokenizer = getattr(model, "tokenizer", None)
+    source = getattr(tokenizer, "name_or_path", None)
+    return {"tokenizer": source} if isinstance(source, str) and source else {}
 
 
 def saved_files(output_path: str | Path, tracker: Any, task_names: Sequence[str]) -> dict[str, Any]:
@@ -291,6 +379,8 @@ def evaluate(
     apply_chat_template: bool | str = False,
     fewshot_as_multiturn: bool | None = None,
     device: str | None = "cuda:0",
+    plain_prompts: bool = False,
+    notify: Callable[[str], None] | None = None,
     **simple_evaluate_kwargs: Any,
 ) -> dict[str, Any]:
     """``lm_eval.simple_evaluate`` with capcal's tasks and models, ``repeats`` and ``data_dir``.
@@ -300,8 +390,13 @@ def evaluate(
     ``model_args | metadata`` as their metadata, as with ``lm_eval --metadata`` (e.g.
     ``{"samples_file": ...}`` for the response-level confidence tasks). ``fewshot_as_multiturn`` defaults
     to whether a chat template is applied, and ``device`` to ``cuda:0`` (lm-eval's HF and vLLM models use the
-    CPU when there is no GPU), as in lm-eval's CLI. Other keyword arguments go to ``simple_evaluate``
-    unchanged.
+    CPU when there is no GPU), as in lm-eval's CLI. ``plain_prompts`` runs a chat model on capcal's chat
+    prompts without its chat template (refused otherwise). ``notify`` receives each notice, one line: before
+    the run, what ``repeats`` leaves out; after it, tasks whose responses came back mostly empty or
+    unreadable, with the likely cause (``analysis.response_checks.response_notices``; from the samples, so
+    with ``log_samples``); default: a warning of the ``analysis.evaluation`` logger. lm-eval's misleading log
+    lines are filtered while it runs (``analysis.lm_eval_messages``). Other keyword arguments go to
+    ``simple_evaluate`` unchanged.
 
     With ``output_path`` the run is saved as ``lm_eval --output_path [--log_samples]`` saves it, plus the
     top-level key ``"capcal_model"`` (``capcal_models.model_identity.model_fingerprint_from_args``).
@@ -320,10 +415,18 @@ def evaluate(
         metadata=metadata,
         include_path=include_path,
         data_dir=data_dir,
+        apply_chat_template=apply_chat_template,
+        plain_prompts=plain_prompts,
     )
+    from analysis.lm_eval_messages import filtered_lm_eval_logs
+    from analysis.response_checks import response_notices
+
+    notify = notify or logging.getLogger(__name__).warning
+    for notice in checked.notices:
+        notify(notice)
     tracker = EvaluationTracker(output_path=str(output_path)) if output_path is not None else None
     multiturn = bool(apply_chat_template) if fewshot_as_multiturn is None else fewshot_as_multiturn
-    with data_dir_setting(data_dir):
+    with data_dir_setting(data_dir), filtered_lm_eval_logs(checked.configs):
         results = simple_evaluate(
             model=model,
             model_args=checked.model_args if isinstance(model, str) else None,
@@ -338,6 +441,15 @@ def evaluate(
             device=device,
             **simple_evaluate_kwargs,
         )
+    if results is not None and results.get("samples"):
+        for notice in response_notices(
+            results["samples"],
+            results.get("configs") or {},
+            model_args=checked.model_args if isinstance(model, str) else _lm_tokenizer_source(model),
+            chat_template_applied=bool(apply_chat_template),
+            model=model if isinstance(model, str) else None,
+        ):
+            notify(notice)
     if results is None or tracker is None:  # not the main process, or nothing to save
         return results
     samples = results.pop("samples", None) if log_samples else None

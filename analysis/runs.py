@@ -437,7 +437,15 @@ def _run_files(
         results_match, samples_match = _RESULTS_NAME.match(entry.name), _SAMPLES_NAME.match(entry.name)
         if not (results_match or samples_match):
             continue
-        if entry.is_dir(follow_symlinks=True):
+        try:
+            is_folder = entry.is_dir(follow_symlinks=True)
+            os.stat(path)  # a link that loops or points nowhere cannot be read: say so, naming the file
+        except OSError as error:
+            raise RunFormatError(
+                f"{path}: cannot be read ({error.strerror}); a link that loops or points nowhere? "
+                "fix or remove it"
+            ) from None
+        if is_folder:
             skipped.append((path, "a folder named like an lm-eval results/samples file, not read"))
         elif results_match:
             results_files[results_match["date"]] = path

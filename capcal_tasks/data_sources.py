@@ -24,13 +24,17 @@ from capcal_tasks.settings import BUNDLED, DATA_DIR_ENV, data_dir
 __all__ = [
     "BUNDLED_DATA_DIR",
     "HubSplit",
+    "PlannedRead",
     "add_question_fields",
+    "data_read_by",
+    "hub_split_problem",
     "load_split",
     "local_data_dir",
     "local_files_read_by",
     "read_csv",
     "read_csv_with_columns",
     "read_jsonl",
+    "shipped_with_capcal",
     "unique_questions",
 ]
 
@@ -137,6 +141,61 @@ class HubSplit:
         return f"{self.path}" + (f" ({self.name})" if self.name else "") + f", split {self.split!r}"
 
 
+@dataclass(frozen=True)
+class PlannedRead:
+    """What one ``load_split`` call of a task would read: ``local_path`` under a local data folder, else the
+    hub split(s) ``hub``."""
+
+    local_path: str
+    hub: tuple[HubSplit, ...]
+
+
+def shipped_with_capcal(local_path: str) -> bool:
+    """Whether ``local_path`` is part of the data bundled with capcal (``--data_dir bundled``)."""
+    return (BUNDLED_DATA_DIR / local_path).exists()
+
+
+def _hub_offline() -> bool:
+    """Whether the Hugging Face hub is switched off (``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE``)."""
+    return bool(datasets.config.HF_HUB_OFFLINE)
+
+
+def _in_hub_cache(source: HubSplit) -> bool:
+    """Whether ``source``'s dataset has been downloaded before: the ``datasets`` cache holds its prepared
+    folder (``org___name``) or the hub cache its repository (``datasets--org--name``). A dataset cached
+    this way loads with the hub offline."""
+    import huggingface_hub.constants
+
+    prepared = Path(datasets.config.HF_DATASETS_CACHE) / source.path.replace("/", "___")
+    repository = Path(huggingface_hub.constants.HF_HUB_CACHE) / (
+        "datasets--" + source.path.replace("/", "--")
+    )
+    return prepared.is_dir() or repository.is_dir()
+
+
+def hub_split_problem(source: HubSplit, timeout_s: float = 10.0) -> str | None:
+    """Why ``source`` cannot be loaded here, or None when it can (as far as can be told without loading it).
+
+    Cached (``_in_hub_cache``): None. Not cached and the hub offline: that. Not cached and online: the hub is
+    asked for the dataset's description (``huggingface_hub.HfApi.dataset_info``, at most ``timeout_s``); an
+    error, or a gated dataset without a saved token, is the reason."""
+    if _in_hub_cache(source):
+        return None
+    if _hub_offline():
+        return (
+            "the Hugging Face hub is offline here (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) and it is not cached"
+        )
+    import huggingface_hub
+
+    try:
+        info = huggingface_hub.HfApi().dataset_info(source.path, timeout=timeout_s)
+    except Exception as error:  # noqa: BLE001 - any failure to reach it is the reason
+        return f"the Hugging Face hub could not be reached for it ({type(error).__name__})"
+    if getattr(info, "gated", False) and huggingface_hub.get_token() is None:
+        return "it is gated on the Hugging Face hub and no token is saved (huggingface-cli login)"
+    return None
+
+
 def load_split(
     split: str,
     local_path: str,
@@ -150,8 +209,8 @@ def load_split(
     name what was looked for and where, and how to use the other source.
     """
     planned = _planned_local_reads.get()
-    if planned is not None:  # local_files_read_by: record what would be read, read nothing
-        planned.append(local_path)
+    if planned is not None:  # data_read_by: record what would be read, read nothing
+        planned.append(PlannedRead(local_path, (hub,) if isinstance(hub, HubSplit) else tuple(hub)))
         return datasets.DatasetDict({split: datasets.Dataset.from_dict({})})
     root = local_data_dir()
     if root is not None:
@@ -176,20 +235,29 @@ def load_split(
     )
 
 
-_planned_local_reads: ContextVar[list[str] | None] = ContextVar("capcal_planned_local_reads", default=None)
+_planned_local_reads: ContextVar[list[PlannedRead] | None] = ContextVar(
+    "capcal_planned_local_reads", default=None
+)
 
 
-def local_files_read_by(loader: Callable[..., datasets.DatasetDict], **kwargs) -> list[str]:
-    """The paths, relative to the local data folder, that a task's ``custom_dataset`` function reads there.
+def data_read_by(loader: Callable[..., datasets.DatasetDict], **kwargs) -> list[PlannedRead]:
+    """What a task's ``custom_dataset`` function reads: one ``PlannedRead`` per ``load_split`` call.
 
-    ``loader(**kwargs)`` is called while ``load_split`` records its ``local_path`` and returns an empty split
-    instead of reading anything (from a folder or the hub). A loader that does not go through ``load_split``
-    (generated data, an earlier run's samples file) reads no data-folder file and runs as usual.
+    ``loader(**kwargs)`` is called while ``load_split`` records its ``local_path`` and hub split(s) and
+    returns an empty split instead of reading anything (from a folder or the hub). A loader that does not go
+    through ``load_split`` (generated data, an earlier run's samples file) reads no data-folder file and runs
+    as usual.
     """
-    planned: list[str] = []
+    planned: list[PlannedRead] = []
     token = _planned_local_reads.set(planned)
     try:
         loader(**kwargs)
     finally:
         _planned_local_reads.reset(token)
     return planned
+
+
+def local_files_read_by(loader: Callable[..., datasets.DatasetDict], **kwargs) -> list[str]:
+    """The paths, relative to the local data folder, that a task's ``custom_dataset`` function reads there
+    (the ``local_path`` of each ``data_read_by`` entry)."""
+    return [read.local_path for read in data_read_by(loader, **kwargs)]

@@ -1,0 +1,126 @@
+"""Checks of a run's inputs against the tasks it asks for, made before any model is loaded.
+
+``analysis.evaluation.check_inputs`` calls these once the task names are resolved to their YAML configs:
+
+- ``chat_template_problem``: an instruct (chat) model, recognised by a chat template in its checkpoint's
+  tokenizer files, run without ``--apply_chat_template`` on a capcal task whose prompts are written for one
+  (every capcal task except the base-model prompt variants, which declare ``capcal_questions_of``). Measured:
+  SmolLM2-135M-Instruct answers capcal_arithmetic's plain prompt with the empty string for all 12 of 12
+  responses. This is refused (exit status 2); ``plain_prompts=True`` (``--plain_prompts``) runs it anyway.
+- ``repeats_notices``: what a ``repeats`` (k) below what capcal's analyses need leaves out: with k = 1
+  mu_hat is 0 or 1, so capability calibration is response calibration; the consistency estimator uses
+  k' in (5, 10, 20) responses below k, so it needs k >= ``CONSISTENCY_MIN_K``. These are warnings: the run
+  is still valid.
+
+Nothing here loads a model or a dataset; checkpoints are read as JSON files.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from capcal_tasks.task_manager import REPEATED_SAMPLING_KINDS
+
+__all__ = [
+    "CONSISTENCY_MIN_K",
+    "chat_template_problem",
+    "checkpoint_has_chat_template",
+    "expects_chat_template",
+    "repeats_notices",
+]
+
+#: The smallest k with a consistency estimate (``analysis.report.registry.consistency``: k' in (5, 10, 20)
+#: strictly below the responses per question).
+CONSISTENCY_MIN_K = 6
+
+
+def checkpoint_has_chat_template(folder: str | Path) -> bool | None:
+    """Whether the tokenizer of the checkpoint in ``folder`` has a chat template (a non-empty
+    ``chat_template`` in ``tokenizer_config.json``, or a ``chat_template.jinja`` / ``chat_template.json``
+    file, as transformers reads them); None when ``folder`` is not a local folder (a hub id) or its
+    tokenizer config cannot be read."""
+    path = Path(folder).expanduser()
+    if not path.is_dir():
+        return None
+    if (path / "chat_template.jinja").is_file() or (path / "chat_template.json").is_file():
+        return True
+    try:
+        config = json.loads((path / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return bool(config.get("chat_template")) if isinstance(config, dict) else None
+
+
+def expects_chat_template(config: Mapping[str, Any]) -> bool:
+    """Whether a task config's prompts are written for a chat template: a capcal task
+    (``metadata.capcal_task``) that is not a base-model prompt variant (``metadata.capcal_questions_of``,
+    ``capcal_tasks.relations``)."""
+    metadata = config.get("metadata") or {}
+    return (
+        isinstance(metadata, Mapping)
+        and bool(metadata.get("capcal_task"))
+        and not metadata.get("capcal_questions_of")
+    )
+
+
+def chat_template_problem(
+    model_args: Mapping[str, Any],
+    configs: Mapping[str, Mapping[str, Any]],
+    apply_chat_template: bool | str,
+    plain_prompts: bool = False,
+) -> str | None:
+    """The one-line refusal for a chat model run without its chat template on tasks that expect one, or
+    None. The tokenizer is ``model_args["tokenizer"]``, else ``model_args["pretrained"]``, read only when it
+    is a local folder (``checkpoint_has_chat_template``). ``configs``: task name -> YAML config."""
+    if apply_chat_template or plain_prompts:
+        return None
+    source = model_args.get("tokenizer") or model_args.get("pretrained")
+    if not isinstance(source, str) or not checkpoint_has_chat_template(source):
+        return None
+    expecting = sorted(name for name, config in configs.items() if expects_chat_template(config))
+    if not expecting:
+        return None
+    return (
+        f"{source} is a chat model (its tokenizer has a chat template) and the prompts of "
+        f"{_shown(expecting)} are written for "
+        "a chat template: add --apply_chat_template (without it such a model may answer nothing at all), or "
+        "--plain_prompts to run the plain prompts anyway"
+    )
+
+
+def repeats_notices(repeats: int | None, configs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Warnings for a ``repeats`` (k) that leaves capcal's analyses out, for the tasks in ``configs`` that
+    sample k responses per question (``REPEATED_SAMPLING_KINDS``); a ``repeats`` that no task uses is one
+    warning too. Empty when ``repeats`` is None (each task's own k) or enough."""
+    if repeats is None:
+        return []
+    sampling = sorted(
+        name
+        for name, config in configs.items()
+        if ((config.get("metadata") or {}).get("capcal_task") if isinstance(config, Mapping) else None)
+        in REPEATED_SAMPLING_KINDS
+    )
+    if not sampling:
+        return [f"--repeats {repeats} has no effect: none of the tasks samples k responses per question"]
+    names = _shown(sampling)
+    if repeats == 1:
+        return [
+            f"--repeats 1 on {names}: with one response per question mu_hat is 0 or 1, so capability "
+            "calibration is only response calibration; the consistency estimator "
+            f"(k >= {CONSISTENCY_MIN_K}), pass@k for k > 1 and majority vote will be missing; use "
+            "--repeats 16 (the tasks' default)"
+        ]
+    if repeats < CONSISTENCY_MIN_K:
+        return [
+            f"--repeats {repeats} on {names}: the consistency estimator needs k >= {CONSISTENCY_MIN_K} and "
+            f"will be missing, and mu_hat takes only {repeats + 1} values; use --repeats 16 (the tasks' "
+            "default)"
+        ]
+    return []
+
+
+def _shown(names: Sequence[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")

@@ -1,0 +1,127 @@
+"""Responses that came back empty or unreadable, and their likely cause: the checks after a run.
+
+A run can finish without an error and still hold nothing to score: SmolLM2-135M-Instruct, run on
+capcal_arithmetic without ``--apply_chat_template``, answered the empty string 12 times out of 12. ``capcal
+eval`` (``response_notices`` on the run's samples) and ``capcal check`` (``empty_response_cause`` on a
+results file) say so on stderr, with the likely cause:
+
+- empty responses from a chat model run without its chat template: that (add ``--apply_chat_template``);
+- empty responses otherwise: generation stopped at once (a stop sequence of the task's ``until`` at the
+  start of the response, or an end-of-text token), or requests that failed (``capcal-api`` with
+  ``allow_failures``);
+- non-empty responses without an answer (``extracted_answers`` None) or a verbalized confidence that did not
+  parse (``parse_success`` 0): a ``max_gen_toks`` below ``SHORT_GENERATION_TOKENS`` cuts responses before
+  their final answer; otherwise the responses do not give it in the form the task reads.
+
+"Most" is more than ``MOSTLY`` of a task's responses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from analysis.input_checks import checkpoint_has_chat_template
+
+__all__ = [
+    "MOSTLY",
+    "SHORT_GENERATION_TOKENS",
+    "empty_response_cause",
+    "response_notices",
+    "unreadable_cause",
+]
+
+#: A task's responses are "mostly" empty or unreadable above this share.
+MOSTLY = 0.5
+#: A ``max_gen_toks`` below this is named as the likely cause of responses without an answer (capcal's
+#: sampling tasks default to 1024; the worked example's arithmetic answers fit in 16).
+SHORT_GENERATION_TOKENS = 64
+
+
+def _texts(value: Any) -> list[str]:
+    """The response strings of a samples record's ``resps`` (a list of lists of strings)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Sequence):
+        return [text for item in value for text in _texts(item)]
+    return []
+
+
+def empty_response_cause(
+    model_args: Mapping[str, Any] | str | None, chat_template_applied: bool | None, model: str | None = None
+) -> str:
+    """The likely cause of empty responses, as a phrase: a chat model (``model_args``' local
+    ``tokenizer``/``pretrained`` has a chat template) run without its chat template
+    (``chat_template_applied`` False); failed API requests (``model`` capcal-api); else generation stopping
+    at once."""
+    source = None
+    if isinstance(model_args, Mapping):
+        source = model_args.get("tokenizer") or model_args.get("pretrained")
+    elif isinstance(model_args, str):
+        pairs = dict(item.split("=", 1) for item in model_args.split(",") if "=" in item)
+        source = pairs.get("tokenizer") or pairs.get("pretrained")
+    if chat_template_applied is False and isinstance(source, str) and checkpoint_has_chat_template(source):
+        return "the model has a chat template and the run did not apply it (add --apply_chat_template)"
+    if model == "capcal-api":
+        return (
+            "requests that still failed after their retries (allow_failures), or generation that stopped "
+            "at once"
+        )
+    return (
+        "generation stopped at once: a stop sequence of the task's 'until' at the start of the response, or "
+        "an end-of-text token (see the prompts with --write_out)"
+    )
+
+
+def unreadable_cause(config: Mapping[str, Any], confidence: bool) -> str:
+    """The likely cause, as a phrase, of non-empty responses without an answer (``confidence``: without a
+    verbalized confidence), from the task's ``config`` (its ``generation_kwargs.max_gen_toks``)."""
+    tokens = (config.get("generation_kwargs") or {}).get("max_gen_toks")
+    if isinstance(tokens, int) and tokens < SHORT_GENERATION_TOKENS:
+        return f"max_gen_toks={tokens} likely cuts the responses before their final answer (raise it)"
+    what = (
+        "a confidence as \\boxed{P}" if confidence else "an answer in the form the task reads (\\boxed{...})"
+    )
+    return f"the responses do not state {what}; look at a few with capcal analyze --responses"
+
+
+def response_notices(
+    samples: Mapping[str, Sequence[Mapping[str, Any]]],
+    configs: Mapping[str, Mapping[str, Any]],
+    *,
+    model_args: Mapping[str, Any] | str | None = None,
+    chat_template_applied: bool | None = None,
+    model: str | None = None,
+) -> list[str]:
+    """One line per task whose responses came back mostly (``MOSTLY``) empty, or mostly without an answer
+    (sampling tasks: ``extracted_answers`` None) or a confidence (verbalized: ``parse_success`` 0), with the
+    likely cause. ``samples``: task -> samples records (lm-eval's ``results["samples"]``); ``configs``: task
+    -> config (``results["configs"]``); only generation tasks are looked at."""
+    notices = []
+    for task, records in samples.items():
+        config = configs.get(task) or {}
+        if config.get("output_type", "generate_until") != "generate_until" or not records:
+            continue
+        texts = [text for record in records for text in _texts(record.get("resps"))]
+        if not texts:
+            continue
+        empty = sum(1 for text in texts if not text.strip())
+        if empty > MOSTLY * len(texts):
+            cause = empty_response_cause(model_args, chat_template_applied, model)
+            notices.append(f"task {task}: {empty} of {len(texts)} responses are empty; likely cause: {cause}")
+            continue
+        answers = [a for record in records for a in record.get("extracted_answers") or []]
+        parsed = [record["parse_success"] for record in records if "parse_success" in record]
+        if answers and sum(a is None for a in answers) > MOSTLY * len(answers):
+            missing = sum(a is None for a in answers)
+            notices.append(
+                f"task {task}: no answer could be read from {missing} of {len(answers)} responses; likely "
+                f"cause: {unreadable_cause(config, confidence=False)}"
+            )
+        elif parsed and sum(not value for value in parsed) > MOSTLY * len(parsed):
+            missing = sum(not value for value in parsed)
+            notices.append(
+                f"task {task}: no confidence could be read from {missing} of {len(parsed)} responses; likely "
+                f"cause: {unreadable_cause(config, confidence=True)}"
+            )
+    return notices
