@@ -1,11 +1,13 @@
 """The ``capcal`` command line: a thin layer over capcal's Python API.
 
-capcal eval [lm_eval flags] [--repeats K] [--data_dir DIR]   -> analysis.evaluation.evaluate
+capcal eval [lm_eval flags] [--repeats K] [--data_dir DIR] [--plain_prompts]
+                                                              -> analysis.evaluation.evaluate
     (exit status 2 for an input that cannot work, found before a model is loaded; 1 when the run failed;
     3 when API requests still failed after their retries: the message says how to resume)
 capcal tasks-dir                                              -> capcal_tasks.tasks_dir
 capcal models prepare NAME [--force] | list | path NAME       -> capcal_models.prepare
 capcal analyze OUTPUT_DIR [--output FILE]                     -> analysis.runs
+capcal check OUTPUT_DIR...                                    -> analysis.completeness.check_run
 capcal report OUTPUT_DIR... [--output DIR] [--activations DIR] [--calibration TASK=SPLIT[,SPLIT]]
                                                               -> analysis.report.build_report
 capcal demo [options]                                         -> analysis.demo.run_demo
@@ -119,6 +121,11 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     own.add_argument(
         "--data_dir", help="read task data from DIR (laid out like capcal's bundled data) or 'bundled'"
     )
+    own.add_argument(
+        "--plain_prompts",
+        action="store_true",
+        help="run a chat model on capcal's chat prompts without --apply_chat_template (refused otherwise)",
+    )
     own.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
 
@@ -170,6 +177,7 @@ def eval_request(args: argparse.Namespace) -> dict[str, Any]:
         "gen_kwargs": gen_kwargs or None,
         "predict_only": args.predict_only,
         "confirm_run_unsafe_code": args.confirm_run_unsafe_code,
+        "plain_prompts": args.plain_prompts,
     }
     if args.seed is not None:
         for key, seed in zip(
@@ -216,8 +224,12 @@ def run_eval(args: argparse.Namespace) -> int:
 
     setup_logging(args.verbosity or logging.INFO)
     _log_capcal_models_to_stderr()
+
+    def warn(message: str) -> None:
+        print(terminal_text(f"capcal eval: warning: {message}"), file=sys.stderr)
+
     try:
-        results = evaluate(**request)
+        results = evaluate(**request, notify=warn)
     except EvaluationInputError as error:
         return fail(str(error), 2)
     except Exception as error:  # noqa: BLE001 - one line (the traceback with --debug)
@@ -279,7 +291,7 @@ def _check(args: argparse.Namespace) -> int:
     from analysis.completeness import check_run
     from capcal_tasks.checkers import TASK_LABELS
 
-    checks = check_run(args.output_dir)
+    checks = check_run(args.output_dirs)
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 80):
         print(terminal_text(checks.drop(columns="problems").to_string(index=False)))
     for report in checks.attrs.get("joins", []):  # what each confidence run could not match
@@ -301,9 +313,11 @@ def _report(args: argparse.Namespace) -> int:
     from capcal_tasks.relations import parse_calibration_overrides
 
     calibration = parse_calibration_overrides(args.calibration)
+    notices = _report_notices(args, calibration)
     files = build_report(
         args.output_dirs,
         args.output,
+        notices=notices,
         activations_dir=args.activations,
         options=ReportOptions(
             n_resamples=args.resamples, seed=args.seed, calibration=calibration, select=args.run or None
@@ -311,6 +325,17 @@ def _report(args: argparse.Namespace) -> int:
     )
     print(f"report:  {files.html}\nsummary: {files.markdown}")
     return 0
+
+
+def _report_notices(args: argparse.Namespace, calibration: dict[str, list[str]]) -> list[str]:
+    """``analysis.report_inputs.report_notices`` for ``capcal report``'s flags, each printed as a warning on
+    stderr (``NothingToScoreError``, a ``ValueError``, ends the command with exit status 2)."""
+    from analysis.report_inputs import report_notices
+
+    notices = report_notices(args.output_dirs, args.activations, calibration, args.run or None)
+    for notice in notices:
+        print(terminal_text(f"capcal report: warning: {notice}"), file=sys.stderr)
+    return notices
 
 
 def _rescore(args: argparse.Namespace) -> int:
@@ -541,9 +566,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     check = commands.add_parser(
-        "check", help="is every run in an lm-eval output folder complete? (exit status 1 if not)"
+        "check", help="is every run in lm-eval output folders complete? (exit status 1 if not)"
     )
-    check.add_argument("output_dir")
+    check.add_argument("output_dirs", nargs="+", metavar="OUTPUT_DIR")
 
     report = commands.add_parser("report", help="HTML report + Markdown summary of lm-eval output folders")
     report.add_argument("output_dirs", nargs="+", metavar="OUTPUT_DIR")
