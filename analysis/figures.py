@@ -26,7 +26,9 @@ class Curve:
     y: Sequence[float]
     band_low: Sequence[float] | None = None
     band_high: Sequence[float] | None = None
-    style: str = "-"
+    style: str = "-"  # matplotlib line style (with a colour letter, e.g. "k--", or alone)
+    marker: str = "o"
+    color: str | None = None  # None: the next colour of the cycle
 
 
 def _png(figure) -> bytes:
@@ -48,10 +50,16 @@ def _grid(count: int, width: float = 3.0) -> tuple:
 
 
 def reliability_figure(
-    confidences: Mapping[str, np.ndarray], target: np.ndarray, target_name: str, n_bins: int = 10
+    confidences: Mapping[str, np.ndarray],
+    target: np.ndarray,
+    target_name: str,
+    subtitles: Mapping[str, str] | None = None,
+    n_bins: int = 10,
 ) -> bytes:
     """Reliability diagrams, one panel per estimator: mean target per confidence bin against the diagonal;
-    bar width shows the bin, the number above a bar its question count."""
+    bar width shows the bin, the number above a bar its question count. ``subtitles`` adds a second title
+    line per estimator (the report gives each panel's ECE with its interval)."""
+    subtitles = subtitles or {}
     figure, axes = _grid(len(confidences))
     for axis, (name, confidence) in zip(axes, confidences.items(), strict=False):
         keep = np.isfinite(confidence)
@@ -70,7 +78,9 @@ def reliability_figure(
         ):
             axis.text(x, min(y + 0.02, 0.97), str(int(count)), ha="center", fontsize=7)
         axis.plot([0, 1], [0, 1], "k--", linewidth=0.8)
-        axis.set(xlim=(0, 1), ylim=(0, 1), title=name, xlabel="confidence", ylabel=f"mean {target_name}")
+        title = f"{name}\n{subtitles[name]}" if name in subtitles else name
+        axis.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel=f"mean {target_name}")
+        axis.set_title(title, fontsize=8)
     figure.suptitle(f"Reliability ({target_name})", fontsize=11)
     return _png(figure)
 
@@ -92,16 +102,37 @@ def target_scatter_figure(confidences: Mapping[str, np.ndarray], mu_hat: np.ndar
 
 
 def curves_figure(
-    curves: Sequence[Curve], title: str, xlabel: str, ylabel: str, log_x: bool = False
+    curves: Sequence[Curve],
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    log_x: bool = False,
+    y_limits: tuple[float, float] | None = None,
 ) -> bytes:
-    """Lines (with optional bands) on one axis: pass@k, budget, test-time-scaling and routing curves."""
+    """Lines (with optional bands) on one axis: pass@k, budget, test-time-scaling and routing curves.
+    A curve with its own ``color`` (a reference line) is drawn thicker and above the others, so a baseline
+    that coincides with an estimator stays visible; ``y_limits`` fixes the y axis (bands are drawn as
+    given: clip them to the range first)."""
     figure, axis = plt.subplots(figsize=(5.5, 3.8))
     for curve in curves:
-        (line,) = axis.plot(curve.x, curve.y, curve.style, marker="o", markersize=3, label=curve.label)
+        reference = curve.color is not None
+        (line,) = axis.plot(
+            curve.x,
+            curve.y,
+            curve.style,
+            marker=curve.marker,
+            markersize=4 if reference else 3,
+            color=curve.color,
+            linewidth=1.8 if reference else 1.2,
+            zorder=3 if reference else 2,
+            label=curve.label,
+        )
         if curve.band_low is not None and curve.band_high is not None:
             axis.fill_between(curve.x, curve.band_low, curve.band_high, color=line.get_color(), alpha=0.15)
     if log_x:
         axis.set_xscale("log", base=2)
+    if y_limits is not None:
+        axis.set_ylim(*y_limits)
     axis.set(title=title, xlabel=xlabel, ylabel=ylabel)
     axis.grid(alpha=0.3)
     axis.legend(fontsize=7)

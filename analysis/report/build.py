@@ -35,17 +35,30 @@ from analysis.report.registry import (
 )
 from analysis.report.render import ReportFiles, ReportSection, write_report
 from analysis.report.sections import (
+    SectionInputs,
     capability_section,
     display_name,
     examples_table,
     judge_agreement_section,
     routing_section,
+    section_inputs,
 )
+from analysis.report.summary import Ranking, rank_estimators, summary_sections
 from analysis.rescore import rescore_notes
 from analysis.runs import RunCollection, load_runs
 from capcal_tasks.relations import EVALUATION, TaskRelations, task_relations
 
-__all__ = ["ReportData", "ReportOptions", "build_report", "calibration_data", "load_report_data"]
+__all__ = [
+    "ReportAnalysis",
+    "ReportData",
+    "ReportOptions",
+    "SectionResult",
+    "analyze_runs",
+    "build_report",
+    "calibration_data",
+    "load_report_data",
+    "short_file",
+]
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,13 @@ class ReportData:
         return self.collection.confidences
 
 
+def short_file(model: str, path: Path) -> str:
+    """A run's file as the report shows it: the model's display name and the file name
+    (``smollm2/results_2026-01-02T03-04-05.json``), never lm-eval's folder named after the mangled model
+    path."""
+    return f"{display_name(model)}/{Path(path).name}"
+
+
 def load_report_data(output_dirs: Sequence[str | Path], select=None) -> ReportData:
     """The runs under ``output_dirs`` (``select`` as in ``load_runs``: by default the latest run of each
     (model, task); the others are listed as left out), with the task configs of the runs used."""
@@ -91,7 +111,7 @@ def load_report_data(output_dirs: Sequence[str | Path], select=None) -> ReportDa
     for file in collection.files:
         results = file.results_path
         if file.task_config:
-            where = f"{results.parent.name}/{results.name}" if results is not None else str(file.path)
+            where = short_file(file.model, results if results is not None else file.path)
             configs[file.task] = (file.task_config, where)
         folder = (file.task_config.get("metadata") or {}).get("activations")
         if isinstance(folder, str) and folder:
@@ -215,8 +235,10 @@ def _runs_table(data: ReportData, model_id: str, tasks: Sequence[str]) -> pd.Dat
         samples if isinstance(samples, (str, Path)) and str(samples) else results
         for samples, results in zip(rows["samples_path"], rows["results_path"], strict=True)
     ]
-    rows = rows.assign(run=[f"{Path(str(f)).parent.name}/{Path(str(f)).name}" for f in files])
-    return rows[["task", "kind", "run_id", "used", "reason", "labels", "run"]].reset_index(drop=True)
+    rows = rows.assign(
+        file=[short_file(str(m), Path(str(f))) for m, f in zip(rows["model"], files, strict=True)]
+    )
+    return rows[["task", "kind", "run_id", "used", "reason", "labels", "file"]].reset_index(drop=True)
 
 
 def _section(
@@ -227,7 +249,7 @@ def _section(
     task: str,
     activations_dir: Path | None,
     options: ReportOptions,
-) -> tuple[ReportSection, ComputedEstimators]:
+) -> SectionResult:
     questions = data.questions[data.questions["model_id"] == model]
     own = data.confidences[data.confidences["model_id"] == model]
     joins: list[dict] = []
@@ -250,6 +272,7 @@ def _section(
         failures = parse_failure_counts(own)
         scoring = [t for t, target in targets.items() if target == task]
         failures = failures[failures["task"].isin(scoring)]
+        computed.parse_failures = failures
         if not failures.empty:
             computed.notes.append(
                 "parse failures: "
@@ -269,25 +292,10 @@ def _section(
         split = calibration.label()
     label = str(evaluation["model"].iloc[0])
     identity = data.collection.models.get(model, {})
-    facts = {
-        "model": label,
-        "model identity": model
-        if identity.get("source") == "checkpoint"
-        else f"{model} ({identity.get('reason', '')})",
-        "task": task,
-        "declared relations": relation.source
-        if relation.declared
-        else "none (no capcal_role in the task's config)",
-        "calibration split": split,
-    }
-    section = capability_section(
-        f"{display_name(label)} · {task}", computed, facts, options.n_resamples, options.seed
-    )
-    tasks = [task, *(calibration.tasks if calibration is not None else ())]
-    tasks += [t for t, target in targets.items() if target in tasks or target is None]
-    section.tables.append(("Runs used and left out", _runs_table(data, model, tasks)))
-    if joins:
-        section.tables.append(("Joins: matched and unmatched question ids", pd.DataFrame(joins).fillna("")))
+    facts = {"model": label, "task": task, "calibration split": split}
+    inputs = section_inputs(computed, options.n_resamples, options.seed)
+    name = display_name(label)
+    section = capability_section(f"{name} · {task}", computed, facts, inputs)
     estimators = computed.in_section(EXAMPLES)
     section.tables.append(
         (
@@ -295,11 +303,32 @@ def _section(
             examples_table(computed.evaluation, estimators, options.max_examples),
         )
     )
-    return section, computed
+    tasks = [task, *(calibration.tasks if calibration is not None else ())]
+    tasks += [t for t, target in targets.items() if target in tasks or target is None]
+    bookkeeping = ReportSection(
+        title=f"Appendix · {name} · {task}: runs, joins and identity",
+        facts={
+            "model": label,
+            "model identity": model
+            if identity.get("source") == "checkpoint"
+            else f"{model} ({identity.get('reason', '')})",
+            "declared relations": relation.source
+            if relation.declared
+            else "none (no capcal_role in the task's config)",
+        },
+        tables=[("Runs used and left out", _runs_table(data, model, tasks))],
+    )
+    if joins:
+        bookkeeping.tables.append(
+            ("Joins: matched and unmatched question ids", pd.DataFrame(joins).fillna(""))
+        )
+    ranking = rank_estimators(inputs, name, task) if inputs is not None else None
+    return SectionResult(model, name, task, computed, inputs, section, bookkeeping, ranking)
 
 
 def overview_section(data: ReportData, relations: TaskRelations) -> ReportSection:
-    """Every run found (used or left out, and why), files read once, and the relations of the tasks run."""
+    """Every run found (used or left out, and why), files read once, and the relations of the tasks run
+    (the report's appendix)."""
     runs = data.collection.runs
     rows = []
     for task in sorted(set(runs["task"])):
@@ -329,7 +358,7 @@ def overview_section(data: ReportData, relations: TaskRelations) -> ReportSectio
             }
         )
     section = ReportSection(
-        title="Runs and task relations",
+        title="Appendix: runs and task relations",
         facts={
             "runs found": len(runs),
             "runs used": int(runs["used"].sum()) if len(runs) else 0,
@@ -364,6 +393,65 @@ def agreement_sections(data: ReportData) -> list[ReportSection]:
     ]
 
 
+@dataclass
+class SectionResult:
+    """One (model, evaluation task): the estimators computed, the inputs of its parts, its report section,
+    its bookkeeping (for the appendix) and its ranking (None without an estimator)."""
+
+    model_id: str
+    model: str  # display name
+    task: str
+    computed: ComputedEstimators
+    inputs: SectionInputs | None
+    section: ReportSection
+    bookkeeping: ReportSection
+    ranking: Ranking | None
+
+
+@dataclass
+class ReportAnalysis:
+    """Everything the report computes before it is written: the runs read, the task relations, one
+    :class:`SectionResult` per (model, evaluation task) and the routing sections."""
+
+    data: ReportData
+    relations: TaskRelations
+    results: list[SectionResult]
+    routing: list[ReportSection]
+
+
+def analyze_runs(
+    output_dirs: Sequence[str | Path],
+    activations_dir: str | Path | None = None,
+    options: ReportOptions | None = None,
+) -> ReportAnalysis:
+    """Read the lm-eval output folders and compute every (model, evaluation task) section (its estimators,
+    metric tables with intervals, figures and ranking) and the routing sections; nothing is written."""
+    options = options or ReportOptions()
+    data = load_report_data(output_dirs, options.select)
+    relations = task_relations(data.configs, options.calibration)
+    targets = _targets(data.confidences)
+    activations = Path(activations_dir) if activations_dir else None
+    results: list[SectionResult] = []
+    evaluations: dict[tuple[str, str], tuple[pd.DataFrame, list[str]]] = {}
+    pairs = data.questions[["model_id", "task"]].drop_duplicates()
+    for model, task in pairs.itertuples(index=False):
+        if not relations.is_evaluation(task):
+            continue
+        result = _section(data, relations, targets, model, task, activations, options)
+        computed = result.computed
+        # routing pairs models on the same questions, whatever prompt format a task asks them in
+        questions = relations.question_set(task)
+        if (model, questions) not in evaluations or task == questions:
+            evaluations[(model, questions)] = (computed.evaluation, computed.in_section(ROUTING))
+        results.append(result)
+    routing = []
+    for eval_task in sorted({task for _, task in evaluations}):
+        section = routing_section(evaluations, eval_task)
+        if section is not None:
+            routing.append(section)
+    return ReportAnalysis(data, relations, results, routing)
+
+
 def build_report(
     output_dirs: Sequence[str | Path],
     report_dir: str | Path,
@@ -375,32 +463,30 @@ def build_report(
 ) -> ReportFiles:
     """Write the report for the lm-eval output folders ``output_dirs`` into ``report_dir``.
 
+    The report opens with the summary (what was measured; per model and task the estimators ranked by the
+    primary metric with paired intervals, a sentence whether the best is distinguishable from the next, and
+    warnings where the conclusion is weak), then the estimator x task grids of the headline metrics, the
+    per-(model, task) sections, routing, the Self-Calibration before/after comparison when its runs are
+    among ``output_dirs``, judge agreement, and ends with the appendix (runs, relations, joins, identity).
+
     ``activations_dir`` overrides the activations folder named in the sampling runs' metadata (capcal-hf's
     ``activations=DIR``). ``notices`` are warnings about the inputs found by the caller (e.g. a missing
     activations folder); they are shown, escaped, in the summary's warnings.
     """
+    from analysis.report.paper_table import grid_section, metric_rows
+    from analysis.report.self_calibration import self_calibration_sections
+
     options = options or ReportOptions()
-    data = load_report_data(output_dirs, options.select)
-    relations = task_relations(data.configs, options.calibration)
-    targets = _targets(data.confidences)
-    activations = Path(activations_dir) if activations_dir else None
-    sections: list[ReportSection] = [overview_section(data, relations)]
-    if notices:
-        sections.insert(0, ReportSection(title="Summary", notes=[f"warning: {n}" for n in notices]))
-    evaluations: dict[tuple[str, str], tuple[pd.DataFrame, list[str]]] = {}
-    pairs = data.questions[["model_id", "task"]].drop_duplicates()
-    for model, task in pairs.itertuples(index=False):
-        if not relations.is_evaluation(task):
-            continue
-        section, computed = _section(data, relations, targets, model, task, activations, options)
-        # routing pairs models on the same questions, whatever prompt format a task asks them in
-        questions = relations.question_set(task)
-        if (model, questions) not in evaluations or task == questions:
-            evaluations[(model, questions)] = (computed.evaluation, computed.in_section(ROUTING))
-        sections.append(section)
-    for eval_task in sorted({task for _, task in evaluations}):
-        routing = routing_section(evaluations, eval_task)
-        if routing is not None:
-            sections.append(routing)
-    sections += agreement_sections(data)
+    analysis = analyze_runs(output_dirs, activations_dir, options)
+    rankings = [r.ranking for r in analysis.results if r.ranking is not None]
+    sections = summary_sections(rankings, notices, options.n_resamples)
+    grid = grid_section(metric_rows(analysis.results))
+    if grid is not None:
+        sections.append(grid)
+    sections += [r.section for r in analysis.results]
+    sections += analysis.routing
+    sections += self_calibration_sections(output_dirs, options.n_resamples, options.seed)
+    sections += agreement_sections(analysis.data)
+    sections.append(overview_section(analysis.data, analysis.relations))
+    sections += [r.bookkeeping for r in analysis.results]
     return write_report(sections, report_dir, title=title)

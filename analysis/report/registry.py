@@ -101,6 +101,7 @@ class EstimatorResult:
     notes: list[str] = field(default_factory=list)
     trained_on: str | None = None
     extra: dict[str, pd.DataFrame] = field(default_factory=dict)
+    trained_questions: int | None = None  # a fitted estimator: the questions its parameters were fitted on
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,7 @@ def isotonic(column: str) -> Callable[[EstimatorContext], EstimatorResult]:
         finite = np.isfinite(values)
         out[finite] = recalibrator.predict(values[finite], list(evaluation.loc[finite, "question_id"]))
         label = f"{calibration.label()}; fitted on {int(keep.sum())} questions with {column}"
-        return EstimatorResult(columns={name: out}, trained_on=label)
+        return EstimatorResult(columns={name: out}, trained_on=label, trained_questions=int(keep.sum()))
 
     fit.__name__ = f"isotonic_{column}"
     return fit
@@ -226,7 +227,9 @@ def probe(context: EstimatorContext) -> EstimatorResult:
         f"{len(splits.train)} questions fitted, {len(splits.validation)} validated, evaluated on "
         f"{len(evaluation)} {context.task} questions"
     )
-    return EstimatorResult(columns={"probe": confidence}, trained_on=label)
+    return EstimatorResult(
+        columns={"probe": confidence}, trained_on=label, trained_questions=len(splits.train)
+    )
 
 
 ESTIMATORS: tuple[Estimator, ...] = (
@@ -251,6 +254,8 @@ class ComputedEstimators:
     notes: list[str]
     trained_on: dict[str, str]  # fitted estimator's column -> what it was trained on
     extra: dict[str, pd.DataFrame]
+    trained_questions: dict[str, int] = field(default_factory=dict)  # fitted column -> questions fitted on
+    parse_failures: pd.DataFrame | None = None  # ``parse_failure_counts`` of the confidences scoring the task
 
     def in_section(self, section: str) -> list[str]:
         return [column for column, entry in self.columns.items() if section in entry.sections]
@@ -269,6 +274,8 @@ def compute_estimators(
             out.columns[column] = entry
             if result.trained_on is not None:
                 out.trained_on[column] = result.trained_on
+            if result.trained_questions is not None:
+                out.trained_questions[column] = result.trained_questions
         out.notes.extend(result.notes)
         out.extra.update(result.extra)
     out.evaluation = context.evaluation

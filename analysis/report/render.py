@@ -19,7 +19,15 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["Figure", "ReportFiles", "ReportSection", "format_interval", "markdown_text", "write_report"]
+__all__ = [
+    "Figure",
+    "ReportFiles",
+    "ReportSection",
+    "format_interval",
+    "markdown_table",
+    "markdown_text",
+    "write_report",
+]
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
@@ -34,24 +42,35 @@ figure { display: inline-block; margin: .5em; vertical-align: top; }
 figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { font-size: .8em; color: #555; max-width: 60em; }
 .note { color: #555; font-size: .85em; }
+.sentence { font-size: 1.05em; margin: .4em 0; }
+ul.warnings { background: #fff4e5; border-left: 4px solid #e69500; padding: .5em .5em .5em 2em; }
+.guide { color: #444; font-size: .85em; margin: .2em 0 .6em; }
+h3.figure { font-size: 1em; margin-bottom: .2em; }
 """
 
 
 @dataclass(frozen=True)
 class Figure:
+    """A figure: its heading (``caption``), the PNG, and a one-line reading guide (what to look for)."""
+
     caption: str
     png: bytes
+    guide: str = ""
 
 
 @dataclass
 class ReportSection:
-    """One block of the report: a title, key facts, tables and figures."""
+    """One block of the report: a title, key facts, plain-sentence conclusions, warnings, notes, tables and
+    figures, rendered in that order; ``level`` 3 makes it a subsection of the section before it."""
 
     title: str
     facts: dict[str, object] = field(default_factory=dict)
     tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    sentences: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    level: int = 2
 
 
 @dataclass(frozen=True)
@@ -118,7 +137,9 @@ def _html_table(frame: pd.DataFrame) -> str:
     return f"<div class='scroll'>{table}</div>"
 
 
-def _markdown_table(frame: pd.DataFrame) -> str:
+def markdown_table(frame: pd.DataFrame) -> str:
+    """``frame`` as a Markdown table, every header and cell through :func:`markdown_text`."""
+
     def clean(value: object) -> str:
         return markdown_text(_cell(value))
 
@@ -147,8 +168,9 @@ def write_report(
     written: list[Path] = []
     for number, section in enumerate(sections, start=1):
         anchor = f"s{number}-{_slug(section.title)}"
-        html_parts.append(f"<h2 id='{anchor}'>{html.escape(section.title)}</h2>")
-        markdown += [f"## {markdown_text(section.title)}", ""]
+        level = section.level
+        html_parts.append(f"<h{level} id='{anchor}'>{html.escape(section.title)}</h{level}>")
+        markdown += [f"{'#' * level} {markdown_text(section.title)}", ""]
         if section.facts:
             facts = pd.DataFrame(
                 {"": list(section.facts), "value": [_cell(v) for v in section.facts.values()]}
@@ -158,12 +180,20 @@ def write_report(
                 f"- {markdown_text(key)}: {markdown_text(_cell(value))}"
                 for key, value in section.facts.items()
             ] + [""]
+        for sentence in section.sentences:
+            html_parts.append(f"<p class='sentence'>{html.escape(sentence)}</p>")
+            markdown += [markdown_text(sentence), ""]
+        if section.warnings:
+            items = "".join(f"<li>{html.escape(w)}</li>" for w in section.warnings)
+            html_parts.append(f"<ul class='warnings'>{items}</ul>")
+            markdown += [f"- warning: {markdown_text(w)}" for w in section.warnings] + [""]
         for note in section.notes:
             html_parts.append(f"<p class='note'>{html.escape(note)}</p>")
             markdown += [f"_{markdown_text(note)}_", ""]
+        sub = "#" * (level + 1)
         for caption, frame in section.tables:
-            html_parts.append(f"<h3>{html.escape(caption)}</h3>{_html_table(frame)}")
-            markdown += [f"### {markdown_text(caption)}", "", _markdown_table(frame), ""]
+            html_parts.append(f"<h{level + 1}>{html.escape(caption)}</h{level + 1}>{_html_table(frame)}")
+            markdown += [f"{sub} {markdown_text(caption)}", "", markdown_table(frame), ""]
         for index, figure in enumerate(section.figures, start=1):
             path = figure_dir / f"{anchor}-{index}.png"
             path.write_bytes(figure.png)
@@ -171,9 +201,13 @@ def write_report(
             data = base64.b64encode(figure.png).decode("ascii")
             alt = html.escape(figure.caption, quote=True)
             html_parts.append(
-                f"<figure><img alt='{alt}' src='data:image/png;base64,{data}'>"
-                f"<figcaption>{html.escape(figure.caption)}</figcaption></figure>"
+                f"<h{level + 1} class='figure'>{html.escape(figure.caption)}</h{level + 1}>"
+                + (f"<p class='guide'>{html.escape(figure.guide)}</p>" if figure.guide else "")
+                + f"<figure><img alt='{alt}' src='data:image/png;base64,{data}'></figure>"
             )
+            markdown += [f"{sub} {markdown_text(figure.caption)}", ""]
+            if figure.guide:
+                markdown += [f"_{markdown_text(figure.guide)}_", ""]
             markdown += [f"![{markdown_text(figure.caption)}](figures/{path.name})", ""]
     html_parts.append("</body></html>")
     html_path = output_dir / "report.html"

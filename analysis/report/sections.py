@@ -11,12 +11,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+import capcal_metrics as cm
 from analysis.applications.budget import budget_allocation_curves
-from analysis.applications.pass_at_k_prediction import dataset_curve, pass_at_k_prediction
+from analysis.applications.pass_at_k_prediction import dataset_curve, instance_mse
 from analysis.applications.routing import pair_models, routing_curves
 from analysis.applications.self_calibration_strategies import self_calibration_curves
 from analysis.calibration_table import (
     CAPABILITY_METRICS,
+    HIGHER_IS_BETTER,
+    INTERVAL_NOTES,
     RESPONSE_METRICS,
     calibration_table,
     first_response_correctness,
@@ -35,18 +38,32 @@ __all__ = [
     "capability_facts",
     "capability_section",
     "display_name",
+    "higher_is_better",
+    "metric_header",
+    "section_inputs",
     "examples_table",
     "judge_agreement_section",
     "routing_section",
 ]
 
+# Reference lines: each baseline its own line style, marker and grey level, drawn above the estimators.
 BASELINE_STYLES = {
-    "uniform": "k:",
-    "random": "k:",
-    "oracle": "k--",
-    "oracle_cheap": "k--",
-    "oracle_gain": "k-.",
+    "uniform": dict(style=":", marker="s", color="0.45"),
+    "random": dict(style=":", marker="s", color="0.45"),
+    "oracle": dict(style="--", marker="^", color="black"),
+    "oracle_cheap": dict(style="--", marker="^", color="black"),
+    "oracle_gain": dict(style="-.", marker="v", color="0.25"),
 }
+
+
+def higher_is_better(metric: str) -> bool:
+    """Whether a larger value of ``metric`` (a :mod:`analysis.calibration_table` metric) is better."""
+    return HIGHER_IS_BETTER[metric]
+
+
+def metric_header(metric: str) -> str:
+    """A metric's column header with its direction: ``capability_ece ↓``, ``soft_auroc ↑``."""
+    return f"{metric} {'↑' if higher_is_better(metric) else '↓'}"
 
 
 def display_name(model: str) -> str:
@@ -67,8 +84,10 @@ def _metric_table(metrics: pd.DataFrame) -> pd.DataFrame:
     order = [m for m in metrics["metric"].drop_duplicates() if m in wide.columns]
     questions = metrics.groupby("estimator")["questions"].max()
     wide = wide[order].fillna("")
+    wide.columns = [metric_header(m) + (" †" if INTERVAL_NOTES.get(m) else "") for m in order]
     wide.insert(0, "questions", questions.reindex(wide.index))
-    return wide.reset_index()
+    estimators = list(metrics["estimator"].drop_duplicates())
+    return wide.reindex(estimators).reset_index()
 
 
 @dataclass
@@ -116,6 +135,37 @@ class SectionInputs:
         return {name: self.evaluation[name].to_numpy(dtype=float) for name in self.estimators}
 
     @cached_property
+    def metrics(self) -> pd.DataFrame:
+        """``calibration_table`` of every calibration-table estimator: the section's and summary's numbers."""
+        return calibration_table(
+            self.evaluation, self.estimators, n_resamples=self.n_resamples, seed=self.seed
+        )
+
+    @cached_property
+    def leakage_free(self) -> pd.DataFrame | None:
+        """The leakage-free consistency columns ``consistency_lf_k{k}`` with their own target (mu_hat_lf of
+        the samples outside the draw pool, as ``expected_accuracy``, and n_lf as ``n``); None without."""
+        table = self.computed.extra.get("leakage_free")
+        if table is None:
+            return None
+        return table.assign(
+            expected_accuracy=table["mu_hat_lf"], n=table["n_lf"], correctness=self.evaluation["correctness"]
+        )
+
+    @cached_property
+    def leakage_free_metrics(self) -> pd.DataFrame | None:
+        """Capability ECE, Brier, corrected Brier and soft AUROC of the leakage-free consistency, each scored
+        against mu_hat_lf."""
+        table = self.leakage_free
+        if table is None:
+            return None
+        columns = [c for c in table.columns if c.startswith("consistency_lf_k")]
+        metrics = calibration_table(table, columns, n_resamples=self.n_resamples, seed=self.seed)
+        keep = ["capability_ece", "capability_brier", "corrected_capability_brier", "soft_auroc"]
+        chosen = metrics["metric"].isin(keep) & metrics["estimator"].isin(columns)  # (random: main table)
+        return metrics[chosen].reset_index(drop=True)
+
+    @cached_property
     def complete(self) -> dict[str, np.ndarray]:
         """The confidences defined on every question of the estimators registered for pass@k prediction."""
         registered = self.computed.in_section(PASS_AT_K)
@@ -155,83 +205,117 @@ def fitted_estimators_part(computed: ComputedEstimators) -> SectionPart:
 def metric_tables_part(inputs: SectionInputs) -> SectionPart:
     """Capability metrics (target mu_hat) and response metrics (target z) of every calibration-table
     estimator, with bootstrap intervals over questions."""
-    metrics = calibration_table(
-        inputs.evaluation, inputs.estimators, n_resamples=inputs.n_resamples, seed=inputs.seed
-    )
+    metrics = inputs.metrics
     intervals = f"{inputs.n_resamples} bootstrap resamples over questions, 95% intervals"
     targets = {
         "Capability calibration (target: mu_hat)": CAPABILITY_METRICS,
         "Response calibration (target: the first response's correctness z)": RESPONSE_METRICS,
     }
-    return SectionPart(
-        tables=[
-            (f"{target}; {intervals}", _metric_table(metrics[metrics["metric"].isin(names)]))
-            for target, names in targets.items()
-        ]
-    )
+    tables = []
+    for target, names in targets.items():
+        caption = f"{target}; {intervals}"
+        caption += "".join(f"; † {m}: {INTERVAL_NOTES[m]}" for m in names if INTERVAL_NOTES.get(m))
+        tables.append((caption, _metric_table(metrics[metrics["metric"].isin(names)])))
+    return SectionPart(tables=tables)
 
 
 def leakage_free_part(inputs: SectionInputs) -> SectionPart:
-    """Capability ECE, Brier and soft AUROC of the leakage-free consistency (``consistency_lf_k{k}``), each
-    scored against the target mu_hat_lf of the samples outside its draw pool."""
-    leakage_free = inputs.computed.extra.get("leakage_free")
-    if leakage_free is None:
+    """Capability ECE, Brier, corrected Brier and soft AUROC of the leakage-free consistency
+    (``consistency_lf_k{k}``), each scored against the target mu_hat_lf of the samples outside its draw
+    pool."""
+    metrics = inputs.leakage_free_metrics
+    if metrics is None:
         return SectionPart()
-    columns = [c for c in leakage_free.columns if c.startswith("consistency_lf_k")]
-    table = leakage_free.assign(
-        expected_accuracy=leakage_free["mu_hat_lf"],
-        n=leakage_free["n_lf"],
-        correctness=inputs.evaluation["correctness"],
-    )
-    metrics = calibration_table(table, columns, n_resamples=inputs.n_resamples, seed=inputs.seed)
-    metrics = metrics[metrics["metric"].isin(["capability_ece", "capability_brier", "soft_auroc"])]
     caption = "Leakage-free consistency (drawn from a pool disjoint from the samples defining its target)"
     return SectionPart(tables=[(caption, _metric_table(metrics))])
 
 
+def _ece_titles(metrics: pd.DataFrame, metric: str) -> dict[str, str]:
+    """Estimator -> ``ECE 0.123 [0.100, 0.150]`` (its ``metric`` row) for a reliability panel's title."""
+    rows = metrics[metrics["metric"] == metric]
+    mark = " †" if INTERVAL_NOTES.get(metric) else ""
+    return {
+        row.estimator: f"ECE {format_interval(row.estimate, row.low, row.high)}{mark}"
+        for row in rows.itertuples(index=False)
+    }
+
+
 def reliability_part(inputs: SectionInputs) -> SectionPart:
-    """Reliability diagrams against mu_hat and against z, and the scatter of confidence against both."""
+    """Reliability diagrams against mu_hat and against z (each panel titled with its ECE and interval), and
+    the scatter of confidence against both targets."""
     confidences, mu, z = inputs.confidences, inputs.mu, inputs.z
     return SectionPart(
         figures=[
             Figure(
                 "Capability reliability: mean mu_hat per confidence bin",
-                reliability_figure(confidences, mu, "mu_hat"),
+                reliability_figure(confidences, mu, "mu_hat", _ece_titles(inputs.metrics, "capability_ece")),
+                "Bars on the dashed diagonal are calibrated; bars below it are over-confident, above it "
+                "under-confident; the number over a bar is its question count. † the binned ECE's interval "
+                "is a resampling spread, not a confidence interval (biased upward; see the debiased ECE).",
             ),
             Figure(
                 "Response reliability: accuracy of the first response per confidence bin",
-                reliability_figure(confidences, z, "z"),
+                reliability_figure(confidences, z, "z", _ece_titles(inputs.metrics, "response_ece")),
+                "As above, against the 0/1 correctness of each question's first response.",
             ),
             Figure(
                 "Confidence against the capability target (dots) and the response target (crosses)",
                 target_scatter_figure(confidences, mu, z),
+                "Dots close to the diagonal mean the confidence tracks mu_hat; the crosses at 0 and 1 show "
+                "how far a single response's correctness scatters around it.",
             ),
         ]
     )
 
 
+def _mse_table(complete: dict[str, np.ndarray], n: np.ndarray, c: np.ndarray, inputs: SectionInputs):
+    """Instance-level MSE of the predicted pass@k against the unbiased pass@k, with paired bootstrap
+    intervals over questions: ``MSE_k = mean_i (1 - (1 - p_i)^k - pass@k_i)^2``, a Brier score of the
+    prediction against the unbiased pass@k (so ``capcal_metrics.bootstrap_cis`` evaluates it)."""
+    first = next(iter(complete.values()))
+    ks = [int(k) for k in instance_mse(first, n, c)["k"]]
+    rows = []
+    for name, values in {**complete, "oracle (p = mu_hat)": c / n}.items():
+        specs = {k: (cm.brier_score, (cm.predicted_pass_at_k(values, k), cm.pass_at_k(n, c, k))) for k in ks}
+        intervals = cm.bootstrap_cis(specs, n_resamples=inputs.n_resamples, seed=inputs.seed)
+        row = {"estimator": name}
+        for k, ci in intervals.items():
+            row[f"MSE pass@{k} ↓"] = format_interval(ci.estimate, ci.low, ci.high, digits=4)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def pass_at_k_part(inputs: SectionInputs) -> SectionPart:
     """pass@k predicted from each complete pass@k estimator: the instance-level MSE against the unbiased
-    pass@k, and the dataset-level curve (95% band) against the actual one."""
+    pass@k (with intervals), and the dataset-level curve (95% band, clipped to [0, 1]) against the actual
+    one."""
     complete = inputs.complete
     if not complete:
         return SectionPart()
     n, c = inputs.counts
-    mse = pass_at_k_prediction(complete, n, c)
-    mse_wide = mse.pivot_table(index="estimator", columns="k", values="mse").reset_index()
-    mse_wide.columns = ["estimator"] + [f"MSE pass@{k}" for k in mse_wide.columns[1:]]
     curves = []
     for name, values in complete.items():
         curve = dataset_curve(values, n, c)
-        curves.append(Curve(name, curve["k"], curve["predicted"], curve["band_low"], curve["band_high"]))
+        low, high = np.clip(curve["band_low"], 0, 1), np.clip(curve["band_high"], 0, 1)
+        curves.append(Curve(name, curve["k"], curve["predicted"], low, high))
     actual = dataset_curve(c / n, n, c)
-    curves.append(Curve("actual (unbiased pass@k)", actual["k"], actual["observed"], style="k--"))
+    curves.append(
+        Curve("actual (unbiased pass@k)", actual["k"], actual["observed"], style="--", color="black")
+    )
+    intervals = f"{inputs.n_resamples} bootstrap resamples over questions, 95% intervals"
     return SectionPart(
-        tables=[("pass@k prediction: instance-level MSE against the unbiased pass@k", mse_wide)],
+        tables=[
+            (
+                f"pass@k prediction: instance-level MSE against the unbiased pass@k; {intervals}",
+                _mse_table(complete, n, c, inputs),
+            )
+        ],
         figures=[
             Figure(
                 "Dataset-level pass@k predicted from each estimator (95% band) vs actual",
-                curves_figure(curves, "pass@k", "k", "pass@k", log_x=True),
+                curves_figure(curves, "pass@k", "k", "pass@k", log_x=True, y_limits=(0, 1)),
+                "The closer a coloured line runs to the black dashed actual pass@k, the better the estimator "
+                "predicts how often k attempts succeed; bands are 95%, clipped to [0, 1].",
             )
         ],
     )
@@ -251,14 +335,18 @@ def budget_part(inputs: SectionInputs) -> SectionPart:
         budgets=[b for b in (1, 2, 4, 8, 16, 32) if b <= n.min()],
     )
     curves = [
-        Curve(m, g["budget"], g["accuracy"], style=BASELINE_STYLES.get(m, "-"))
+        Curve(m, g["budget"], g["accuracy"], **BASELINE_STYLES.get(m, {}))
         for m, g in budget.groupby("method", sort=False)
     ]
     figure = curves_figure(
         curves, "budget allocation", "samples per question (average)", "accuracy", log_x=True
     )
     caption = "Inference-budget allocation: exact accuracy (mean unbiased pass@b_i) at each average budget"
-    return SectionPart(figures=[Figure(caption, figure)])
+    guide = (
+        "An estimator is useful when its line rises above the grey dotted uniform allocation; the black "
+        "dashed oracle (allocating by mu_hat itself) is the ceiling."
+    )
+    return SectionPart(figures=[Figure(caption, figure, guide)])
 
 
 def self_calibration_part(inputs: SectionInputs) -> SectionPart:
@@ -284,7 +372,8 @@ def self_calibration_part(inputs: SectionInputs) -> SectionPart:
         "accuracy vs average samples used"
     )
     figure = curves_figure(curves, "test-time scaling", "samples used (average)", "accuracy")
-    return SectionPart(figures=[Figure(caption, figure)])
+    guide = "Higher and further left is better: more accuracy for fewer samples."
+    return SectionPart(figures=[Figure(caption, figure, guide)])
 
 
 # The parts of a capability section, in the order their tables and figures appear.
@@ -298,25 +387,26 @@ CAPABILITY_PARTS: tuple[Callable[[SectionInputs], SectionPart], ...] = (
 )
 
 
+def section_inputs(computed: ComputedEstimators, n_resamples: int, seed: int) -> SectionInputs | None:
+    """The inputs of a section's parts (None when no estimator is registered for the calibration tables)."""
+    estimators = computed.in_section(CALIBRATION_TABLES)
+    return SectionInputs(computed, estimators, n_resamples, seed) if estimators else None
+
+
 def capability_section(
-    title: str,
-    computed: ComputedEstimators,
-    facts: dict[str, object],
-    n_resamples: int,
-    seed: int,
+    title: str, computed: ComputedEstimators, facts: dict[str, object], inputs: SectionInputs | None
 ) -> ReportSection:
     """The section of one (model, evaluation task): facts, what each fitted estimator was trained on, then
-    each of :data:`CAPABILITY_PARTS` for the estimators registered for its part of the report: metric tables
-    with bootstrap intervals, the leakage-free consistency, reliability diagrams and the target scatter,
-    pass@k prediction, budget allocation and (with per-response self-checks) Self-Calibration's test-time
-    strategies."""
-    estimators = computed.in_section(CALIBRATION_TABLES)
+    each of :data:`CAPABILITY_PARTS` for the estimators registered for its part of the report (``inputs``,
+    from :func:`section_inputs`): metric tables with bootstrap intervals, the leakage-free consistency,
+    reliability diagrams and the target scatter, pass@k prediction, budget allocation and (with
+    per-response self-checks) Self-Calibration's test-time strategies."""
+    estimators = inputs.estimators if inputs is not None else []
     section = ReportSection(
         title=title, facts=capability_facts(computed, facts, estimators), notes=list(computed.notes)
     )
     parts = [fitted_estimators_part(computed)]
-    if estimators:
-        inputs = SectionInputs(computed, estimators, n_resamples, seed)
+    if inputs is not None:
         parts += [part(inputs) for part in CAPABILITY_PARTS]
     else:
         section.notes.append("no confidence estimator is available for this run")
@@ -384,7 +474,7 @@ def routing_section(evaluations: dict, eval_task: str) -> ReportSection | None:
     }
     curves = routing_curves(confidences, paired["mu_cheap"], paired["mu_strong"])
     lines = [
-        Curve(m, g["fraction"], g["accuracy"], style=BASELINE_STYLES.get(m, "-"))
+        Curve(m, g["fraction"], g["accuracy"], **BASELINE_STYLES.get(m, {}))
         for m, g in curves.groupby("method", sort=False)
     ]
     return ReportSection(
@@ -395,6 +485,8 @@ def routing_section(evaluations: dict, eval_task: str) -> ReportSection | None:
             Figure(
                 "Routing: accuracy against the fraction of questions sent to the strong model",
                 curves_figure(lines, "routing", "fraction routed", "accuracy"),
+                "An estimator helps when its line lies above the grey dotted random routing; the black "
+                "dashed oracle routes by the true expected accuracies.",
             )
         ],
     )

@@ -1,0 +1,185 @@
+"""Estimator x task (x model) tables of the headline metrics, the layout of a paper's central tables.
+
+:func:`paper_table` reads lm-eval output folders exactly as ``capcal report`` does (``analyze_runs``) and
+returns one row per (model, task, estimator, metric) with the estimate and its 95% bootstrap interval: the
+numbers of the report's per-section tables. :func:`metric_grid` turns those rows into the grid of one metric
+(rows: estimators; columns: tasks, or ``model · task`` with several models; cells ``estimate [low, high]``)
+and :func:`format_table` writes the grids as Markdown or LaTeX, or the rows as CSV or JSON. ``capcal table``
+is this module on the command line.
+
+The paper-form consistency ``consistency_k{k}`` is marked ``(leaky)`` in every grid: its draws overlap the
+samples that define its target (``analysis.report.summary``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.report.render import ReportSection, format_interval, markdown_table
+from analysis.report.sections import higher_is_better, metric_header
+from analysis.report.summary import LEAKY
+
+__all__ = [
+    "FORMATS",
+    "HEADLINE_METRICS",
+    "format_table",
+    "grid_section",
+    "metric_grid",
+    "metric_rows",
+    "paper_table",
+]
+
+# The headline metrics, in the order the grids appear; those a run does not compute are skipped.
+HEADLINE_METRICS = (
+    "corrected_capability_brier",
+    "capability_brier_skill",
+    "capability_ece_debiased",
+    "soft_auroc",
+)
+FORMATS = ("markdown", "latex", "csv", "json")
+ROW_COLUMNS = [
+    "model", "task", "estimator", "metric", "estimate", "low", "high", "questions", "leaky",
+    "higher_is_better",
+]  # fmt: skip
+
+
+def metric_rows(results: Sequence) -> pd.DataFrame:
+    """The metric rows of the report's (model, evaluation task) sections (``analyze_runs(...).results``):
+    model (display name), task, estimator, metric, estimate, low, high, questions, leaky, higher_is_better;
+    the leakage-free consistency's rows are those of its own table (scored against mu_hat_lf)."""
+    frames = []
+    for result in results:
+        inputs = result.inputs
+        if inputs is None:
+            continue
+        parts = [inputs.metrics]
+        if inputs.leakage_free_metrics is not None:
+            parts.append(inputs.leakage_free_metrics)
+        frame = pd.concat(parts, ignore_index=True)
+        frames.append(frame.assign(model=result.model, task=result.task))
+    if not frames:
+        return pd.DataFrame(columns=ROW_COLUMNS)
+    rows = pd.concat(frames, ignore_index=True)
+    rows["leaky"] = rows["estimator"].map(lambda name: bool(LEAKY.match(str(name))))
+    rows["higher_is_better"] = rows["metric"].map(higher_is_better)
+    return rows[ROW_COLUMNS]
+
+
+def paper_table(
+    output_dirs: Sequence[str | Path],
+    metrics: Sequence[str] | None = None,
+    activations_dir: str | Path | None = None,
+    options=None,
+) -> pd.DataFrame:
+    """One row per (model, evaluation task, estimator, metric) of the runs under ``output_dirs``, as
+    :func:`metric_rows` (``options``: ``analysis.report.ReportOptions``, as for ``capcal report``; the same
+    settings give the same numbers as the report). ``metrics`` keeps only these metrics (default: all)."""
+    from analysis.report.build import analyze_runs
+
+    rows = metric_rows(analyze_runs(output_dirs, activations_dir, options).results)
+    if metrics is not None:
+        unknown = sorted(set(metrics) - set(rows["metric"]))
+        if unknown and not rows.empty:
+            raise ValueError(
+                f"metric(s) {', '.join(unknown)} not computed; known: "
+                + ", ".join(sorted(set(rows["metric"])))
+            )
+        rows = rows[rows["metric"].isin(list(metrics))]
+    return rows.reset_index(drop=True)
+
+
+def metric_grid(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The grid of ``metric``: one row per estimator (paper-form consistency marked ``(leaky)``), one column
+    per task (``model · task`` when there are several models), cells ``estimate [low, high]`` (3 decimals;
+    empty where the estimator was not computed)."""
+    chosen = rows[rows["metric"] == metric]
+    several = chosen["model"].nunique() > 1
+    column = [f"{m} · {t}" if several else t for m, t in zip(chosen["model"], chosen["task"], strict=True)]
+    names = [
+        f"{e} (leaky)" if leaky else e for e, leaky in zip(chosen["estimator"], chosen["leaky"], strict=True)
+    ]
+    cells = [
+        format_interval(e, lo, hi)
+        for e, lo, hi in zip(chosen["estimate"], chosen["low"], chosen["high"], strict=True)
+    ]
+    long = pd.DataFrame({"estimator": names, "column": column, "cell": cells})
+    grid = long.pivot(index="estimator", columns="column", values="cell")
+    grid = grid.reindex(index=list(dict.fromkeys(names)), columns=list(dict.fromkeys(column))).fillna("")
+    grid.columns.name = None
+    return grid.reset_index()
+
+
+def _metrics_present(rows: pd.DataFrame, metrics: Sequence[str] | None) -> list[str]:
+    present = set(rows["metric"])
+    return [m for m in (metrics or HEADLINE_METRICS) if m in present]
+
+
+def grid_section(rows: pd.DataFrame, metrics: Sequence[str] | None = None) -> ReportSection | None:
+    """The report's "Across models and tasks" section: one grid per headline metric (None when no section
+    has a metric)."""
+    chosen = _metrics_present(rows, metrics)
+    if not chosen:
+        return None
+    return ReportSection(
+        title="Across models and tasks",
+        notes=[
+            "Each cell: estimate [95% bootstrap interval], the same numbers as the per-task sections; "
+            "↓ lower is better, ↑ higher. Export: capcal table OUTPUT_DIR... --metric METRIC --format "
+            "csv|latex|markdown|json."
+        ],
+        tables=[(f"{metric_header(m)}: estimators x tasks", metric_grid(rows, m)) for m in chosen],
+    )
+
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+    "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "↑": r"$\uparrow$",
+    "↓": r"$\downarrow$", "·": r"$\cdot$",
+}  # fmt: skip
+
+
+def _latex(text: object) -> str:
+    return "".join(_LATEX_SPECIAL.get(char, char) for char in str(text))
+
+
+def _latex_grid(grid: pd.DataFrame, caption: str) -> str:
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering",
+        rf"\caption{{{_latex(caption)}}}",
+        r"\begin{tabular}{l" + "c" * (len(grid.columns) - 1) + "}",
+        r"\toprule",
+        " & ".join(_latex(c) for c in grid.columns) + r" \\",
+        r"\midrule",
+    ]
+    lines += [" & ".join(_latex(v) for v in row) + r" \\" for row in grid.itertuples(index=False)]
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines)
+
+
+def format_table(rows: pd.DataFrame, metrics: Sequence[str] | None = None, fmt: str = "markdown") -> str:
+    """``rows`` (:func:`paper_table`) as text: ``markdown`` and ``latex`` write one grid per metric
+    (:func:`metric_grid`; LaTeX with booktabs rules, text escaped), ``csv`` and ``json`` the rows of the
+    chosen metrics themselves (numbers, one row per model, task, estimator and metric). ``metrics``:
+    default the headline metrics present."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
+    chosen = _metrics_present(rows, metrics)
+    if fmt == "csv":
+        return rows[rows["metric"].isin(chosen)].to_csv(index=False)
+    if fmt == "json":
+        records = json.loads(rows[rows["metric"].isin(chosen)].to_json(orient="records"))
+        return json.dumps(records, indent=2) + "\n"
+    blocks = []
+    for metric in chosen:
+        caption = f"{metric_header(metric)} (estimate [95% bootstrap interval])"
+        grid = metric_grid(rows, metric)
+        if fmt == "latex":
+            blocks.append(_latex_grid(grid, caption))
+        else:
+            blocks.append(f"{caption}\n\n{markdown_table(grid)}")
+    return "\n\n".join(blocks) + "\n"
