@@ -10,6 +10,8 @@ capcal analyze OUTPUT_DIR [--output FILE]                     -> analysis.runs
 capcal check OUTPUT_DIR...                                    -> analysis.completeness.check_run
 capcal report OUTPUT_DIR... [--output DIR] [--activations DIR] [--calibration TASK=SPLIT[,SPLIT]]
                                                               -> analysis.report.build_report
+capcal table OUTPUT_DIR... [--metric M]... [--format markdown|latex|csv|json] [--output FILE]
+                                                              -> analysis.report.paper_table
 capcal demo [options]                                         -> analysis.demo.run_demo
 capcal rescore OUTPUT_DIR --checker NAME [--output DIR] [--tasks T,..] [--run RUN] [judge options]
                                                               -> analysis.rescore.rescore
@@ -338,6 +340,29 @@ def _report_notices(args: argparse.Namespace, calibration: dict[str, list[str]])
     return notices
 
 
+def _table(args: argparse.Namespace) -> int:
+    from analysis.report import ReportOptions
+    from analysis.report.paper_table import format_table, paper_table
+    from capcal_tasks.relations import parse_calibration_overrides
+
+    options = ReportOptions(
+        n_resamples=args.resamples,
+        seed=args.seed,
+        calibration=parse_calibration_overrides(args.calibration),
+        select=args.run or None,
+    )
+    rows = paper_table(
+        args.output_dirs, args.metric or None, activations_dir=args.activations, options=options
+    )
+    text = format_table(rows, args.metric or None, args.format)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"table: {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def _rescore(args: argparse.Namespace) -> int:
     from analysis.rescore import rescore
 
@@ -593,6 +618,27 @@ def build_parser() -> argparse.ArgumentParser:
         "latest of its (model, task); repeatable; the report lists the runs it used and left out",
     )
 
+    table = commands.add_parser(
+        "table", help="estimator x task grid of a metric, for a paper (markdown, latex, csv or json)"
+    )
+    table.add_argument("output_dirs", nargs="+", metavar="OUTPUT_DIR")
+    table.add_argument(
+        "--metric",
+        action="append",
+        default=[],
+        help="a calibration-table metric (e.g. corrected_capability_brier, soft_auroc); repeatable; "
+        "default: the headline metrics",
+    )
+    table.add_argument("--format", default="markdown", choices=["markdown", "latex", "csv", "json"])
+    table.add_argument("--output", help="write the table to this file (default: standard output)")
+    table.add_argument("--activations", help="activations folder written by capcal-hf (enables the probe)")
+    table.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    table.add_argument("--seed", type=int, default=0)
+    table.add_argument(
+        "--calibration", action="append", default=[], metavar="TASK=SPLIT[,SPLIT]", help="as capcal report"
+    )
+    table.add_argument("--run", action="append", default=[], metavar="RUN", help="as capcal report")
+
     rescoring = commands.add_parser(
         "rescore", help="re-score a run's logged responses with another checker (no model run)"
     )
@@ -650,6 +696,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "analyze": _analyze,
         "check": _check,
         "report": _report,
+        "table": _table,
         "demo": _demo,
         "rescore": _rescore,
         "selfcal": _selfcal,
