@@ -1,7 +1,12 @@
-"""The one real lm-eval run shared by the pipeline and CLI tests: SmolLM2, capcal_gsm8k, 2 questions, k 2."""
+"""The real runs shared by the analysis tests: ``tiny_run`` (SmolLM2, capcal_gsm8k, 2 questions, k 2) for the
+pipeline and CLI tests, and ``small_demo`` (the README's demo at a small size) for the demo and report
+tests."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,3 +39,18 @@ def tiny_run(tmp_path_factory, smollm2_path: Path) -> tuple[Path, dict]:
         fewshot_random_seed=7,
     )
     return output, results
+
+
+@pytest.fixture(scope="session")
+def small_demo(tmp_path_factory, smollm2_path: Path) -> tuple[Path, str]:
+    """``capcal demo`` at a small size (10 arithmetic questions, k 6; 20 training questions; Gemma k 4):
+    (output folder, the command's stdout)."""
+    output = tmp_path_factory.mktemp("demo")
+    command = [sys.executable, "-m", "analysis.cli", "demo", "--output_dir", str(output)]
+    command += ["--per_level", "2", "--train_per_level", "4", "--resamples", "100"]
+    # consistency k = 5 needs n > 5 samples per question
+    command += ["--repeats", "6", "--train_repeats", "6", "--strong_repeats", "4"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1500)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return output, result.stdout

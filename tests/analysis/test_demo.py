@@ -9,27 +9,11 @@ report loads in headless Chromium.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from analysis.demo import LOGLIKELIHOOD_MODEL, SAMPLER
 from analysis.runs import load_run
-
-
-@pytest.fixture(scope="module")
-def small_demo(tmp_path_factory, smollm2_path):
-    output = tmp_path_factory.mktemp("demo")
-    command = [sys.executable, "-m", "analysis.cli", "demo", "--output_dir", str(output)]
-    command += ["--per_level", "2", "--train_per_level", "4", "--resamples", "100"]
-    # consistency k = 5 needs n > 5 samples per question
-    command += ["--repeats", "6", "--train_repeats", "6", "--strong_repeats", "4"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1500)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return output, result.stdout
 
 
 @pytest.mark.slow
