@@ -40,6 +40,7 @@ __all__ = [
     "display_name",
     "higher_is_better",
     "metric_header",
+    "pass_at_k_curves",
     "section_inputs",
     "examples_table",
     "judge_agreement_section",
@@ -285,14 +286,9 @@ def _mse_table(complete: dict[str, np.ndarray], n: np.ndarray, c: np.ndarray, in
     return pd.DataFrame(rows)
 
 
-def pass_at_k_part(inputs: SectionInputs) -> SectionPart:
-    """pass@k predicted from each complete pass@k estimator: the instance-level MSE against the unbiased
-    pass@k (with intervals), and the dataset-level curve (95% band, clipped to [0, 1]) against the actual
-    one."""
-    complete = inputs.complete
-    if not complete:
-        return SectionPart()
-    n, c = inputs.counts
+def pass_at_k_curves(complete: dict[str, np.ndarray], n: np.ndarray, c: np.ndarray) -> list[Curve]:
+    """The dataset-level pass@k curve predicted from each estimator with its 95% band clipped to [0, 1]
+    (a pass@k cannot leave it), and the actual unbiased pass@k as a black dashed reference line."""
     curves = []
     for name, values in complete.items():
         curve = dataset_curve(values, n, c)
@@ -302,6 +298,18 @@ def pass_at_k_part(inputs: SectionInputs) -> SectionPart:
     curves.append(
         Curve("actual (unbiased pass@k)", actual["k"], actual["observed"], style="--", color="black")
     )
+    return curves
+
+
+def pass_at_k_part(inputs: SectionInputs) -> SectionPart:
+    """pass@k predicted from each complete pass@k estimator: the instance-level MSE against the unbiased
+    pass@k (with intervals), and the dataset-level curve (95% band, clipped to [0, 1]) against the actual
+    one."""
+    complete = inputs.complete
+    if not complete:
+        return SectionPart()
+    n, c = inputs.counts
+    curves = pass_at_k_curves(complete, n, c)
     intervals = f"{inputs.n_resamples} bootstrap resamples over questions, 95% intervals"
     return SectionPart(
         tables=[

@@ -314,3 +314,268 @@ def test_capcal_report_run_option_chooses_the_older_run(tmp_path):
     text = (tmp_path / "report" / "report.md").read_text()
     assert "| toy_eval | sampling | 2025-12-01T00-00-00.000001 | True | selected |" in text
     assert main(["report", str(runs), "--output", str(tmp_path / "r2"), "--run", "2031-01-01"]) == 2
+
+
+# ------------------------------------------------------ the summary, the grids and the paper tables
+
+
+def _section_of(markdown: str, heading: str) -> str:
+    """The text of the Markdown section that starts with ``heading`` (up to the next heading of its level)."""
+    level = heading.split(" ", 1)[0]
+    start = markdown.index(heading + "\n")
+    rest = markdown[start + len(heading) + 1 :]
+    ends = [m.start() for m in re.finditer(rf"(?m)^{level} ", rest)]
+    return rest[: ends[0]] if ends else rest
+
+
+def _tables(text: str) -> dict[str, list[dict[str, str]]]:
+    """Every Markdown table in ``text`` under its ``###``/``####`` caption: rows as header -> cell."""
+    tables, caption, lines = {}, None, text.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith("#"):
+            caption = line.lstrip("#").strip()
+        elif line.startswith("| ") and index + 1 < len(lines) and lines[index + 1].startswith("|---"):
+            header = [c.strip() for c in line.strip("|").split(" | ")]
+            rows = []
+            for row in lines[index + 2 :]:
+                if not row.startswith("| "):
+                    break
+                rows.append(
+                    dict(zip(header, [c.strip() for c in row.strip().strip("|").split(" | ")], strict=True))
+                )
+            tables[caption] = rows
+    return tables
+
+
+def _ranking_rows(markdown: str, model: str, task: str) -> list[dict[str, str]]:
+    summary = _section_of(markdown, f"### Summary · {model} · {task}")
+    (rows,) = [rows for caption, rows in _tables(summary).items() if caption.startswith("Estimators ranked")]
+    return rows
+
+
+def test_report_opens_with_a_summary_that_ranks_concludes_and_warns(tmp_path):
+    """Summary first and the appendix last; the ranking by corrected Brier holds the section table's
+    numbers; the best's advantage is the paired bootstrap difference on the same resamples (recomputed here
+    from the section's arrays); the sentence follows the interval; the warnings name N, k and the fitted
+    estimator's training size; the caller's notices are shown escaped; the paper-form consistency is not
+    ranked, its leakage-free form is."""
+    import capcal_metrics as cm
+    from analysis.report import build_report
+    from analysis.report.build import analyze_runs
+
+    runs = _runs(tmp_path / "runs")
+    notice = f"activations folder {HOSTILE} does not exist"
+    files = build_report([runs], tmp_path / "report", options=_options(), notices=[notice])
+    markdown, page = files.markdown.read_text(), files.html.read_text()
+    headings = re.findall(r"(?m)^## (.*)$", markdown)
+    assert headings[0] == "Summary" and headings[1] == "Across models and tasks"
+    assert headings.index("toy-model · toy_eval") < headings.index("Appendix: runs and task relations")
+    assert all(
+        h.startswith("Appendix") for h in headings[headings.index("Appendix: runs and task relations") :]
+    )
+    assert markdown.index("Runs used and left out") > markdown.index("## Appendix")
+    assert "<script" not in page and "activations folder &lt;script&gt;" in page  # the notice, escaped
+
+    rows = _ranking_rows(markdown, "toy-model", "toy_eval")
+    ranked = [row["estimator"] for row in rows]
+    assert "consistency_k2" not in ranked and "consistency_lf_k2" in ranked
+    assert "Not ranked \\(leaky\\): consistency_k2" in markdown
+    brier = "corrected_capability_brier ↓"
+    section = _tables(_section_of(markdown, "## toy-model · toy_eval"))
+    (capability,) = [t for c, t in section.items() if c.startswith("Capability calibration")]
+    by_name = {row["estimator"]: row for row in capability}
+    for row in rows:  # the ranking's numbers are the section table's
+        if row["estimator"] in by_name:
+            assert row[brier] == by_name[row["estimator"]][brier]
+    estimates = [float(row[brier].split(" ")[0]) for row in rows]
+    assert estimates == sorted(estimates)
+
+    (result,) = analyze_runs([runs], options=_options()).results
+    inputs = result.inputs
+    best, second = (name.replace("\\", "") for name in ranked[:2])
+    n = inputs.counts[0].astype(float)
+    arrays = {}
+    for name in (best, second):
+        if name.startswith("consistency_lf"):
+            lf = inputs.leakage_free
+            arrays[name] = (
+                lf[name].to_numpy(float),
+                lf["mu_hat_lf"].to_numpy(float),
+                lf["n_lf"].to_numpy(float),
+            )
+        else:
+            arrays[name] = (inputs.confidences[name], inputs.mu, n)
+    difference = cm.bootstrap_differences(
+        {name: (cm.corrected_capability_brier_score, arrays[name]) for name in (best, second)},
+        best,
+        n_resamples=20,
+        seed=0,
+    )[second]
+    advantage = rows[1]["best's advantage ↑ \\(paired\\)"]
+    assert advantage == format_interval(*difference).replace("[", "\\[").replace("]", "\\]")
+    summary = _section_of(markdown, "### Summary · toy-model · toy_eval")
+    if difference.low > 0:
+        assert f"{ranked[0]} beats {ranked[1]} on corrected capability Brier by" in summary
+    else:
+        assert f"{ranked[0]} and {ranked[1]} are not distinguishable" in summary
+    for warning in (
+        "- warning: N = 12 evaluation questions, below 100",
+        "- warning: k = 4 samples per question, below 10",
+        "- warning: isotonic_p_true was fitted on 22 questions, below 50",
+    ):
+        assert warning in summary, warning
+
+
+def test_every_metric_column_states_its_direction(tmp_path):
+    from analysis.calibration_table import HIGHER_IS_BETTER
+    from analysis.report import build_report
+
+    markdown = build_report(
+        [_runs(tmp_path / "runs")], tmp_path / "r", options=_options()
+    ).markdown.read_text()
+    headers = [line for line in markdown.splitlines() if line.startswith("| ") and "---" not in line]
+    names = {name.replace("_", "_") for name in HIGHER_IS_BETTER} | set(HIGHER_IS_BETTER)
+    seen = 0
+    for header in headers:
+        for cell in header.strip("|").split(" | "):
+            cell = cell.strip()
+            base = cell.split(" ")[0]
+            if base in names:
+                arrow = "↑" if HIGHER_IS_BETTER[base.replace("\\", "")] else "↓"
+                assert cell.startswith(f"{base} {arrow}"), cell
+                seen += 1
+    assert seen >= 10
+
+
+def _two_task_runs(root):
+    """``_runs`` plus a second evaluation task ``toy_eval_b`` of the same model (10 questions, its own P(True)
+    task), declaring the same calibration split."""
+    root = _runs(root)
+    rng = np.random.default_rng(1)
+    ids = [f"toyb/e{i}" for i in range(10)]
+    correct = rng.integers(0, 5, len(ids))
+    meta = {"capcal_task": "sampling", "capcal_role": "evaluation", "capcal_calibration_tasks": ["toy_calib"],
+            "capcal_dataset": "toyb"}  # fmt: skip
+    _write(
+        root,
+        "toy_eval_b",
+        meta,
+        [_sampling_line(i, q, int(c)) for i, (q, c) in enumerate(zip(ids, correct, strict=True))],
+    )
+    ptrue = {"capcal_task": "ptrue", "capcal_role": "confidence", "capcal_target_task": "toy_eval_b"}
+    _write(
+        root,
+        "toy_eval_b_ptrue",
+        ptrue,
+        [_ptrue_line(i, q, 0.2 + 0.15 * c) for i, (q, c) in enumerate(zip(ids, correct, strict=True))],
+    )
+    return root
+
+
+def assert_grid_matches_sections(markdown: str, rows: pd.DataFrame) -> int:
+    """Every cell of every headline grid (``metric_grid`` of ``rows``) equals the cell of the same estimator
+    and metric in its (model, task) section of the report (capability or leakage-free table); returns the
+    number of cells checked."""
+    from analysis.report import markdown_text
+    from analysis.report.paper_table import HEADLINE_METRICS, metric_grid
+    from analysis.report.sections import metric_header
+
+    several = rows["model"].nunique() > 1
+    checked = 0
+    for metric in [m for m in HEADLINE_METRICS if m in set(rows["metric"])]:
+        grid = metric_grid(rows, metric)
+        header = markdown_text(metric_header(metric))
+        for column in grid.columns[1:]:
+            model, task = column.split(" · ") if several else (rows["model"].iloc[0], column)
+            tables = _tables(_section_of(markdown, f"## {markdown_text(model)} · {markdown_text(task)}"))
+            cells = {}
+            for caption, table in tables.items():
+                if caption.startswith(("Capability calibration", "Leakage-free")):
+                    for row in table:
+                        for key, value in row.items():
+                            if key.split(" †")[0] == header:
+                                cells[row["estimator"]] = value
+            for estimator, cell in zip(grid["estimator"], grid[column], strict=True):
+                name = markdown_text(estimator.removesuffix(" (leaky)"))
+                if cell == "":
+                    assert cells.get(name, "") == "", (metric, column, estimator)
+                    continue
+                assert markdown_text(cell) == cells[name], (metric, column, estimator)
+                checked += 1
+    return checked
+
+
+def test_grid_of_two_tasks_matches_every_section_cell_and_exports(tmp_path):
+    import json
+
+    from analysis.cli import main
+    from analysis.report import build_report
+    from analysis.report.paper_table import format_table, paper_table
+
+    runs = _two_task_runs(tmp_path / "runs")
+    markdown = build_report([runs], tmp_path / "report", options=_options()).markdown.read_text()
+    rows = paper_table([runs], options=_options())
+    assert set(rows["task"]) == {"toy_eval", "toy_eval_b"} and set(rows["model"]) == {"toy-model"}
+    assert assert_grid_matches_sections(markdown, rows) >= 4 * 2 * 2
+    grids = _tables(_section_of(markdown, "## Across models and tasks"))
+    assert list(grids["corrected_capability_brier ↓: estimators x tasks"][0]) == [
+        "estimator",
+        "toy_eval",
+        "toy_eval_b",
+    ]
+    assert "consistency_k2 \\(leaky\\)" in {r["estimator"] for r in grids["soft_auroc ↑: estimators x tasks"]}
+
+    csv = format_table(rows, ["soft_auroc"], "csv")
+    back = pd.read_csv(__import__("io").StringIO(csv))
+    chosen = rows[rows["metric"] == "soft_auroc"].reset_index(drop=True)
+    assert list(back["estimator"]) == list(chosen["estimator"])
+    np.testing.assert_allclose(back["estimate"], chosen["estimate"])
+    records = json.loads(format_table(rows, ["soft_auroc"], "json"))
+    assert len(records) == len(chosen) and {"low", "high", "higher_is_better"} <= set(records[0])
+    latex = format_table(rows, ["corrected_capability_brier"], "latex")
+    assert "\\begin{tabular}{lcc}" in latex and "toy\\_eval\\_b" in latex and "$\\downarrow$" in latex
+    with pytest.raises(ValueError, match="format"):
+        format_table(rows, None, "xlsx")
+
+    output = tmp_path / "table.csv"
+    args = [
+        "table",
+        str(runs),
+        "--metric",
+        "soft_auroc",
+        "--format",
+        "csv",
+        "--resamples",
+        "20",
+        "--output",
+        str(output),
+    ]
+    assert main(args) == 0
+    cli = pd.read_csv(output)
+    from analysis.report import ReportOptions
+
+    default = paper_table([runs], ["soft_auroc"], options=ReportOptions(n_resamples=20))
+    assert list(cli["estimator"]) == list(default["estimator"])
+    np.testing.assert_allclose(cli["low"], default["low"])
+    assert main(["table", str(runs), "--metric", "no_such_metric"]) == 2
+
+
+def test_pass_at_k_bands_are_clipped_to_the_unit_interval():
+    from analysis.applications.pass_at_k_prediction import dataset_curve
+    from analysis.report.sections import pass_at_k_curves
+
+    n, c = np.full(2, 8), np.array([0, 4])
+    confidence = np.array([0.05, 0.5])  # N = 2: the normal band at k = 1 is 0.275 +- 0.534
+    raw = dataset_curve(confidence, n, c)
+    assert raw["band_low"].min() < 0 or raw["band_high"].max() > 1  # the unclipped band leaves [0, 1]
+    curves = pass_at_k_curves({"c": confidence}, n, c)
+    assert np.min(curves[0].band_low) >= 0 and np.max(curves[0].band_high) <= 1
+    assert curves[-1].color == "black" and curves[-1].band_low is None
+
+
+def test_reference_lines_are_distinct():
+    from analysis.report.sections import BASELINE_STYLES
+
+    uniform, oracle = BASELINE_STYLES["uniform"], BASELINE_STYLES["oracle"]
+    assert uniform["style"] != oracle["style"] and uniform["color"] != oracle["color"]
+    assert uniform["marker"] != oracle["marker"]
