@@ -10,7 +10,9 @@ Every metric takes 1-D arrays of N queries: ``confidence`` in [0, 1] and a ``tar
 correctness z of one response for response calibration — or ``labels`` where 0/1 labels are required.
 Inputs are validated (ValueError naming the argument); a metric undefined on its input returns NaN with an
 :class:`UndefinedMetricWarning`. Functions named ``random_baseline_*`` give the expectation of a metric when
-every confidence is drawn i.i.d. from U(0, 1).
+every confidence is drawn i.i.d. from U(0, 1). Beside the paper's metrics: the debiased ECE (Kumar et al.
+2019; the binned ECE is biased upward by its bin noise), Brier skill scores over the constant forecast at the
+base rate (plain and finite-k corrected), and jackknife intervals over questions.
 """
 
 from .binning import ReliabilityDiagram, assign_bins, equal_width_bin_edges, reliability_diagram
@@ -25,6 +27,7 @@ from .ece import (
     maximum_calibration_error,
     random_baseline_calibration_error,
 )
+from .jackknife import JackknifeCI, jackknife_ci, jackknife_items
 from .pass_at_k import pass_at_k, predicted_pass_at_k
 from .ranking import auroc, average_precision, random_baseline_average_precision, soft_label_auroc
 from .selective import (
@@ -39,6 +42,7 @@ from .validation import UndefinedMetricWarning
 
 __all__ = [
     "BootstrapCI",
+    "JackknifeCI",
     "LeakageFreeConsistency",
     "ReliabilityDiagram",
     "RiskCoverageCurve",
@@ -58,6 +62,8 @@ __all__ = [
     "debiased_expected_calibration_error",
     "equal_width_bin_edges",
     "expected_calibration_error",
+    "jackknife_ci",
+    "jackknife_items",
     "leakage_free_consistency",
     "maximum_calibration_error",
     "modal_count",

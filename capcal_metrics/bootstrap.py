@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import brier, correlation, ece, ranking, selective
+from . import brier, correlation, debiased_ece, ece, ranking, selective
 from ._kernels import Kernel, Workspace
 from .validation import UndefinedMetricWarning, check_fraction, check_integer, check_same_length
 
@@ -49,6 +49,9 @@ _KERNEL_FACTORIES: dict[Callable[..., Any], Callable[..., Kernel]] = {
     ece.expected_calibration_error: ece._expected_calibration_error_kernel,
     ece.maximum_calibration_error: ece._maximum_calibration_error_kernel,
     ece.adaptive_calibration_error: ece._adaptive_calibration_error_kernel,
+    debiased_ece.debiased_expected_calibration_error: (
+        debiased_ece._debiased_expected_calibration_error_kernel
+    ),
     brier.brier_score: brier._brier_score_kernel,
     brier.corrected_capability_brier_score: brier._corrected_capability_brier_score_kernel,
     ranking.soft_label_auroc: ranking._soft_label_auroc_kernel,

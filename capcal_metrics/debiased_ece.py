@@ -51,6 +51,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import ndtr
 
+from ._kernels import Kernel, Workspace, evaluate_once, group_sums, groups_of
 from .binning import _assign_bins
 from .validation import check_confidence_and_target, check_integer
 
@@ -90,16 +91,35 @@ def debiased_expected_calibration_error(
     error); departures listed in the module docstring and docs/methods.md.
     """
     confidence, target = check_confidence_and_target(confidence, target)
+    return evaluate_once(_debiased_expected_calibration_error_kernel, confidence, target, n_bins=n_bins)
+
+
+# --- kernel factory (see capcal_metrics._kernels) -----------------------------------------------------------
+
+
+def _debiased_expected_calibration_error_kernel(
+    workspace: Workspace, confidence: ArrayLike, target: ArrayLike, *, n_bins: int = 10
+) -> Kernel:
+    """Debiased ECE per row of weights: question i counted w_i times (bin sums of w, w d and w d^2)."""
+    confidence = np.asarray(confidence, dtype=np.float64)
+    difference = np.asarray(target, dtype=np.float64) - confidence
     n_bins = check_integer(n_bins, "n_bins")
-    bins = _assign_bins(confidence, n_bins, "equal_width")
-    difference = target - confidence
-    count = np.bincount(bins, minlength=n_bins).astype(np.float64)
-    occupied = count > 0
-    gap = np.bincount(bins, weights=difference, minlength=n_bins) / np.maximum(count, 1.0)
-    squares = np.bincount(bins, weights=(difference - gap[bins]) ** 2, minlength=n_bins)
-    degrees = confidence.size - int(occupied.sum())
-    pooled = squares.sum() / degrees if degrees > 0 else 0.0
-    within = (squares + _POOLING_WEIGHT * pooled) / np.maximum(count - 1.0 + _POOLING_WEIGHT, 1.0)
-    noise = np.sqrt(np.where(occupied, within / np.maximum(count, 1.0), 0.0))
-    corrected = 2.0 * np.abs(gap) - _expected_absolute_normal(gap, noise)
-    return float(np.sum(count[occupied] * corrected[occupied]) / confidence.size)
+    bins = groups_of(_assign_bins(confidence, n_bins, "equal_width"))
+    squared = difference**2
+
+    def evaluate() -> np.ndarray:
+        count = group_sums(workspace.weights, None, bins)
+        occupied = count > 0
+        safe_count = np.where(occupied, count, 1.0)
+        gap = group_sums(workspace.weights, difference, bins) / safe_count
+        squares = np.maximum(group_sums(workspace.weights, squared, bins) - count * gap**2, 0.0)
+        degrees = workspace.total - occupied.sum(axis=1)
+        pooled = np.where(degrees > 0, squares.sum(axis=1) / np.where(degrees > 0, degrees, 1.0), 0.0)
+        within = (squares + _POOLING_WEIGHT * pooled[:, None]) / np.maximum(
+            count - 1.0 + _POOLING_WEIGHT, 1.0
+        )
+        noise = np.sqrt(np.where(occupied, within / safe_count, 0.0))
+        corrected = 2.0 * np.abs(gap) - _expected_absolute_normal(gap, noise)
+        return np.where(occupied, count * corrected, 0.0).sum(axis=1) / workspace.total
+
+    return evaluate

@@ -5,26 +5,42 @@ z_1..z_k and the extracted answers), P(True) (when the model gives log-likelihoo
 confidence (None when it did not parse). Per confidence source s, with confidence c_i and capability target
 mu_hat_i of question i (N questions):
 
-- ``s_brier`` (lower is better): capability Brier, mean_i (c_i - mu_hat_i)^2;
+- ``s_brier`` (lower is better; 0 = perfect): capability Brier, mean_i (c_i - mu_hat_i)^2;
 - ``s_corrected_brier`` (lower): mean_i [(c_i - mu_hat_i)^2 - mu_hat_i (1 - mu_hat_i) / (n_i - 1)], unbiased
   for mean_i (c_i - mu_i)^2 (the finite-sample noise of mu_hat removed; may be slightly negative);
 - ``s_ece`` (lower): capability ECE, 10 equal-width bins, the last closed,
-  sum_b (n_b / N) |mean_b mu_hat - mean_b c|;
-- ``s_auroc`` (higher): soft-label AUROC, sum_ij w_ij [1(c_i > c_j) + 1(c_i = c_j) / 2] / sum_ij w_ij with
-  w_ij = mu_hat_i (1 - mu_hat_j);
-- ``s_brier_skill`` (higher): Brier skill score against the uniform-random baseline,
-  BSS = 1 - Brier / Brier_random, Brier_random = mean_i (mu_hat_i^2 - mu_hat_i + 1/3), the expected Brier of
-  c_i ~ U(0, 1); 0 = no better than random confidences, 1 = perfect.
+  sum_b (n_b / N) |mean_b mu_hat - mean_b c|. Biased upward by the bins' noise (by +0.02 to +0.10 at
+  N <= 100 in simulation) and its standard error does not give an interval that covers: compare models with
+  ``s_ece_debiased`` (docs/methods.md, "The bias of binned ECE");
+- ``s_ece_debiased`` (lower; 0 = calibrated, may be slightly negative): the debiased ECE of Kumar et al.
+  2019 (``capcal_metrics.debiased_expected_calibration_error``), same bins, against the true mu;
+- ``s_auroc`` (higher; 0.5 = no discrimination): soft-label AUROC,
+  sum_ij w_ij [1(c_i > c_j) + 1(c_i = c_j) / 2] / sum_ij w_ij with w_ij = mu_hat_i (1 - mu_hat_j);
+- ``s_brier_skill`` (higher): Brier skill over the no-information forecast, the constant at the task's base
+  rate mean mu_hat: BSS = 1 - Brier(c, mu_hat) / Brier(mean mu_hat, mu_hat). 1 = perfect, 0 = no better
+  than announcing the base rate for every question, negative = worse than that (unbounded below);
+- ``s_corrected_brier_skill`` (higher; the leaderboard column): the finite-k-corrected skill
+  1 - corrected Brier / S_hat, S_hat = mean_i (mu_hat_i - mean mu_hat)^2 - (1 - 1/N) mean_i
+  mu_hat_i (1 - mu_hat_i) / (n_i - 1) the unbiased estimate of the variance of mu over the questions
+  (``capcal_metrics.corrected_brier_skill_score``): the skill against the true mu, about 1 for c = mu even
+  at k = 4, where the uncorrected skill cannot reach 1.
 
 Sources: ``ptrue`` (P(True), target mu_hat from all k samples), ``verbalized`` (over the questions whose
 confidence parsed; target mu_hat from all k samples) and ``consistency`` (response consistency, leakage-free:
 each question's k responses are split at random into a draw pool of floor(k/2) responses, the consistency is
 the share of the most common extracted answer among the pool's responses, and the target mu_hat and n_i come
 from the other k - floor(k/2) responses only; ``capcal_metrics.consistency.leakage_free_consistency`` with
-seed 0; needs k >= 4). Beside them: ``expected_accuracy`` (mean mu_hat over all k samples),
-``n_samples`` (k), ``verbalized_parse_failure_rate`` (share of questions without a parsable verbalized
-confidence) and ``ptrue_available`` (1 when P(True) was requested, 0 when the model gives no
-log-likelihoods). The metric functions are capcal_metrics'.
+seed 0; needs k >= 4). Beside them: ``expected_accuracy`` (higher; mean mu_hat over all k samples) and
+``verbalized_parse_failure_rate`` (lower; share of questions without a parsable verbalized confidence). The
+metric functions are capcal_metrics'.
+
+Every column is present in every run. A statistic that is undefined on the run (fewer than two questions
+with the confidence, AUROC or a skill when every target is equal, P(True) not requested, consistency with
+k < 4) has the value NaN (``nan`` in lm-eval's table, ``NaN`` in the results JSON), with a warning and the
+reason in :attr:`ColumnTable.undefined` (the task writes it into the results JSON's ``configs``): a group's
+mean over tasks is then NaN as well, never a silent mean over the tasks where the column happens to exist.
+Bookkeeping values (samples per question k, whether P(True) was requested) are not columns: lm-eval would
+mark them "higher is better" and average them like scores; they are in the task's ``configs`` entry.
 
 Standard errors. lm-eval gives a standard error only to a few built-in aggregations, so every column is
 aggregated with lm-eval's ``mean`` and each question contributes one item: for a per-question column the
@@ -43,18 +59,19 @@ every target is 0 or every target is 1) is left out of the table with a warning.
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from capcal_metrics import (
-    UndefinedMetricWarning,
     brier_score,
+    brier_skill_score,
+    corrected_brier_skill_score,
     corrected_capability_brier_score,
+    debiased_expected_calibration_error,
     expected_calibration_error,
-    random_baseline_brier_score,
+    jackknife_items,
     soft_label_auroc,
 )
 from capcal_metrics.consistency import leakage_free_consistency
@@ -66,10 +83,9 @@ __all__ = [
     "SOURCES",
     "STATISTICS",
     "Column",
+    "ColumnTable",
     "QuestionData",
-    "brier_skill_score",
     "calibration_columns",
-    "jackknife_items",
     "source_statistics",
 ]
 
@@ -80,18 +96,15 @@ CONSISTENCY_SEED = 0
 MIN_SAMPLES_FOR_CONSISTENCY = 4  # a pool of >= 2 responses and >= 2 target responses
 
 
-def brier_skill_score(confidence: np.ndarray, mu_hat: np.ndarray) -> float:
-    """BSS = 1 - Brier / Brier_random with Brier_random = mean_i (mu_hat_i^2 - mu_hat_i + 1/3) (> 0)."""
-    return 1.0 - brier_score(confidence, mu_hat) / random_baseline_brier_score(mu_hat)
-
-
 # statistic suffix -> (function of (confidence, mu_hat, n), higher is better)
 STATISTICS: dict[str, tuple[Callable[[np.ndarray, np.ndarray, np.ndarray], float], bool]] = {
     "brier": (lambda c, mu, n: brier_score(c, mu), False),
     "corrected_brier": (corrected_capability_brier_score, False),
     "ece": (lambda c, mu, n: expected_calibration_error(c, mu), False),
+    "ece_debiased": (lambda c, mu, n: debiased_expected_calibration_error(c, mu), False),
     "auroc": (lambda c, mu, n: soft_label_auroc(c, mu), True),
     "brier_skill": (lambda c, mu, n: brier_skill_score(c, mu), True),
+    "corrected_brier_skill": (corrected_brier_skill_score, True),
 }
 
 
@@ -105,8 +118,6 @@ class Column:
 
 COLUMNS: tuple[Column, ...] = (
     Column("expected_accuracy", True),
-    Column("n_samples", True),
-    Column("ptrue_available", True),
     Column("verbalized_parse_failure_rate", False),
     *(
         Column(f"{source}_{statistic}", higher)
@@ -131,55 +142,46 @@ class QuestionData:
     verbalized: float | None
 
 
-def jackknife_items(statistic: Callable[..., float], *arrays: np.ndarray) -> np.ndarray | None:
-    """Per-row jackknife influence values of ``statistic(*arrays)`` (rows = questions), or None if undefined.
-
-    ``item_i = theta - (N - 1) (theta_(-i) - mean_j theta_(-j))``: mean(items) = theta and
-    std(items, ddof=1) / sqrt(N) is the jackknife standard error. None when N < 2 or theta or any
-    leave-one-out value is not finite.
-    """
-    n_rows = len(arrays[0])
-    if n_rows < 2:
-        return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UndefinedMetricWarning)
-        theta = float(statistic(*arrays))
-        leave_one_out = np.array(
-            [statistic(*(np.delete(array, i, axis=0) for array in arrays)) for i in range(n_rows)],
-            dtype=np.float64,
-        )
-    if not (np.isfinite(theta) and np.all(np.isfinite(leave_one_out))):
-        return None
-    return theta - (n_rows - 1) * (leave_one_out - leave_one_out.mean())
-
-
 def source_statistics(
     source: str, confidence: np.ndarray, mu_hat: np.ndarray, n: np.ndarray, task: str = ""
-) -> dict[str, np.ndarray]:
-    """``{f"{source}_{statistic}": items}`` for the statistics defined on these questions (others warned)."""
+) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """``({f"{source}_{statistic}": items}, {column: reason})``: the items of the statistics defined on these
+    questions, and why each of the others is undefined (each also logged as a warning)."""
     columns: dict[str, np.ndarray] = {}
+    undefined: dict[str, str] = {}
     if len(confidence) < 2:
-        logger.warning(
-            "%s: the %s columns need at least 2 questions with a confidence, got %d; left out of the table",
-            task or "calibration",
-            source,
-            len(confidence),
-        )
-        return columns
-    for name, (statistic, _) in STATISTICS.items():
-        items = jackknife_items(statistic, confidence, mu_hat, n)
-        if items is None:
-            logger.warning(
-                "%s: %s_%s is undefined on these %d questions (or without one of them); left out of the "
-                "table",
-                task or "calibration",
-                source,
-                name,
-                len(confidence),
-            )
-        else:
-            columns[f"{source}_{name}"] = items
-    return columns
+        reason = f"needs at least 2 questions with a {source} confidence, got {len(confidence)}"
+        undefined = {f"{source}_{name}": reason for name in STATISTICS}
+    else:
+        for name, (statistic, _) in STATISTICS.items():
+            items = jackknife_items(statistic, confidence, mu_hat, n)
+            if items is None:
+                undefined[f"{source}_{name}"] = (
+                    f"undefined on these {len(confidence)} questions or without one of them (AUROC and the "
+                    "skill scores need targets that differ)"
+                )
+            else:
+                columns[f"{source}_{name}"] = items
+    for column, reason in undefined.items():
+        logger.warning("%s: %s is NaN: %s", task or "calibration", column, reason)
+    return columns, undefined
+
+
+@dataclass(frozen=True)
+class ColumnTable:
+    """The calibration columns of one run.
+
+    ``rows``: one dict of column items per question (in order); the mean of each column's items is its value.
+    Every column of :data:`COLUMNS` is in every row, except the verbalized statistics, which only the
+    questions whose verbalized confidence parsed contribute to; an undefined column's items are NaN.
+    ``undefined``: column -> why it is NaN. ``samples_per_question`` (k) and ``ptrue_requested``: bookkeeping
+    for the task's config, not columns.
+    """
+
+    rows: list[dict[str, float]]
+    undefined: dict[str, str]
+    samples_per_question: int
+    ptrue_requested: bool
 
 
 def _answer_labels(questions: Sequence[QuestionData]) -> np.ndarray:
@@ -203,12 +205,8 @@ def _consistency(questions: Sequence[QuestionData]) -> tuple[np.ndarray, np.ndar
     return free.confidence, free.mu_hat, free.n_target.astype(np.float64)
 
 
-def calibration_columns(questions: Sequence[QuestionData], task: str = "") -> list[dict[str, float]]:
-    """One dict of column items per question (in order); the mean of each column's items is its value.
-
-    A column a question does not contribute to (a verbalized statistic of a question whose confidence did not
-    parse) is absent from that question's dict; a column undefined on the run is absent from every dict.
-    """
+def calibration_columns(questions: Sequence[QuestionData], task: str = "") -> ColumnTable:
+    """The calibration columns' items per question, with the reasons of the undefined (NaN) columns."""
     if not questions:
         raise ValueError("calibration_columns: no questions")
     ks = {len(q.correctness) for q in questions}
@@ -225,34 +223,42 @@ def calibration_columns(questions: Sequence[QuestionData], task: str = "") -> li
         raise ValueError("calibration_columns: P(True) is given for some questions only")
     parsed = np.array([q.verbalized is not None for q in questions])
     rows: list[dict[str, float]] = [
-        {
-            "expected_accuracy": float(mu_hat[i]),
-            "n_samples": float(k),
-            "ptrue_available": float(with_ptrue[i]),
-            "verbalized_parse_failure_rate": float(not parsed[i]),
-        }
+        {"expected_accuracy": float(mu_hat[i]), "verbalized_parse_failure_rate": float(not parsed[i])}
         for i in range(len(questions))
     ]
+    undefined: dict[str, str] = {}
 
-    def add(columns: dict[str, np.ndarray], positions: np.ndarray) -> None:
+    def add(source: str, statistics: tuple[dict[str, np.ndarray], dict[str, str]], positions: np.ndarray):
+        columns, reasons = statistics
         for name, items in columns.items():
             for position, item in zip(positions, items, strict=True):
                 rows[position][name] = float(item)
+        undefined.update(reasons)
 
     everyone = np.arange(len(questions))
     if all(with_ptrue):
         p_true = np.array([q.p_true for q in questions], dtype=np.float64)
-        add(source_statistics("ptrue", p_true, mu_hat, n, task), everyone)
-    verbalized = np.array([q.verbalized for q in questions if q.verbalized is not None], dtype=np.float64)
-    add(source_statistics("verbalized", verbalized, mu_hat[parsed], n[parsed], task), everyone[parsed])
-    if k >= MIN_SAMPLES_FOR_CONSISTENCY:
-        add(source_statistics("consistency", *_consistency(questions), task), everyone)
+        add("ptrue", source_statistics("ptrue", p_true, mu_hat, n, task), everyone)
     else:
-        logger.warning(
-            "%s: k = %d samples per question; the leakage-free consistency columns need k >= %d and are left "
-            "out",
-            task or "calibration",
-            k,
-            MIN_SAMPLES_FOR_CONSISTENCY,
+        reason = "P(True) was not requested (the model gives no log-likelihoods, or metadata ptrue is false)"
+        undefined.update({f"ptrue_{name}": reason for name in STATISTICS})
+        logger.warning("%s: the ptrue_* columns are NaN: %s", task or "calibration", reason)
+    verbalized = np.array([q.verbalized for q in questions if q.verbalized is not None], dtype=np.float64)
+    add(
+        "verbalized",
+        source_statistics("verbalized", verbalized, mu_hat[parsed], n[parsed], task),
+        everyone[parsed],
+    )
+    if k >= MIN_SAMPLES_FOR_CONSISTENCY:
+        add("consistency", source_statistics("consistency", *_consistency(questions), task), everyone)
+    else:
+        reason = (
+            f"k = {k} samples per question; the leakage-free consistency needs k >= "
+            f"{MIN_SAMPLES_FOR_CONSISTENCY}"
         )
-    return rows
+        undefined.update({f"consistency_{name}": reason for name in STATISTICS})
+        logger.warning("%s: the consistency_* columns are NaN: %s", task or "calibration", reason)
+    for column in undefined:  # NaN in every row: the column exists, and so does every mean over it
+        for row in rows:
+            row[column] = float("nan")
+    return ColumnTable(rows, dict(sorted(undefined.items())), k, all(with_ptrue))

@@ -21,7 +21,8 @@ type and clones each by its own ``repeats``.
 
 A model without log-likelihoods (lm-eval raises ``NotImplementedError`` for them, as chat-completions models
 do) is detected from the model behind ``--apply_chat_template``: P(True) is then not requested, a warning is
-logged, the ``ptrue_*`` columns are left out and ``ptrue_available`` is 0. ``--metadata '{"ptrue": false}'``
+logged and the ``ptrue_*`` columns are NaN (``configs[task]["capcal_calibration"]`` in the results JSON
+says so). ``--metadata '{"ptrue": false}'``
 turns P(True) off explicitly (for example for a completions endpoint without prompt log-probabilities), and
 ``--metadata '{"repeats": K}'`` sets k (lm-eval's command line cannot set ``repeats``).
 
@@ -100,6 +101,7 @@ class CalibrationTask(ConfigurableTask):
             raise ValueError(f"{name}: metadata ptrue: {error}") from None
         self._with_ptrue = self._ptrue_setting is not False
         self._items: dict[int, dict[str, float]] | None = None
+        self._bookkeeping: dict[str, Any] | None = None
 
     # --- configuration ----------------------------------------------------------------------------------
 
@@ -119,7 +121,12 @@ class CalibrationTask(ConfigurableTask):
             )
 
     def dump_config(self) -> dict:
-        return {**super().dump_config(), "verbalized_generation_kwargs": dict(self._verbalized_kwargs)}
+        """As lm-eval's, plus the verbalized generation and, after scoring, ``capcal_calibration``: k, whether
+        P(True) was requested, and why each NaN column is undefined (bookkeeping, not columns)."""
+        config = {**super().dump_config(), "verbalized_generation_kwargs": dict(self._verbalized_kwargs)}
+        if self._bookkeeping is not None:
+            config["capcal_calibration"] = dict(self._bookkeeping)
+        return config
 
     # --- requests -----------------------------------------------------------------------------------------
 
@@ -130,6 +137,7 @@ class CalibrationTask(ConfigurableTask):
                 "with a single rank (world_size 1)"
             )
         self._items = None
+        self._bookkeeping = None
         self._with_ptrue = self._ptrue_requested(kwargs.get("chat_template"))
         super().build_all_requests(**kwargs)
 
@@ -145,8 +153,8 @@ class CalibrationTask(ConfigurableTask):
             model.loglikelihood([])
         except NotImplementedError:
             logger.warning(
-                "%s: the model (%s) gives no log-likelihoods: P(True) is not requested, the ptrue_* columns "
-                "are left out and ptrue_available is 0",
+                "%s: the model (%s) gives no log-likelihoods: P(True) is not requested and the ptrue_* "
+                "columns are NaN",
                 self.config.task,
                 type(model).__name__,
             )
@@ -252,8 +260,13 @@ class CalibrationTask(ConfigurableTask):
             questions.append(
                 QuestionData(record["correctness"], record["extracted_answers"], p_true, confidence)
             )
-        rows = calibration_columns(questions, task=self.config.task)
-        return dict(zip(keys, rows, strict=True))
+        table = calibration_columns(questions, task=self.config.task)
+        self._bookkeeping = {
+            "samples_per_question": table.samples_per_question,
+            "ptrue_requested": table.ptrue_requested,
+            "undefined_columns": table.undefined,
+        }
+        return dict(zip(keys, table.rows, strict=True))
 
 
 def _positive_integer(value: Any, what: str) -> int:

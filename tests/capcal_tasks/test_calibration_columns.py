@@ -15,7 +15,9 @@ from analysis.estimators.consistency import encode_answer_classes, leakage_free_
 from capcal_metrics import (
     brier_score,
     corrected_capability_brier_score,
+    debiased_expected_calibration_error,
     expected_calibration_error,
+    jackknife_items,
     soft_label_auroc,
 )
 from capcal_tasks import tasks_dir
@@ -25,10 +27,10 @@ from capcal_tasks.calibration_columns import (
     STATISTICS,
     QuestionData,
     calibration_columns,
-    jackknife_items,
 )
 
 K = 8
+GROUPS = ("capcal_calibration", "capcal_calibration_open")
 
 
 def _questions(n_questions: int = 40, seed: int = 3, verbalized_failures: int = 5) -> list[QuestionData]:
@@ -51,6 +53,15 @@ def _column(rows: list[dict], name: str) -> list[float]:
     return [row[name] for row in rows if name in row]
 
 
+def _skill(c, target, m, corrected: bool) -> float:
+    """Brier skill over the constant at the base rate, written out independently of capcal_metrics."""
+    c, target = np.asarray(c, dtype=float), np.asarray(target, dtype=float)
+    noise = target * (1 - target) / (np.asarray(m, dtype=float) - 1) if corrected else np.zeros_like(target)
+    brier = np.mean((c - target) ** 2 - noise)
+    reference = np.mean((target - target.mean()) ** 2) - (1 - 1 / target.size) * np.mean(noise)
+    return float(1 - brier / reference)
+
+
 def _jackknife_se(statistic, *arrays) -> float:
     """The textbook jackknife standard error, computed independently of the module."""
     n = len(arrays[0])
@@ -60,7 +71,8 @@ def _jackknife_se(statistic, *arrays) -> float:
 
 def test_columns_match_capcal_metrics_and_lm_eval_aggregation():
     questions = _questions()
-    rows = calibration_columns(questions)
+    table = calibration_columns(questions)
+    rows = table.rows
     mu = np.array([np.mean(q.correctness) for q in questions])
     n = np.full(len(questions), K)
     p = np.array([q.p_true for q in questions])
@@ -68,19 +80,17 @@ def test_columns_match_capcal_metrics_and_lm_eval_aggregation():
     v = np.array([q.verbalized for q in questions if q.verbalized is not None])
 
     assert mean(_column(rows, "expected_accuracy")) == pytest.approx(mu.mean())
-    assert mean(_column(rows, "n_samples")) == K
-    assert mean(_column(rows, "ptrue_available")) == 1.0
+    assert (table.samples_per_question, table.ptrue_requested, table.undefined) == (K, True, {})
     assert mean(_column(rows, "verbalized_parse_failure_rate")) == pytest.approx(5 / 40)
-
-    def bss(c, target):
-        return 1 - np.mean((c - target) ** 2) / np.mean(target**2 - target + 1 / 3)
 
     expected = {
         "brier": lambda c, t, m: brier_score(c, t),
         "corrected_brier": corrected_capability_brier_score,
         "ece": lambda c, t, m: expected_calibration_error(c, t),
+        "ece_debiased": lambda c, t, m: debiased_expected_calibration_error(c, t),
         "auroc": lambda c, t, m: soft_label_auroc(c, t),
-        "brier_skill": lambda c, t, m: bss(c, t),
+        "brier_skill": lambda c, t, m: _skill(c, t, m, corrected=False),
+        "corrected_brier_skill": lambda c, t, m: _skill(c, t, m, corrected=True),
     }
     assert set(expected) == set(STATISTICS)
     for name, statistic in expected.items():
@@ -91,13 +101,14 @@ def test_columns_match_capcal_metrics_and_lm_eval_aggregation():
             assert mean_stderr(items) == pytest.approx(_jackknife_se(statistic, c, t, m), rel=1e-9)
     # a mean statistic's items are its per-question terms, so its standard error is the usual one
     assert _column(rows, "ptrue_brier") == pytest.approx(list((p - mu) ** 2), abs=1e-12)
-    # and every column of the table is one of COLUMNS
-    assert set().union(*rows) <= {column.name for column in COLUMNS}
+    # and every column of COLUMNS is in the table (bookkeeping such as k is not a column)
+    assert set().union(*rows) == {column.name for column in COLUMNS}
+    assert not {"n_samples", "ptrue_available"} & {column.name for column in COLUMNS}
 
 
 def test_consistency_is_the_leakage_free_estimator():
     questions = _questions()
-    rows = calibration_columns(questions)
+    rows = calibration_columns(questions).rows
     free = leakage_free_consistency(
         encode_answer_classes([q.extracted_answers for q in questions]),
         [q.correctness for q in questions],
@@ -130,18 +141,29 @@ def test_jackknife_items_average_to_the_statistic():
     assert jackknife_items(lambda a, b: soft_label_auroc(a, b), c[:3], np.array([1.0, 0.0, 0.0])) is None
 
 
-def test_missing_confidences_leave_their_columns_out(caplog):
+def test_undefined_columns_are_nan_with_their_reason(caplog):
     questions = [QuestionData(q.correctness, q.extracted_answers, None, None) for q in _questions(10)]
-    rows = calibration_columns(questions, task="toy")
-    names = set().union(*rows)
-    left_out = {f"{source}_{name}" for source in ("ptrue", "verbalized") for name in STATISTICS}
-    assert not names & left_out
-    assert mean(_column(rows, "ptrue_available")) == 0.0
-    assert mean(_column(rows, "verbalized_parse_failure_rate")) == 1.0
-    assert "consistency_brier" in names
-    assert "toy: the verbalized columns need at least 2 questions" in caplog.text
+    table = calibration_columns(questions, task="toy")
+    nan_columns = {f"{source}_{name}" for source in ("ptrue", "verbalized") for name in STATISTICS}
+    assert set(table.undefined) == nan_columns and table.ptrue_requested is False
+    for row in table.rows:  # every column in every row: a group mean over tasks cannot skip this task
+        assert set(row) == {column.name for column in COLUMNS}
+        assert all(math.isnan(row[name]) for name in nan_columns)
+        assert math.isfinite(row["consistency_brier"])
+    assert "not requested" in table.undefined["ptrue_auroc"]
+    assert "at least 2 questions" in table.undefined["verbalized_ece"]
+    assert math.isnan(mean(_column(table.rows, "ptrue_ece")))  # lm-eval's mean of the items: NaN
+    assert mean(_column(table.rows, "verbalized_parse_failure_rate")) == 1.0
+    assert "toy: verbalized_ece is NaN: needs at least 2 questions" in caplog.text
     short = [QuestionData(q.correctness[:3], q.extracted_answers[:3], 0.5, 0.5) for q in _questions(10)]
-    assert not any(name.startswith("consistency_") for name in set().union(*calibration_columns(short)))
+    short_table = calibration_columns(short)
+    assert "k >= 4" in short_table.undefined["consistency_auroc"]
+    assert all(math.isnan(row["consistency_brier"]) for row in short_table.rows)
+    # every target equal (a model that never solves a question): AUROC and both skills are undefined
+    zeros = [QuestionData([0] * K, ["w"] * K, 0.1 * (i % 9), None) for i in range(10)]
+    undefined = calibration_columns(zeros).undefined
+    assert {"ptrue_auroc", "ptrue_brier_skill", "ptrue_corrected_brier_skill"} <= set(undefined)
+    assert "ptrue_brier" not in undefined
     with pytest.raises(ValueError, match="same k >= 2"):
         calibration_columns([QuestionData([1], ["a"], 0.5, 0.5)] * 3)
     with pytest.raises(ValueError, match="some questions only"):
@@ -150,10 +172,22 @@ def test_missing_confidences_leave_their_columns_out(caplog):
 
 def test_group_and_templates_agree_with_the_columns():
     root = Path(tasks_dir())
-    group = yaml.safe_load((root / "capcal_calibration.yaml").read_text())
-    assert [entry["metric"] for entry in group["aggregate_metric_list"]] == [c.name for c in COLUMNS]
-    assert all(entry["weight_by_size"] is False for entry in group["aggregate_metric_list"])
-    assert len(group["task"]) == 8 and all(Path(root).rglob(f"{task}.yaml") for task in group["task"])
+    groups = {name: yaml.safe_load((root / f"{name}.yaml").read_text()) for name in GROUPS}
+    for name, group in groups.items():
+        assert group["group"] == name
+        assert [entry["metric"] for entry in group["aggregate_metric_list"]] == [c.name for c in COLUMNS]
+        assert all(entry["weight_by_size"] is False for entry in group["aggregate_metric_list"])
+        assert all(next(Path(root).rglob(f"{task}.yaml"), None) for task in group["task"]), name
+        assert str(group["metadata"]["version"]) == "2.0"
+    assert len(groups["capcal_calibration"]["task"]) == 8
+    # the open group: every task but the gated one (GPQA)
+    assert groups["capcal_calibration_open"]["task"] == [
+        task for task in groups["capcal_calibration"]["task"] if task != "capcal_gpqa_calibration"
+    ]
+    # version 2.0 of every calibration task: its columns must never be averaged with 1.0's
+    for task in groups["capcal_calibration"]["task"]:
+        (path,) = Path(root).rglob(f"{task}.yaml")
+        assert str(yaml.safe_load(path.read_text())["metadata"]["version"]) == "2.0", task
 
     def template(name: str) -> dict:
         text = (root / name).read_text().replace("!function", "")
