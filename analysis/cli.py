@@ -554,7 +554,9 @@ def _add_selfcal_parsers(selfcal: Any) -> None:
     _dataclass_flags(running, TrainConfig, skip=[f for f in ("seed",)])
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(selfcal_actions: bool = True) -> argparse.ArgumentParser:
+    """The ``capcal`` parser; ``selfcal_actions`` False leaves ``capcal selfcal``'s actions out (their flags
+    come from analysis.self_calibration, whose import takes seconds: other commands do not wait for it)."""
     parser = OneLineParser(
         prog="capcal", description="Capability calibration on lm-eval.", allow_abbrev=False
     )
@@ -668,15 +670,22 @@ def build_parser() -> argparse.ArgumentParser:
     selfcal = commands.add_parser(
         "selfcal", help="Self-Calibration training: data, train, compare, or the whole loop (run)"
     ).add_subparsers(dest="selfcal_command", required=True, metavar="ACTION")
-    _add_selfcal_parsers(selfcal)
+    if selfcal_actions:
+        _add_selfcal_parsers(selfcal)
     parser.command_parsers = dict(commands.choices)
     return parser
+
+
+# The commands whose parsing does not need ``capcal selfcal``'s actions (``build_parser``).
+COMMANDS_WITHOUT_SELFCAL = frozenset(
+    {"eval", "tasks-dir", "models", "analyze", "check", "report", "demo", "rescore"}
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``capcal`` command; returns its exit status (argument errors: one line, exit status 2)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    parser = build_parser(selfcal_actions=not argv or argv[0] not in COMMANDS_WITHOUT_SELFCAL)
     try:
         args, unknown = parser.parse_known_args(argv)
         if unknown:

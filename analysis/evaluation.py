@@ -23,14 +23,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from capcal_tasks.data_sources import (
-    BUNDLED_DATA_DIR,
-    HubSplit,
-    data_read_by,
-    hub_split_problem,
-    local_data_dir,
-    shipped_with_capcal,
-)
 from capcal_tasks.settings import BUNDLED, DATA_DIR_ENV
 
 __all__ = [
@@ -168,6 +160,8 @@ def _alternatives(names: Sequence[str]) -> str:
 
 def _data_root(data_dir: str | Path | None) -> Path | None:
     """The local data folder the tasks read (``data_dir``, else ``CAPCAL_DATA_DIR``), None for the hub."""
+    from capcal_tasks.data_sources import BUNDLED_DATA_DIR, local_data_dir
+
     if data_dir is None:
         try:
             return local_data_dir()
@@ -186,6 +180,8 @@ _LOCAL_BUILDERS = frozenset({"json", "csv", "parquet", "text", "arrow", "generat
 def _missing_data_message(name: str, what: str, local_path: str | None, reason: str) -> str:
     """One line: task ``name`` cannot read ``what``, why, and the fix (``--data_dir bundled`` when capcal
     ships ``local_path``, else a folder holding it)."""
+    from capcal_tasks.data_sources import shipped_with_capcal
+
     if local_path is not None and shipped_with_capcal(local_path):
         fix = "capcal ships this dataset: add --data_dir bundled"
     elif local_path is not None:
@@ -200,6 +196,14 @@ def _check_data(task_manager, configs: dict[str, dict], root: Path | None, metad
     capcal's tasks read there exists; without one, every hub dataset they (and lm-eval's tasks) read is
     cached or reachable (``hub_split_problem``). A task reading an earlier run (``samples_file``) or
     generating its data is checked by running its loader."""
+    from capcal_tasks.data_sources import (
+        BUNDLED_DATA_DIR,
+        HubSplit,
+        data_read_by,
+        hub_split_problem,
+        shipped_with_capcal,
+    )
+
     for name, config in configs.items():
         if "custom_dataset" not in config:
             path = config.get("dataset_path")
@@ -261,13 +265,14 @@ def check_inputs(
     """Check ``evaluate``'s inputs without loading a model or a dataset; return what they resolve to.
 
     In order (cheap first): ``repeats`` a positive integer; ``limit`` positive (an integer when >= 1, a
-    fraction of each task below 1); ``metadata`` a mapping; ``include_path`` folders existing; ``data_dir``
-    an existing folder (or ``"bundled"``); every task name registered, matched by a pattern or a YAML file
-    (task config dicts and Task objects pass as they are; capcal's task folder is indexed first and
-    lm-eval's only when needed, ``capcal_tasks.task_manager.task_manager_for``); for a model given by name:
-    registered (lm-eval's or capcal's), importable here, every model argument accepted by the model class,
-    ``pretrained`` / ``tokenizer`` paths existing; every local file the chosen capcal tasks read present in
-    the data folder, or without one every hub dataset cached or reachable (the message suggests
+    fraction of each task below 1); ``metadata`` a mapping; ``include_path`` folders existing; every task
+    name occurring in some task YAML (``capcal_tasks.task_names``, before lm-eval's task code is imported);
+    ``data_dir`` an existing folder (or ``"bundled"``); every task name registered, matched by a pattern or
+    a YAML file (task config dicts and Task objects pass as they are; capcal's task folder is indexed first
+    and lm-eval's only when needed, ``capcal_tasks.task_manager.task_manager_for``); for a model given by
+    name: registered (lm-eval's or capcal's), importable here, every model argument accepted by the model
+    class, ``pretrained`` / ``tokenizer`` paths existing; every local file the chosen capcal tasks read
+    present in the data folder, or without one every hub dataset cached or reachable (the message suggests
     ``--data_dir bundled`` when capcal ships the dataset); a chat model (a chat template in its local
     tokenizer files, or on an ``LM`` object's tokenizer) not run on capcal's chat prompts without
     ``apply_chat_template`` unless ``plain_prompts`` (``analysis.input_checks.chat_template_problem``).
@@ -297,19 +302,26 @@ def check_inputs(
     for path in paths:
         if not Path(path).expanduser().is_dir():
             raise EvaluationInputError(f"include_path {path}: no such folder")
-    root = _data_root(data_dir)
     items = tasks.split(",") if isinstance(tasks, str) else list(tasks)
     items = [item.strip() if isinstance(item, str) else item for item in items]
     items = [item for item in items if item != ""]
     if not items:
         raise EvaluationInputError("no tasks given")
+    from capcal_tasks.task_names import unknown_task_message, unknown_task_names
+
+    names = [item for item in items if isinstance(item, str)]
+    unknown, declared = unknown_task_names(names, include_path)  # before lm-eval's task code is imported
+    if unknown:
+        raise EvaluationInputError(unknown_task_message(unknown[0], declared))
+    root = _data_root(data_dir)  # imports datasets (seconds): after the names
     from analysis.input_checks import chat_template_problem, repeats_notices
     from capcal_tasks.task_manager import UnknownTaskError, task_manager_for
 
     merged = {**arguments, **(metadata or {})}
-    names = [item for item in items if isinstance(item, str)]
     try:
-        task_manager, _ = task_manager_for(names, include_path=include_path, repeats=repeats, metadata=merged)
+        task_manager, _ = task_manager_for(
+            names, include_path=include_path, repeats=repeats, screened=True, metadata=merged
+        )
     except UnknownTaskError as error:
         raise EvaluationInputError(str(error)) from None
     resolved: list[Any] = []
@@ -403,9 +415,6 @@ def evaluate(
     Returns lm-eval's results dictionary (with ``samples`` when ``log_samples``); after a save it also holds
     ``"capcal_files"``: ``{"results": Path, "samples": {task: Path}}`` (not written to the results file).
     """
-    from lm_eval import simple_evaluate
-    from lm_eval.loggers import EvaluationTracker
-
     checked = check_inputs(
         model,
         tasks,
@@ -418,6 +427,9 @@ def evaluate(
         apply_chat_template=apply_chat_template,
         plain_prompts=plain_prompts,
     )
+    from lm_eval import simple_evaluate
+    from lm_eval.loggers import EvaluationTracker
+
     from analysis.lm_eval_messages import filtered_lm_eval_logs
     from analysis.response_checks import response_notices
 

@@ -60,6 +60,7 @@ def test_complete_run_has_no_problems(tmp_path: Path) -> None:
             "null_responses": 0,
             "empty_responses": 0,
             "unmatched": 0,
+            "unparsed": 0,
             "complete": True,
             "problems": "",
         }

@@ -68,7 +68,8 @@ def test_check_inputs_names_the_unknown_task_and_the_closest_ones():
 
 def test_check_inputs_passes_task_configs_on_as_they_are():
     config = {"task": "my_gsm8k", "dataset_path": "json", "output_type": "generate_until"}
-    assert check_inputs("hf", ["capcal_gsm8k", config, "capcal_gsm8k"]).tasks == ["capcal_gsm8k", config]
+    checked = check_inputs("hf", ["capcal_gsm8k", config, "capcal_gsm8k"], data_dir="bundled")
+    assert checked.tasks == ["capcal_gsm8k", config]
 
 
 def test_check_inputs_finds_a_data_folder_without_the_files_the_tasks_read(tmp_path):
@@ -78,7 +79,10 @@ def test_check_inputs_finds_a_data_folder_without_the_files_the_tasks_read(tmp_p
     assert checked.tasks == ["capcal_gsm8k"]
     with pytest.raises(EvaluationInputError) as caught:
         check_inputs("hf", "capcal_gsm8k,capcal_math500", data_dir=tmp_path)
-    assert str(caught.value) == f"task capcal_math500 reads math500/test.jsonl, which is not in {tmp_path}"
+    assert str(caught.value) == (
+        f"task capcal_math500 reads math500/test.jsonl, which is not in {tmp_path}; capcal ships it: "
+        "--data_dir bundled"
+    )
     # a tag stands for its tasks: capcal_sampling includes MMLU, whose CSV folder is not there either
     with pytest.raises(EvaluationInputError, match=r"task capcal_\w+ reads \S+, which is not in"):
         check_inputs("hf", "capcal_sampling", data_dir=tmp_path)
@@ -97,6 +101,7 @@ def test_check_inputs_resolves_patterns_and_merges_model_args_into_the_task_meta
         repeats=2,
         data_dir="bundled",
         metadata={"arithmetic_per_level": 2},
+        apply_chat_template=True,
     )
     assert checked.tasks == ["capcal_arithmetic", "capcal_arithmetic_ptrue", "capcal_arithmetic_train_ptrue"]
     assert checked.model_args == {"pretrained": str(smollm2_path), "seed": 3}
