@@ -43,7 +43,7 @@ from analysis.report.sections import (
     routing_section,
     section_inputs,
 )
-from analysis.report.summary import Ranking, rank_estimators, summary_sections
+from analysis.report.summary import Ranking, measured, rank_estimators, summary_sections
 from analysis.rescore import rescore_notes
 from analysis.runs import RunCollection, load_runs
 from capcal_tasks.relations import EVALUATION, TaskRelations, task_relations
@@ -479,7 +479,8 @@ def build_report(
     options = options or ReportOptions()
     analysis = analyze_runs(output_dirs, activations_dir, options)
     rankings = [r.ranking for r in analysis.results if r.ranking is not None]
-    sections = summary_sections(rankings, notices, options.n_resamples)
+    what = [measured(r.model, r.task, r.computed.evaluation, r.inputs is not None) for r in analysis.results]
+    sections = summary_sections(rankings, notices, options.n_resamples, what)
     grid = grid_section(metric_rows(analysis.results))
     if grid is not None:
         sections.append(grid)

@@ -44,11 +44,13 @@ from analysis.report.sections import SectionInputs, higher_is_better, metric_hea
 __all__ = [
     "LEAKY",
     "MAX_PARSE_FAILURE_RATE",
+    "Measured",
     "MIN_QUESTIONS",
     "MIN_SAMPLES",
     "MIN_TRAINING_QUESTIONS",
     "PRIMARY_METRIC",
     "Ranking",
+    "measured",
     "rank_estimators",
     "summary_sections",
 ]
@@ -210,6 +212,13 @@ def _warnings(inputs: SectionInputs, ranked: pd.DataFrame) -> list[str]:
                     f"{row.questions} questions ({rate:.0%}): its estimators rest on the rest, which may "
                     "not be a random subset."
                 )
+    for candidate in _candidates(inputs)[0]:
+        if candidate.name not in set(ranked["estimator"]) and candidate.name.startswith("consistency_lf"):
+            held_out = int(np.nanmin(candidate.n)) if candidate.n.size else 0
+            out.append(
+                f"{candidate.name} is not ranked: its target mu_hat_lf rests on {held_out} held-out "
+                "sample(s) per question (the corrected Brier needs 2); sample more responses per question."
+            )
     if not ranked.empty:
         most = int(ranked["questions"].max())
         for row in ranked.itertuples():
@@ -305,18 +314,44 @@ def rank_estimators(inputs: SectionInputs, model: str, task: str) -> Ranking:
     )
 
 
+@dataclass(frozen=True)
+class Measured:
+    """One (model, evaluation task) of the report: N questions, k samples per question, and whether any
+    confidence estimator could be computed for it."""
+
+    model: str
+    task: str
+    questions: int
+    samples: str
+    estimators: bool
+
+
+def measured(model: str, task: str, evaluation: pd.DataFrame, estimators: bool) -> Measured:
+    """What the summary says was measured for one (model, evaluation task) table."""
+    n = evaluation["n"].to_numpy(dtype=int)
+    samples = "" if not n.size else (f"{n.min()}" if n.min() == n.max() else f"{n.min()}-{n.max()}")
+    return Measured(model, task, len(evaluation), samples, estimators)
+
+
 def summary_sections(
-    rankings: Sequence[Ranking], notices: Sequence[str] = (), n_resamples: int = 1000
+    rankings: Sequence[Ranking],
+    notices: Sequence[str] = (),
+    n_resamples: int = 1000,
+    what: Sequence[Measured] = (),
 ) -> list[ReportSection]:
-    """The report's first sections: what was measured and the input warnings, then one subsection per
-    (model, evaluation task) with its ranking table, its sentence and its warnings."""
-    models = sorted({r.model for r in rankings})
-    tasks = sorted({r.task for r in rankings})
+    """The report's first sections: what was measured (``what``: every (model, evaluation task), also
+    those without an estimator) and the input warnings, then one subsection per ranked (model, evaluation
+    task) with its ranking table, its sentence and its warnings."""
+    measured = list(what) or [Measured(r.model, r.task, r.questions, r.samples, True) for r in rankings]
+    models = sorted({m.model for m in measured})
+    tasks = sorted({m.task for m in measured})
     facts: dict[str, object] = {
         "models": ", ".join(models) or "none",
         "evaluation tasks": ", ".join(tasks) or "none",
         "questions (N) and samples per question (k)": "; ".join(
-            f"{r.model} · {r.task}: N = {r.questions}, k = {r.samples}" for r in rankings
+            f"{m.model} · {m.task}: N = {m.questions}, k = {m.samples}"
+            + ("" if m.estimators else " (no confidence estimator: not ranked)")
+            for m in measured
         )
         or "no evaluation run",
         "primary metric": f"{PRIMARY_NAME} (lower is better): proper, unbiased for the Brier against the "
@@ -336,7 +371,8 @@ def summary_sections(
         if ranking.unranked:
             notes.append(
                 f"Not ranked (leaky): {', '.join(ranking.unranked)}, the paper-form consistency, whose draws "
-                "overlap the samples that define mu_hat; its leakage-free form consistency_lf_k is ranked."
+                "overlap the samples that define mu_hat; its leakage-free form consistency_lf_k is ranked "
+                "instead (when its held-out target has 2 samples or more)."
             )
         sections.append(
             ReportSection(
