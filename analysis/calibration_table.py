@@ -7,10 +7,12 @@ skill over the constant forecast at the base rate mean mu_hat (finite-k correcte
 soft-label AUROC and Spearman; against the response target (z, the correctness of the question's first
 sampled response) ECE, Brier and AUROC. Every value comes with a percentile-bootstrap interval over questions;
 an estimator's metrics are evaluated on the same resamples (``capcal_metrics.bootstrap_cis``, drawn once per
-estimator). Where simulation showed that the interval does not cover (the binned ECEs, biased upward;
-docs/methods.md, "The bias of binned ECE") the row's ``interval_note`` says so; read the interval beside it
-as a resampling spread, not a confidence interval. The "random" row is the expectation under c ~ U(0, 1)
-where it is exact. :data:`HIGHER_IS_BETTER` gives every metric's direction.
+estimator), except the debiased ECE, whose interval is the jackknife normal interval estimate +- z SE
+(``capcal_metrics.jackknife_ci``; its percentile-bootstrap interval does not cover, see docs/methods.md);
+``interval_method`` says which. Where simulation showed that the interval does not cover (the binned ECEs,
+biased upward; docs/methods.md, "The bias of binned ECE") the row's ``interval_note`` says so; read the
+interval beside it as a resampling spread, not a confidence interval. The "random" row is the expectation
+under c ~ U(0, 1) where it is exact. :data:`HIGHER_IS_BETTER` gives every metric's direction.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = [
     "CAPABILITY_METRICS",
     "HIGHER_IS_BETTER",
     "INTERVAL_NOTES",
+    "JACKKNIFE_METRICS",
     "RESPONSE_METRICS",
     "calibration_table",
     "first_response_correctness",
@@ -57,6 +60,9 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     "response_brier": False,
     "response_auroc": True,
 }
+
+# Metrics with the jackknife normal interval (their percentile-bootstrap interval does not cover).
+JACKKNIFE_METRICS = ("capability_ece_debiased",)
 
 # Metric -> what to print beside its interval where simulation showed that the interval does not cover.
 INTERVAL_NOTES: dict[str, str] = {
@@ -121,7 +127,8 @@ def calibration_table(
     seed: int = 0,
 ) -> pd.DataFrame:
     """One row per (estimator, metric): estimate, low, high, the number of questions it was computed on, and
-    ``interval_note`` (empty, or the warning of :data:`INTERVAL_NOTES` where the interval does not cover).
+    ``interval_method`` ("bootstrap percentile" or "jackknife normal") and ``interval_note`` (empty, or the
+    warning of :data:`INTERVAL_NOTES` where the interval does not cover).
 
     ``table`` holds ``expected_accuracy``, ``n``, ``correctness`` and one confidence column per name in
     ``estimators``; questions where an estimator has no confidence (NaN, e.g. a verbalized answer that could
@@ -140,11 +147,20 @@ def calibration_table(
         if confidence.size < 2:
             intervals = {metric: cm.BootstrapCI(np.nan, np.nan, np.nan) for metric in metrics}
         else:
+            jackknifed = {name: metrics.pop(name) for name in JACKKNIFE_METRICS if name in metrics}
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", cm.UndefinedMetricWarning)
                 intervals = cm.bootstrap_cis(
                     metrics, n_resamples=n_resamples, confidence_level=confidence_level, seed=seed
                 )
+            for name, (function, arrays) in jackknifed.items():
+                jackknife = cm.jackknife_ci(function, *arrays, confidence_level=confidence_level)
+                intervals[name] = cm.BootstrapCI(jackknife.estimate, jackknife.low, jackknife.high)
+            intervals = {
+                name: intervals[name]
+                for name in (*CAPABILITY_METRICS, *RESPONSE_METRICS)
+                if name in intervals
+            }
         for metric, ci in intervals.items():
             estimate, low, high = float(ci.estimate), float(ci.low), float(ci.high)
             rows.append(
@@ -156,6 +172,9 @@ def calibration_table(
                     "high": high,
                     "questions": int(keep.sum()),
                     "questions_missing": int((~keep).sum()),
+                    "interval_method": "jackknife normal"
+                    if metric in JACKKNIFE_METRICS
+                    else "bootstrap percentile",
                     "interval_note": INTERVAL_NOTES.get(metric, ""),
                 }
             )
@@ -177,6 +196,7 @@ def calibration_table(
                 "high": float("nan"),
                 "questions": len(table),
                 "questions_missing": 0,
+                "interval_method": "",
                 "interval_note": "",
             }
         )

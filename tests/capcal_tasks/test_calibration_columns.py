@@ -17,7 +17,6 @@ from capcal_metrics import (
     corrected_capability_brier_score,
     debiased_expected_calibration_error,
     expected_calibration_error,
-    jackknife_items,
     soft_label_auroc,
 )
 from capcal_tasks import tasks_dir
@@ -126,19 +125,6 @@ def test_consistency_is_the_leakage_free_estimator():
     assert mean(_column(rows, "consistency_auroc")) == pytest.approx(
         soft_label_auroc(free.confidence, free.mu_hat)
     )
-
-
-def test_jackknife_items_average_to_the_statistic():
-    rng = np.random.default_rng(0)
-    c, t = rng.uniform(size=25), rng.uniform(size=25)
-    items = jackknife_items(lambda a, b: expected_calibration_error(a, b), c, t)
-    assert mean(list(items)) == pytest.approx(expected_calibration_error(c, t), abs=1e-12)
-    assert mean_stderr(list(items)) == pytest.approx(
-        _jackknife_se(lambda a, b: expected_calibration_error(a, b), c, t), rel=1e-9
-    )
-    assert jackknife_items(lambda a: float(a.mean()), np.array([0.5])) is None  # one question: no SE
-    # AUROC undefined without one of the questions (a single question has mu > 0): no column
-    assert jackknife_items(lambda a, b: soft_label_auroc(a, b), c[:3], np.array([1.0, 0.0, 0.0])) is None
 
 
 def test_undefined_columns_are_nan_with_their_reason(caplog):

@@ -1,0 +1,153 @@
+"""Debiased ECE (Kumar et al. 2019): its definition, its kernel, and by simulation its bias and the coverage
+of its jackknife interval against the population ECE (the same 10 bins, against the true mu).
+
+Simulation design (as benchmarks/ece_bias_simulation.py, smaller): c ~ Beta(2, 2); mu | c ~ Beta(10 g(c),
+10 (1 - g(c))); mu_hat = Binomial(k, mu) / k; g(c) = c (calibrated), 0.5 + 0.6 (c - 0.5) (overconfident),
+clip(0.5 + 1.5 (c - 0.5)) (underconfident). Tolerances: 4 Monte-Carlo standard errors; fixed seeds.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+import capcal_metrics as cm
+
+CASES = {
+    "calibrated": lambda c: c,
+    "overconfident": lambda c: 0.5 + 0.6 * (c - 0.5),
+    "underconfident": lambda c: np.clip(0.5 + 1.5 * (c - 0.5), 0.001, 0.999),
+}
+
+
+def loop_debiased_ece(confidence, target, n_bins=10):
+    """The module docstring's estimator, bin by bin, with E|N(m, s^2)| from scipy's folded normal."""
+    bins: dict[int, list[float]] = {}
+    for c, t in zip(confidence, target, strict=True):
+        bins.setdefault(min(int(math.floor(c * n_bins)), n_bins - 1), []).append(t - c)
+    squares = {b: sum((d - sum(ds) / len(ds)) ** 2 for d in ds) for b, ds in bins.items()}
+    degrees = len(confidence) - len(bins)
+    pooled = sum(squares.values()) / degrees if degrees > 0 else 0.0
+    total = 0.0
+    for b, differences in bins.items():
+        size = len(differences)
+        gap = sum(differences) / size
+        sd = math.sqrt((squares[b] + 2 * pooled) / (size + 1) / size)
+        folded = stats.foldnorm.mean(abs(gap) / sd, scale=sd) if sd > 0 else abs(gap)
+        total += size * (2 * abs(gap) - folded)
+    return total / len(confidence)
+
+
+@pytest.mark.parametrize(("seed", "n_questions", "n_bins"), [(0, 200, 10), (1, 37, 10), (2, 300, 15)])
+def test_matches_a_loop(make_data, seed, n_questions, n_bins):
+    data = make_data(n_queries=n_questions, seed=seed, n_samples=4, decimals=2)
+    assert cm.debiased_expected_calibration_error(
+        data.confidence, data.mu_hat, n_bins=n_bins
+    ) == pytest.approx(loop_debiased_ece(data.confidence, data.mu_hat, n_bins), abs=1e-12)
+
+
+def test_without_bin_noise_it_is_the_binned_ece():
+    """A bin whose differences target - c are all equal has no noise to remove: |gap_b| stays."""
+    confidence = np.array([0.05, 0.07, 0.31, 0.33, 0.35, 0.92, 0.95, 1.0])
+    target = confidence + np.array([0.1, 0.1, -0.2, -0.2, -0.2, 0.0, 0.0, 0.0])
+    assert cm.debiased_expected_calibration_error(confidence, target) == pytest.approx(
+        cm.expected_calibration_error(confidence, target), abs=1e-15
+    )
+    # with noise, a calibrated bin's estimate drops below the binned ECE (and may be negative)
+    rng = np.random.default_rng(0)
+    c = rng.uniform(0.4, 0.5, 50)
+    noisy = np.clip(c + rng.normal(0, 0.2, 50), 0, 1)
+    assert cm.debiased_expected_calibration_error(c, noisy) < cm.expected_calibration_error(c, noisy)
+
+
+def test_bootstrap_kernel_equals_the_metric_on_each_resample(make_data):
+    data = make_data(n_queries=120, seed=4, n_samples=4, decimals=2)
+    fast = cm.bootstrap_ci(
+        cm.debiased_expected_calibration_error, data.confidence, data.mu_hat, n_resamples=300
+    )
+    slow = cm.bootstrap_ci(
+        lambda c, t: cm.debiased_expected_calibration_error(c, t),
+        data.confidence,
+        data.mu_hat,
+        n_resamples=300,
+    )
+    assert fast == pytest.approx(slow, abs=1e-12)
+
+
+def _draw(rng, case, n_questions, k):
+    confidence = rng.beta(2.0, 2.0, n_questions)
+    mean = np.clip(CASES[case](confidence), 0.001, 0.999)
+    mu = rng.beta(10 * mean, 10 * (1 - mean))
+    return confidence, rng.binomial(k, mu) / k
+
+
+def _population_ece(case: str) -> float:
+    gaps = [
+        integrate.quad(
+            lambda c: (float(np.clip(CASES[case](np.array(c)), 0.001, 0.999)) - c) * stats.beta.pdf(c, 2, 2),
+            b / 10,
+            (b + 1) / 10,
+        )[0]
+        for b in range(10)
+    ]
+    return float(np.sum(np.abs(gaps)))
+
+
+def _bias(case: str, k: int, n_questions: int, repetitions: int, seed: int):
+    """(binned bias, debiased bias, debiased bias's Monte-Carlo SE) against the population ECE."""
+    rng = np.random.default_rng(seed)
+    truth = _population_ece(case)
+    binned, debiased = np.empty(repetitions), np.empty(repetitions)
+    for repetition in range(repetitions):
+        confidence, mu_hat = _draw(rng, case, n_questions, k)
+        binned[repetition] = cm.expected_calibration_error(confidence, mu_hat)
+        debiased[repetition] = cm.debiased_expected_calibration_error(confidence, mu_hat)
+    standard_error = debiased.std(ddof=1) / np.sqrt(repetitions)
+    return binned.mean() - truth, debiased.mean() - truth, standard_error
+
+
+@pytest.mark.parametrize("k", [4, 16])
+@pytest.mark.parametrize("n_questions", [30, 100])
+@pytest.mark.parametrize("case", ["overconfident", "underconfident"])
+def test_miscalibrated_bias_is_below_a_quarter_of_binned(case, n_questions, k):
+    binned, debiased, standard_error = _bias(case, k, n_questions, repetitions=600, seed=n_questions + k)
+    assert binned > 0
+    assert abs(debiased) < 0.25 * binned + 4 * standard_error
+
+
+@pytest.mark.parametrize("k", [4, 16])
+@pytest.mark.parametrize("n_questions", [30, 100, 400])
+def test_calibrated_bias_is_what_a_gaussian_bin_allows(n_questions, k):
+    """At a calibrated bin the estimator keeps (2 - sqrt 2) ~ 0.59 of the plug-in bias (the limit the docs
+    state; not the quarter the issue asked for): check it is reduced, by about that factor, not removed."""
+    binned, debiased, standard_error = _bias(
+        "calibrated", k, n_questions, repetitions=400, seed=n_questions * k
+    )
+    assert binned > 0
+    assert 0.45 * binned - 4 * standard_error < debiased < (2 - math.sqrt(2)) * binned + 4 * standard_error
+
+
+@pytest.mark.parametrize("k", [4, 16])
+@pytest.mark.parametrize("case", list(CASES))
+def test_jackknife_interval_covers_at_100_questions(case, k):
+    """estimate +- 1.96 jackknife SE covers the population ECE >= 90% of the time at N = 100 (the observed
+    share may fall 2 Monte-Carlo SE below 0.90); the binned ECE's interval does not (its bias dominates),
+    which is why the report flags it."""
+    rng = np.random.default_rng(k * 31 + len(case))
+    truth = _population_ece(case)
+    repetitions, n_questions = 500, 100
+    covered = {"debiased": 0, "binned": 0}
+    for _ in range(repetitions):
+        confidence, mu_hat = _draw(rng, case, n_questions, k)
+        for name, metric in (
+            ("debiased", cm.debiased_expected_calibration_error),
+            ("binned", cm.expected_calibration_error),
+        ):
+            interval = cm.jackknife_ci(metric, confidence, mu_hat)
+            covered[name] += interval.low <= truth <= interval.high
+    assert covered["debiased"] / repetitions >= 0.90 - 2 * math.sqrt(0.90 * 0.10 / repetitions)
+    if case == "calibrated":
+        assert covered["binned"] / repetitions < 0.5
