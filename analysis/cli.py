@@ -484,7 +484,10 @@ def _selfcal(args: argparse.Namespace) -> int:
         settings = _dataclass_from(args, loop.LoopSettings)
         config = _dataclass_from(args, train.TrainConfig)
         result = loop.run_self_calibration_loop(args.output_dir, settings, config)
-        timings = ", ".join(f"{name} {value:.0f} s" for name, value in result.step_seconds.items())
+        timings = ", ".join(
+            f"{name} {'reused' if name in result.reused else f'{value:.0f} s'}"
+            for name, value in result.step_seconds.items()
+        )
         print(terminal_text(f"steps: {timings}\nreport: {result.comparison.files['html']}"))
     return 0
 

@@ -46,7 +46,15 @@ from capcal_metrics import (
     soft_label_auroc,
 )
 
-__all__ = ["Comparison", "DEFAULT_TOLERANCE", "compare_checked_runs", "comparison_section", "compare_runs"]
+__all__ = [
+    "Comparison",
+    "DEFAULT_TOLERANCE",
+    "compare_checked_runs",
+    "comparison_section",
+    "compare_runs",
+    "read_comparison",
+    "write_comparison",
+]
 
 DEFAULT_TOLERANCE = 0.02
 CURVE_STRATEGIES = {
@@ -183,11 +191,14 @@ def compare_checked_runs(
     seed: int = 0,
     taus: Sequence[float] = DEFAULT_TAUS,
     training_question_ids: Iterable[str] = (),
+    training: dict[str, Any] | None = None,
 ) -> Comparison:
     """Compare two checked runs on their common, fully self-checked questions (module docstring).
 
     ``training_question_ids``: the questions the model was trained on; a compared question among them
-    raises ``SelfCalibrationDataError`` (the comparison must be on held-out questions).
+    raises ``SelfCalibrationDataError`` (the comparison must be on held-out questions). ``training``: what
+    made the "after" model (its settings, the data's and the models' identities), kept in ``settings`` and
+    listed in the report. Each side's model identity is its runs' ``model_id`` (``analysis.runs``).
     """
     column = "selfcheck_p_yes_normalized" if confidence == "p_yes_normalized" else "selfcheck_p_yes"
     if confidence not in ("p_yes", "p_yes_normalized"):
@@ -246,12 +257,22 @@ def compare_checked_runs(
         "tolerance": tolerance,
         "n_resamples": n_resamples,
         "seed": seed,
-        "before": {"sampling": str(before.sampling.path), "selfcheck": str(before.selfcheck.path),
-                   "model": before.sampling.model},
-        "after": {"sampling": str(after.sampling.path), "selfcheck": str(after.selfcheck.path),
-                  "model": after.sampling.model},
-    }  # fmt: skip
+        "before": _side_settings(before),
+        "after": _side_settings(after),
+        "training": training,
+    }
     return Comparison(metrics, curves, counts, settings)
+
+
+def _side_settings(run: CheckedRun) -> dict[str, Any]:
+    """Where a side's runs are, its model's label and its identity (the sampling run's ``model_id``)."""
+    ids = sorted({str(v) for v in run.table["model_id"]}) if "model_id" in run.table else []
+    return {
+        "sampling": str(run.sampling.path),
+        "selfcheck": str(run.selfcheck.path),
+        "model": run.sampling.model,
+        "model_identity": ids[0] if len(ids) == 1 else ids,
+    }
 
 
 def _curve_table(b: Side, a: Side, taus: Sequence[float], n_resamples: int, seed: int) -> pd.DataFrame:
@@ -359,7 +380,9 @@ def comparison_section(
             **comparison.counts,
             "confidence": comparison.settings["confidence"],
             "before model": comparison.settings["before"]["model"],
+            "before model identity": comparison.settings["before"].get("model_identity"),
             "after model": comparison.settings["after"]["model"],
+            "after model identity": comparison.settings["after"].get("model_identity"),
             "accuracy change": f"{accuracy['difference']:+.3f} ({verdict} the tolerance "
             f"{comparison.settings['tolerance']:.3f})",
         },
@@ -372,6 +395,7 @@ def comparison_section(
                 "Test-time strategies (accuracy with 95 % interval, average samples used)",
                 _operating_points(comparison.curves),
             ),
+            *_training_tables(comparison.settings.get("training")),
         ],  # fmt: skip
         figures=[
             Figure(
@@ -383,6 +407,27 @@ def comparison_section(
             "Response calibration: each response's self-check P(Yes) against its 0/1 correctness; capability "
             "calibration: the mean P(Yes) over a question's responses against its expected accuracy.",
         ],
+    )
+
+
+def _training_tables(training: dict[str, Any] | None) -> list[tuple[str, pd.DataFrame]]:
+    """The training settings and identities of the "after" model, one row each (none when unknown)."""
+    if not training:
+        return [("Training settings", pd.DataFrame({"setting": ["training"], "value": ["not recorded"]}))]
+    rows = [(k, v) for k, v in training.items() if k != "config"]
+    rows += [(k, v) for k, v in (training.get("config") or {}).items()]
+    values = [" ".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v) for _, v in rows]
+    return [("Training of the after model", pd.DataFrame({"setting": [k for k, _ in rows], "value": values}))]
+
+
+def read_comparison(folder: str | Path) -> Comparison:
+    """A comparison back from the ``comparison.json`` and ``curves.csv`` that ``write_comparison`` wrote."""
+    folder = Path(folder)
+    data = json.loads((folder / "comparison.json").read_text(encoding="utf-8"))
+    files = {"json": folder / "comparison.json", "curves": folder / "curves.csv",
+             "html": folder / "report.html", "markdown": folder / "report.md"}  # fmt: skip
+    return Comparison(
+        pd.DataFrame(data["metrics"]), pd.read_csv(files["curves"]), data["counts"], data["settings"], files
     )
 
 

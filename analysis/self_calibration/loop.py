@@ -14,8 +14,17 @@ pipeline; every model step is a real lm-eval run (``analysis.evaluation.evaluate
 
 Folders under ``output_dir``: ``before/{train_sample,train_selfcheck,eval_sample,eval_selfcheck}``,
 ``data``, ``train``, ``after/{eval_sample,eval_selfcheck}``, ``compare``, and ``loop.json`` (settings, step
-seconds). A step whose output is already there is reused (an interrupted loop goes on where it stopped;
-training itself resumes from its last checkpoint).
+seconds, each step's fingerprint and whether it ran).
+
+Never stale: every step folder records the fingerprint of the settings and input identities that made it
+(``analysis.self_calibration.fingerprint``): a model by ``checkpoint_fingerprint``, a source run by the
+digest of its files. A step is reused only when its fingerprint is unchanged and its output is as it wrote
+it; otherwise it runs again (``reuse="auto"``), and since its new output has a new digest, so does every
+step that reads it; ``reuse="strict"`` stops with ``StaleStepError`` instead. An interrupted loop goes on
+where it stopped; training resumes from its last checkpoint when its settings and data are the same.
+
+The training split is sampled at ``train_temperature`` (0.8, the method's ``T``; None: the task's own), the
+held-out questions at the task's temperature.
 """
 
 from __future__ import annotations
@@ -27,8 +36,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.self_calibration.compare import DEFAULT_TOLERANCE, Comparison, compare_runs
+from analysis.self_calibration.compare import (
+    DEFAULT_TOLERANCE,
+    Comparison,
+    compare_runs,
+    read_comparison,
+)
 from analysis.self_calibration.data import DEFAULT_LM_THRESHOLD, build_training_data, read_training_data
+from analysis.self_calibration.fingerprint import REUSE_MODES, content_digest, run_step
 from analysis.self_calibration.train import TrainConfig, train_self_calibration
 
 __all__ = ["LoopResult", "LoopSettings", "model_path", "question_ids_of", "run_self_calibration_loop"]
@@ -40,7 +55,8 @@ class LoopSettings:
 
     model: str = "smollm2"  # a capcal model name (capcal_models.prepare) or a checkpoint folder
     task: str = "capcal_arithmetic"  # the evaluation task; its calibration split gives the training questions
-    train_repeats: int = 8  # N responses per training question (the paper: 32)
+    train_repeats: int = 32  # N responses per training question (the method's N)
+    train_temperature: float | None = 0.8  # the method's T for the training samples; None: the task's
     repeats: int = 8  # responses per held-out question
     per_level: int | None = None  # graded arithmetic only: held-out questions per level
     train_per_level: int | None = None  # graded arithmetic only: training questions per level
@@ -58,11 +74,18 @@ class LoopSettings:
     seed: int = 1234
     data_dir: str = "bundled"
     sample_cache: bool = True
+    reuse: str = "auto"  # "strict": stop at a stale step instead of re-running it
+
+    def __post_init__(self) -> None:
+        if self.reuse not in REUSE_MODES:
+            raise ValueError(f"reuse must be one of {', '.join(REUSE_MODES)}, got {self.reuse!r}")
+        if self.train_temperature is not None and not self.train_temperature > 0:
+            raise ValueError(f"train_temperature must be > 0 (sampling), got {self.train_temperature!r}")
 
 
 @dataclass
 class LoopResult:
-    """Where everything is, the comparison, and each step's seconds (0 when reused)."""
+    """Where everything is, the comparison, each step's seconds (about 0 when reused), the steps reused."""
 
     output_dir: Path
     comparison: Comparison
@@ -85,10 +108,6 @@ def _has_chat_template(path: Path) -> bool:
         return True
     config = path / "tokenizer_config.json"
     return config.is_file() and bool(json.loads(config.read_text(encoding="utf-8")).get("chat_template"))
-
-
-def _done(folder: Path) -> bool:
-    return any(folder.glob("*/results_*.json"))
 
 
 def _samples_file(folder: Path, task: str) -> Path:
@@ -121,10 +140,13 @@ def run_self_calibration_loop(
     *,
     on_step: Callable[[str, float], None] | None = None,
 ) -> LoopResult:
-    """Run (or finish) the loop of the module docstring; returns the comparison and the step times."""
+    """Run (or finish) the loop of the module docstring; returns the comparison and the step times.
+    ``StaleStepError`` (``settings.reuse == "strict"``) names the first stale step."""
     from analysis.evaluation import evaluate
+    from capcal_models.model_identity import checkpoint_fingerprint
 
     settings = settings or LoopSettings()
+    train_config = train_config or TrainConfig()
     output_dir = Path(output_dir).resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
     base = model_path(settings.model)
@@ -136,30 +158,40 @@ def run_self_calibration_loop(
         metadata["arithmetic_train_per_level"] = settings.train_per_level
     seconds: dict[str, float] = {}
     reused: list[str] = []
+    fingerprints: dict[str, dict] = {}
     seeds = {key: settings.seed for key in ("random_seed", "numpy_random_seed", "torch_random_seed")}
+    common = {"seed": settings.seed, "data_dir": settings.data_dir, "batch_size": settings.batch_size,
+              "metadata": metadata}  # fmt: skip
 
-    def step(name: str, folder: Path, action: Callable[[], Any]) -> None:
+    def step(name: str, folder: Path, step_settings: dict, inputs: dict, action: Callable[[], Any]) -> None:
         started = time.monotonic()
-        if _done(folder) or (name == "train" and (folder / "merged" / "model.safetensors").is_file()):
+        ran = run_step(name, folder, step_settings, inputs, action, reuse=settings.reuse)
+        if not ran:
             reused.append(name)
-        else:
-            action()
         seconds[name] = round(time.monotonic() - started, 1)
+        fingerprints[name] = {"inputs": inputs, "ran": ran}
         if on_step is not None:
             on_step(name, seconds[name])
 
-    def sample(model_path: Path, task: str, repeats: int, folder: Path) -> None:
+    def sampling(task: str, repeats: int) -> dict:
         docs = settings.train_docs if task == train_task else settings.eval_docs
-        subset = {"samples": {task: list(docs)}} if docs is not None else {}
+        gen_kwargs: dict[str, Any] = {"max_gen_toks": settings.max_gen_toks}
+        if task == train_task and settings.train_temperature is not None:
+            gen_kwargs["temperature"] = settings.train_temperature
+        return {"task": task, "engine": settings.sampler, "repeats": repeats, "limit": settings.limit,
+                "docs": docs, "gen_kwargs": gen_kwargs, **common}  # fmt: skip
+
+    def sample(model_path: Path, config: dict, folder: Path) -> None:
+        subset = {"samples": {config["task"]: list(config["docs"])}} if config["docs"] is not None else {}
         arguments = {"pretrained": str(model_path)}
         if settings.sampler == "capcal-hf":
             arguments["sample_cache"] = settings.sample_cache
         evaluate(
-            settings.sampler, [task], model_args=arguments, repeats=repeats, metadata=metadata,
-            output_path=folder, log_samples=True, limit=settings.limit, data_dir=settings.data_dir,
-            apply_chat_template=_has_chat_template(model_path), batch_size=settings.batch_size,
-            gen_kwargs={"max_gen_toks": settings.max_gen_toks}, fewshot_random_seed=settings.seed, **seeds,
-            **subset,
+            settings.sampler, [config["task"]], model_args=arguments, repeats=config["repeats"],
+            metadata=metadata, output_path=folder, log_samples=True, limit=settings.limit,
+            data_dir=settings.data_dir, apply_chat_template=_has_chat_template(model_path),
+            batch_size=settings.batch_size, gen_kwargs=config["gen_kwargs"],
+            fewshot_random_seed=settings.seed, **seeds, **subset,
         )  # fmt: skip
 
     def check(model_path: Path, task: str, samples: Path, folder: Path) -> None:
@@ -176,68 +208,77 @@ def run_self_calibration_loop(
         "check train": before / "train_selfcheck",
         "sample eval": before / "eval_sample",
         "check eval": before / "eval_selfcheck",
+        "data": output_dir / "data",
+        "train": output_dir / "train",
         "resample eval": after / "eval_sample",
         "recheck eval": after / "eval_selfcheck",
+        "compare": output_dir / "compare",
     }
-    step(
-        "sample train",
-        folders["sample train"],
-        lambda: sample(base, train_task, settings.train_repeats, folders["sample train"]),
-    )
-    step(
-        "check train",
-        folders["check train"],
-        lambda: check(
-            base, train_check, _samples_file(folders["sample train"], train_task), folders["check train"]
-        ),
-    )
-    step(
-        "sample eval",
-        folders["sample eval"],
-        lambda: sample(base, settings.task, settings.repeats, folders["sample eval"]),
-    )
-    step(
-        "check eval",
-        folders["check eval"],
-        lambda: check(
-            base, eval_check, _samples_file(folders["sample eval"], settings.task), folders["check eval"]
-        ),
-    )
+    base_id = checkpoint_fingerprint(base)
+    checking = {"engine": settings.checker, **common}
+
+    def sample_step(name: str, model: Path, model_id: str, task: str, repeats: int) -> None:
+        config = sampling(task, repeats)
+        step(name, folders[name], config, {"model": model_id}, lambda: sample(model, config, folders[name]))
+
+    def check_step(name: str, model: Path, model_id: str, task: str, sampled: str, sampled_task: str) -> None:
+        inputs = {"model": model_id, "sampled run": content_digest(folders[sampled])}
+
+        def action() -> None:
+            check(model, task, _samples_file(folders[sampled], sampled_task), folders[name])
+
+        step(name, folders[name], {"task": task, **checking}, inputs, action)
+
+    sample_step("sample train", base, base_id, train_task, settings.train_repeats)
+    check_step("check train", base, base_id, train_check, "sample train", train_task)
+    sample_step("sample eval", base, base_id, settings.task, settings.repeats)
+    check_step("check eval", base, base_id, eval_check, "sample eval", settings.task)
     eval_ids = question_ids_of(_samples_file(folders["sample eval"], settings.task))
-    data_dir = output_dir / "data"
-    started = time.monotonic()
-    build_training_data(
-        folders["sample train"], folders["check train"], data_dir, confidence=settings.confidence,
-        lm_threshold=settings.lm_threshold, exclude_question_ids=eval_ids,
+    data_dir, train_dir = folders["data"], folders["train"]
+    step(
+        "data", data_dir, {"confidence": settings.confidence, "lm_threshold": settings.lm_threshold},
+        {name: content_digest(folders[name]) for name in ("sample train", "check train", "sample eval")},
+        lambda: build_training_data(
+            folders["sample train"], folders["check train"], data_dir, confidence=settings.confidence,
+            lm_threshold=settings.lm_threshold, exclude_question_ids=eval_ids,
+        ),
     )  # fmt: skip
-    seconds["data"] = round(time.monotonic() - started, 1)
-    train_dir = output_dir / "train"
-    step("train", train_dir, lambda: train_self_calibration(data_dir, base, train_dir, train_config))
+    step(
+        "train", train_dir, asdict(train_config), {"data": content_digest(data_dir), "base model": base_id},
+        lambda: train_self_calibration(data_dir, base, train_dir, train_config),
+    )  # fmt: skip
     merged = train_dir / "merged"
-    step(
-        "resample eval",
-        folders["resample eval"],
-        lambda: sample(merged, settings.task, settings.repeats, folders["resample eval"]),
-    )
-    resampled = folders["resample eval"]
-    step(
-        "recheck eval",
-        folders["recheck eval"],
-        lambda: check(merged, eval_check, _samples_file(resampled, settings.task), folders["recheck eval"]),
-    )
-    started = time.monotonic()
-    comparison = compare_runs(
-        folders["sample eval"], folders["check eval"], folders["resample eval"], folders["recheck eval"],
-        output_dir / "compare", training_data=data_dir, confidence=settings.confidence,
-        tolerance=settings.tolerance, n_resamples=settings.resamples, seed=0,
-    )  # fmt: skip
-    seconds["compare"] = round(time.monotonic() - started, 1)
+    merged_id = checkpoint_fingerprint(merged)
+    sample_step("resample eval", merged, merged_id, settings.task, settings.repeats)
+    check_step("recheck eval", merged, merged_id, eval_check, "resample eval", settings.task)
+    training = json.loads((train_dir / "training.json").read_text(encoding="utf-8"))
+    options = {"confidence": settings.confidence, "tolerance": settings.tolerance,
+               "n_resamples": settings.resamples, "seed": 0}  # fmt: skip
+    comparison_inputs = {name: content_digest(folders[name]) for name in
+                         ("sample eval", "check eval", "data", "resample eval", "recheck eval")}  # fmt: skip
+    comparison_inputs.update({"before model": base_id, "after model": merged_id})
+    training_record = {"config": training["config"], "base_model": base_id, "trained_model": merged_id,
+                       "data": comparison_inputs["data"], "global_step": training["global_step"],
+                       "examples_per_epoch": training["examples_per_epoch"]}  # fmt: skip
+    result: dict[str, Comparison] = {}
+
+    def compare() -> None:
+        result["comparison"] = compare_runs(
+            folders["sample eval"], folders["check eval"], folders["resample eval"], folders["recheck eval"],
+            folders["compare"], training_data=data_dir, training=training_record, **options,
+        )  # fmt: skip
+
+    step("compare", folders["compare"], {**options, "training": training_record}, comparison_inputs, compare)
+    comparison = result.get("comparison") or read_comparison(folders["compare"])
     record = {
         "settings": asdict(settings),
-        "train_config": asdict(train_config or TrainConfig()),
+        "train_config": asdict(train_config),
         "base_model": str(base),
+        "base_model_identity": base_id,
+        "trained_model_identity": merged_id,
         "step_seconds": seconds,
         "reused_steps": reused,
+        "steps": fingerprints,
         "training_tuples": len(read_training_data(data_dir)),
     }
     (output_dir / "loop.json").write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")

@@ -211,3 +211,56 @@ def test_cli_data_one_line_refusal(selfcal_runs, tmp_path, capsys):
         and (tmp_path / "ok" / "train.jsonl").is_file()
         and (tmp_path / "ok" / "README.md").is_file()
     )
+
+
+def test_method_bucket_rule_is_floor_division_capped_at_the_last_slot():
+    """``min(t // 0.05, 20)`` with Python floats (``model_training/train.py`` line 218): 21 slots, SSC = 1
+    falls in bucket 19 (1.0 // 0.05 = 19) and binary floats move 0.5 and 0.95 down one (0.5 // 0.05 = 9)."""
+    from analysis.self_calibration.train import bucket_slots, target_buckets
+
+    assert bucket_slots() == 21
+    assert target_buckets([0.0, 0.049, 0.05, 0.1, 0.15, 0.5, 0.949, 0.95, 0.999, 1.0]).tolist() == [
+        0, 0, 1, 2, 2, 9, 18, 18, 19, 19,
+    ]  # fmt: skip
+
+
+def test_method_draw_caps_each_bucket_without_replacement():
+    """Per bucket min(size, cap) distinct tuples, cap = floor(B (1 - r) / 21); min(LM tuples, floor(B r))
+    distinct causal-LM examples; seeded."""
+    from analysis.self_calibration.train import TrainConfig, draw_examples, target_buckets
+
+    rng = np.random.default_rng(5)
+    targets = np.concatenate([rng.uniform(0, 0.1, 300), rng.uniform(0.4, 0.5, 40), [1.0] * 7])
+    flags = targets > 0.75
+    config = TrainConfig(examples_per_epoch=1400)  # cap = floor(1400 * 0.3 / 21) = 20
+    drawn = draw_examples(targets, flags, config)
+    confidence = drawn["confidence"]
+    assert len(confidence) == len(set(confidence))  # without replacement
+    buckets = target_buckets(targets)
+    drawn_per_bucket = np.bincount(buckets[confidence], minlength=21)
+    sizes = np.bincount(buckets, minlength=21)
+    assert drawn_per_bucket.tolist() == np.minimum(sizes, 20).tolist()
+    assert sorted(drawn["lm"]) == np.flatnonzero(flags).tolist()  # 7 LM tuples < floor(1400 * 0.7)
+    assert drawn == draw_examples(targets, flags, config)
+    assert drawn != draw_examples(targets, flags, TrainConfig(examples_per_epoch=1400, seed=1))
+    small = draw_examples(targets, flags, TrainConfig(examples_per_epoch=70))  # cap = floor(21 / 21) = 1
+    assert np.bincount(buckets[small["confidence"]], minlength=21).max() == 1
+    default = draw_examples(targets, flags, TrainConfig())  # no budget: cap = ceil(347 / 21) = 17
+    assert (
+        np.bincount(buckets[default["confidence"]], minlength=21).tolist() == np.minimum(sizes, 17).tolist()
+    )
+    natural = draw_examples(targets, flags, TrainConfig(balanced=False, examples_per_epoch=100))
+    assert len(natural["confidence"]) == 30 and len(set(natural["confidence"])) == 30
+    replaced = draw_examples(targets, flags, TrainConfig(with_replacement=True, examples_per_epoch=1000))
+    assert len(replaced["confidence"]) == 300 and len(set(replaced["confidence"])) < 300
+
+
+def test_validation_split_holds_out_whole_questions():
+    from analysis.self_calibration.train import split_validation
+
+    tuples = [{"question_id": f"q{i // 3}"} for i in range(60)]  # 20 questions x 3 tuples
+    training, validation = split_validation(tuples, 0.1, seed=0)
+    held = {tuples[i]["question_id"] for i in validation}
+    assert len(held) == 2 and len(validation) == 6 and sorted(training + validation) == list(range(60))
+    assert held.isdisjoint(tuples[i]["question_id"] for i in training)
+    assert split_validation(tuples, 0.0, seed=0) == (list(range(60)), [])

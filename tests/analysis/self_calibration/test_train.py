@@ -16,7 +16,7 @@ from analysis.self_calibration.train import TrainConfig
 # Few steps, a learning rate large enough that 4 steps move the loss (the paper's 5e-5 needs many more).
 CONFIG = dict(
     learning_rate=2e-3, train_batch_size=2, gradient_accumulation_steps=1, max_steps=4, save_steps=2,
-    examples_per_epoch=8, lora_r=8, lora_alpha=16, seed=3,
+    lora_r=8, lora_alpha=16, seed=3,
 )  # fmt: skip
 
 KILL_AFTER_CHECKPOINT = """
@@ -104,7 +104,9 @@ def test_train_config_validates_and_is_configurable():
     assert (
         TrainConfig().lora_r == 32 and TrainConfig().lora_alpha == 16 and TrainConfig().lora_dropout == 0.05
     )
-    assert TrainConfig().learning_rate == 5e-5 and TrainConfig().lr_scheduler_type == "cosine"
+    assert TrainConfig().learning_rate == 5e-5 and TrainConfig().lr_scheduler_type == "micro_batch_cosine"
+    assert TrainConfig().max_grad_norm == 0 and TrainConfig().weight_decay == 0.01  # no clipping; AdamW's
+    assert TrainConfig().causal_lm_ratio == 0.7 and TrainConfig().gradient_accumulation_steps == 64
     assert TrainConfig().smooth_l1_beta == 0.25 and TrainConfig().lm_weight == 0.1
     with pytest.raises(ValueError, match="lora_r=0, learning_rate=-1"):
         TrainConfig(lora_r=0, learning_rate=-1)
@@ -133,3 +135,73 @@ def test_cli_exposes_every_training_setting():
     assert run.eval_docs == [0, 5] and run.max_steps == 3
     for field in dataclasses.fields(TrainConfig):
         assert hasattr(run, field.name), field.name
+
+
+def test_method_schedule_is_a_cosine_over_micro_batches():
+    """The method steps ``CosineAnnealingLR(T_max = micro-batches)`` once per optimisation step: with 64
+    accumulation steps the last of 10 optimisation steps still has 99.9 % of the learning rate."""
+    import math
+
+    from analysis.self_calibration.train import method_lr_factor
+
+    assert method_lr_factor(0, 640) == 1.0
+    assert method_lr_factor(10, 640) == pytest.approx((1 + math.cos(math.pi * 10 / 640)) / 2)
+    assert method_lr_factor(10, 640) > 0.999
+    assert method_lr_factor(320, 640) == pytest.approx(0.5) and method_lr_factor(640, 640) == pytest.approx(0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("accumulation", "max_grad_norm"), [(1, 0.0), (4, 0.0), (4, 1.0)])
+def test_backward_gets_the_mean_over_the_accumulation_window(
+    selfcal_data, smollm2_path, tmp_path, monkeypatch, accumulation, max_grad_norm
+):
+    """Instruments the real ``Trainer`` on SmolLM2: the loss passed to backward is the micro-batch loss
+    divided by the accumulation steps (ratio 1/GA), the logged loss is the mean micro-batch loss of each
+    step (per example at batch 1), gradients are clipped only when ``max_grad_norm`` > 0, and the learning
+    rate follows the method's cosine over micro-batches."""
+    import accelerate
+    import numpy as np
+    import torch
+
+    from analysis.self_calibration import train as train_module
+    from analysis.self_calibration.train import method_lr_factor, train_self_calibration
+
+    computed, backward, clipped = [], [], []
+    real_loss, real_backward = train_module.selfcal_loss, accelerate.Accelerator.backward
+    real_clip = accelerate.Accelerator.clip_grad_norm_
+
+    def recording_loss(*args, **kwargs):
+        loss, parts = real_loss(*args, **kwargs)
+        if torch.is_grad_enabled():
+            computed.append(float(loss.detach()))
+        return loss, parts
+
+    def recording_backward(self, loss, **kwargs):
+        backward.append(float(loss.detach()))
+        return real_backward(self, loss, **kwargs)
+
+    def recording_clip(self, parameters, max_norm, *args, **kwargs):
+        clipped.append(max_norm)
+        return real_clip(self, parameters, max_norm, *args, **kwargs)
+
+    monkeypatch.setattr(train_module, "selfcal_loss", recording_loss)
+    monkeypatch.setattr(accelerate.Accelerator, "backward", recording_backward)
+    monkeypatch.setattr(accelerate.Accelerator, "clip_grad_norm_", recording_clip)
+    steps = 2
+    config = TrainConfig(
+        train_batch_size=1, gradient_accumulation_steps=accumulation, max_steps=steps, save_steps=10,
+        lora_r=4, learning_rate=1e-3, max_grad_norm=max_grad_norm, seed=5,
+    )  # fmt: skip
+    result = train_self_calibration(selfcal_data.path, smollm2_path, tmp_path, config, evaluate_loss=False)
+    assert len(computed) == len(backward) == steps * accumulation
+    ratios = np.array(backward) / np.array(computed)
+    print(f"GA {accumulation}: backward / compute_loss = {ratios.round(6).tolist()}")
+    np.testing.assert_allclose(ratios, 1.0 / accumulation, rtol=1e-6)
+    logged = [entry for entry in result.summary["log_history"] if "loss" in entry]
+    windows = np.array(computed).reshape(steps, accumulation).mean(axis=1)
+    np.testing.assert_allclose([entry["loss"] for entry in logged], windows, rtol=1e-5)
+    # Trainer measures the norm through clip_grad_norm_ even without clipping, with max_norm = inf
+    assert clipped == ([max_grad_norm] * steps if max_grad_norm > 0 else [float("inf")] * steps)
+    assert all(entry["grad_norm"] > 0 for entry in logged)
+    expected_lr = [1e-3 * method_lr_factor(s, steps * accumulation) for s in range(steps)]
+    np.testing.assert_allclose([entry["learning_rate"] for entry in logged], expected_lr, rtol=1e-6)
