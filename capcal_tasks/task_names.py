@@ -34,6 +34,9 @@ GLOB_CHARACTERS = frozenset("*?[")
 _DECLARED_NAME = re.compile(rb"(?m)^(?:task|group|tag):[ \t]*['\"]?([\w.\-]+)")
 _TAG_LIST = re.compile(rb"(?m)^tag:[ \t]*\n((?:[ \t]+-[ \t]*['\"]?[\w.\-]+['\"]?[ \t]*\n)+)")
 _LIST_ITEM = re.compile(rb"-[ \t]*['\"]?([\w.\-]+)")
+# ``include: file`` / ``include: [a, b]`` lines, and the file names in them.
+_INCLUDE = re.compile(rb"(?m)^include:[ \t]*(.+)$")
+_INCLUDED_FILE = re.compile(rb"[\w./\-]+")
 
 
 class UnknownTaskError(ValueError):
@@ -62,17 +65,28 @@ def task_folders(include_path: str | Path | Sequence[str | Path] | None = None) 
 
 
 def _yaml_texts(folder: Path) -> Iterable[bytes]:
-    """The bytes of every YAML file under ``folder``, included templates too (``_template_yaml``: a tag they
-    declare is the including task's); symlinked folders are not followed, unreadable files skipped."""
+    """The bytes of every ``.yaml`` file under ``folder`` and of every file they include (``include:``
+    names files of any name, ``_template``, ``_gen_yaml_2shot``: a tag such a file declares is the including
+    task's), each once; symlinked folders are not followed, unreadable files skipped."""
+    seen: set[str] = set()
+    pending: list[str] = []
     for root, folders, files in os.walk(folder):
         folders[:] = [name for name in folders if name != "__pycache__"]
-        for name in files:
-            if name.endswith(("yaml", "yml")):
-                try:
-                    with open(os.path.join(root, name), "rb") as handle:
-                        yield handle.read()
-                except OSError:
-                    continue
+        pending += [os.path.join(root, name) for name in files if name.endswith(".yaml")]
+    while pending:
+        path = pending.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            with open(path, "rb") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        yield text
+        for line in _INCLUDE.findall(text):
+            for item in _INCLUDED_FILE.findall(line):
+                pending.append(os.path.join(os.path.dirname(path), item.decode("utf-8", "replace")))
 
 
 def unknown_task_names(
