@@ -276,6 +276,7 @@ def run_self_calibration_loop(
         "base_model": str(base),
         "base_model_identity": base_id,
         "trained_model_identity": merged_id,
+        "training": training_record,  # what compare_checked_runs(training=...) lists in the report
         "step_seconds": seconds,
         "reused_steps": reused,
         "steps": fingerprints,
