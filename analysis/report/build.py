@@ -292,7 +292,7 @@ def _section(
         split = calibration.label()
     label = str(evaluation["model"].iloc[0])
     identity = data.collection.models.get(model, {})
-    facts = {"model": label, "task": task, "calibration split": split}
+    facts = {"model": display_name(label), "task": task, "calibration split": split}
     inputs = section_inputs(computed, options.n_resamples, options.seed)
     name = display_name(label)
     section = capability_section(f"{name} · {task}", computed, facts, inputs)
@@ -326,9 +326,22 @@ def _section(
     return SectionResult(model, name, task, computed, inputs, section, bookkeeping, ranking)
 
 
-def overview_section(data: ReportData, relations: TaskRelations) -> ReportSection:
-    """Every run found (used or left out, and why), files read once, and the relations of the tasks run
-    (the report's appendix)."""
+def _relative(path: str | Path, roots: Sequence[str | Path]) -> str:
+    """``path`` relative to the output folder given that holds it (``root/...``), else as it is."""
+    path = Path(path)
+    for root in roots:
+        try:
+            return str(Path(Path(root).name) / path.resolve().relative_to(Path(root).resolve()))
+        except ValueError:
+            continue
+    return str(path)
+
+
+def overview_section(
+    data: ReportData, relations: TaskRelations, roots: Sequence[str | Path] = ()
+) -> ReportSection:
+    """Every run found (used or left out, and why), files read once (paths relative to the folder given in
+    ``roots`` that holds them), and the relations of the tasks run (the report's appendix)."""
     runs = data.collection.runs
     rows = []
     for task in sorted(set(runs["task"])):
@@ -373,9 +386,12 @@ def overview_section(data: ReportData, relations: TaskRelations) -> ReportSectio
         )
         section.tables.append(("Runs: used and left out", table))
     section.notes += [
-        f"read once: {path} (same content as {same})" for path, same in data.collection.duplicates
+        f"read once: {_relative(path, roots)} (same content as {_relative(same, roots)})"
+        for path, same in data.collection.duplicates
     ]
-    section.notes += [f"skipped: {path}: {reason}" for path, reason in data.collection.skipped]
+    section.notes += [
+        f"skipped: {_relative(path, roots)}: {reason}" for path, reason in data.collection.skipped
+    ]
     section.notes += rescore_notes(data.collection.files)
     section.notes += [
         f"model {label} is known only by its label (no checkpoint fingerprint)"
@@ -488,6 +504,6 @@ def build_report(
     sections += analysis.routing
     sections += self_calibration_sections(output_dirs, options.n_resamples, options.seed)
     sections += agreement_sections(analysis.data)
-    sections.append(overview_section(analysis.data, analysis.relations))
+    sections.append(overview_section(analysis.data, analysis.relations, output_dirs))
     sections += [r.bookkeeping for r in analysis.results]
     return write_report(sections, report_dir, title=title)

@@ -684,3 +684,18 @@ def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browse
     loaded, total, pwned, _ = browser.check_page(files.html, tmp_path / "profile")
     assert total == len(files.figures) and loaded == total and not pwned
     assert _console_errors(browser, files.html, tmp_path / "profile2") == []
+
+
+def test_files_are_named_relative_to_the_folder_given(tmp_path):
+    """Copies read once are named by their paths relative to the output folder given, and the sections name
+    the model by its display name, never by an absolute path."""
+    import shutil
+
+    from analysis.report import build_report
+
+    runs = _runs(tmp_path / "runs")
+    shutil.copytree(runs / MODEL_FOLDER, runs / "copy" / MODEL_FOLDER)
+    markdown = build_report([runs], tmp_path / "report", options=_options()).markdown.read_text()
+    assert str(tmp_path) not in markdown
+    assert f"read once: runs/{MODEL_FOLDER}/samples_toy_eval_ptrue_" in markdown
+    assert "\\(same content as runs/copy/toy-model/samples_toy_eval_ptrue_" in markdown
