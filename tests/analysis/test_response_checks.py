@@ -1,0 +1,79 @@
+"""``analysis.response_checks``: a task whose responses came back mostly empty or unreadable is named, with
+its likely cause; a run with answers is not. Records are scored by capcal's real scorers."""
+
+from __future__ import annotations
+
+from analysis.response_checks import empty_response_cause, response_notices, unreadable_cause
+from capcal_tasks.confidence.verbalized import process_results
+from capcal_tasks.sampling import score_responses
+
+SAMPLING = {"output_type": "generate_until", "generation_kwargs": {"max_gen_toks": 1024}}
+
+
+def _sampling(responses: list[str]) -> dict:
+    def extract(response: str) -> str | None:
+        return response.rsplit("{", 1)[1].rstrip("}") if "\\boxed{" in response else None
+
+    record = score_responses(responses, extract=extract, judge=lambda answer: answer == "4")
+    return {"doc_id": 0, "resps": [responses], **record}
+
+
+def _verbalized(response: str) -> dict:
+    return {"doc_id": 0, "resps": [[response]], **process_results({}, [response])}
+
+
+def test_mostly_empty_responses_of_a_chat_model_without_its_template(smollm2_path):
+    samples = {"capcal_toy": [_sampling(["", " ", "\n", "\\boxed{4}"])] * 3}
+    notices = response_notices(
+        samples,
+        {"capcal_toy": SAMPLING},
+        model_args={"pretrained": str(smollm2_path)},
+        chat_template_applied=False,
+    )
+    assert notices == [
+        "task capcal_toy: 9 of 12 responses are empty; likely cause: the model has a chat template and the "
+        "run did not apply it (add --apply_chat_template)"
+    ]
+    # the same responses with the template applied: another cause
+    (applied,) = response_notices(
+        samples,
+        {"capcal_toy": SAMPLING},
+        model_args={"pretrained": str(smollm2_path)},
+        chat_template_applied=True,
+    )
+    assert "likely cause: generation stopped at once" in applied
+
+
+def test_half_or_fewer_is_not_mostly():
+    samples = {"capcal_toy": [_sampling(["", "\\boxed{4}"]), _sampling(["no idea", "\\boxed{5}"])]}
+    assert response_notices(samples, {"capcal_toy": SAMPLING}) == []
+
+
+def test_responses_without_an_answer_name_a_short_max_gen_toks():
+    samples = {"capcal_toy": [_sampling(["Let me think step by", "First, we", "\\boxed{4}"])]}
+    short = {"output_type": "generate_until", "generation_kwargs": {"max_gen_toks": 16}}
+    assert response_notices(samples, {"capcal_toy": short}) == [
+        "task capcal_toy: no answer could be read from 2 of 3 responses; likely cause: max_gen_toks=16 "
+        "likely cuts the responses before their final answer (raise it)"
+    ]
+    (notice,) = response_notices(samples, {"capcal_toy": SAMPLING})
+    assert notice.endswith("the responses do not state an answer in the form the task reads (\\boxed{...}); "
+                           "look at a few with capcal analyze --responses")  # fmt: skip
+
+
+def test_verbalized_confidences_that_never_parse():
+    samples = {"capcal_toy_verbalized": [_verbalized("I am fairly sure."), _verbalized("\\boxed{0.8}")] * 2}
+    samples["capcal_toy_verbalized"].append(_verbalized("no box"))
+    (notice,) = response_notices(samples, {"capcal_toy_verbalized": SAMPLING})
+    assert notice.startswith("task capcal_toy_verbalized: no confidence could be read from 3 of 5 responses")
+    assert unreadable_cause(SAMPLING, confidence=True) in notice
+
+
+def test_log_likelihood_tasks_are_not_looked_at():
+    samples = {"capcal_toy_ptrue": [{"doc_id": 0, "resps": [["(-0.1, False)"], ["(-2.3, False)"]]}]}
+    assert response_notices(samples, {"capcal_toy_ptrue": {"output_type": "multiple_choice"}}) == []
+
+
+def test_empty_response_causes():
+    assert "retries" in empty_response_cause({"model": "x"}, None, model="capcal-api")
+    assert empty_response_cause("pretrained=/no/such/model", False).startswith("generation stopped at once")
