@@ -81,9 +81,12 @@ def paper_table(
     from analysis.report.build import analyze_runs
 
     rows = metric_rows(analyze_runs(output_dirs, activations_dir, options).results)
+    if rows.empty:
+        folders = ", ".join(str(folder) for folder in output_dirs)
+        raise ValueError(f"no evaluation task with a confidence estimator in {folders}: nothing to tabulate")
     if metrics is not None:
         unknown = sorted(set(metrics) - set(rows["metric"]))
-        if unknown and not rows.empty:
+        if unknown:
             raise ValueError(
                 f"metric(s) {', '.join(unknown)} not computed; known: "
                 + ", ".join(sorted(set(rows["metric"])))

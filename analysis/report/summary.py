@@ -101,14 +101,14 @@ def _candidates(inputs: SectionInputs) -> tuple[list[_Candidate], list[str]]:
             leaky.append(name)
             continue
         target = inputs.computed.columns[name].target
-        candidates.append(_Candidate(name, f"{target} (scored vs mu_hat)", inputs.confidences[name], mu, n))
+        candidates.append(_Candidate(name, target, inputs.confidences[name], mu, n))
     table = inputs.leakage_free
     if table is not None:
         for name in (c for c in table.columns if c.startswith("consistency_lf_k")):
             candidates.append(
                 _Candidate(
                     name,
-                    "capability (scored vs mu_hat_lf)",
+                    "capability (vs mu_hat_lf)",
                     table[name].to_numpy(dtype=float),
                     table["mu_hat_lf"].to_numpy(dtype=float),
                     table["n_lf"].to_numpy(dtype=float),
@@ -364,9 +364,9 @@ def summary_sections(
     sections = [head]
     for ranking in rankings:
         notes = [
-            f'Ranked by {PRIMARY_NAME} ↓ with its 95% interval; "best\'s advantage" is the paired bootstrap '
-            "difference (this estimator minus the best; above 0: the best is better) on the questions both "
-            "have."
+            f"Ranked by {PRIMARY_NAME} ↓ with its 95% interval, every estimator scored against mu_hat "
+            '(target: what it was built to estimate); "best\'s advantage" is the paired bootstrap difference '
+            "(this estimator minus the best; above 0: the best is better) on the questions both have."
         ]
         if ranking.unranked:
             notes.append(
