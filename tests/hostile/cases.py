@@ -1065,7 +1065,8 @@ def assert_equal(actual: object, expected: object) -> None:
     assert actual == expected, f"got {actual!r}, expected {expected!r}"
 
 
-from . import strict_cases  # noqa: E402, F401 - registers the strict-record, folder and join cases
+# register the strict-record, folder and join cases, and the cases of analyze's, check's and report's inputs
+from . import input_cases, strict_cases  # noqa: E402, F401
 
 CATEGORIES = sorted({c.category for c in CASES})
 _DUPLICATES = [name for name, count in Counter(c.name for c in CASES).items() if count > 1]
