@@ -15,7 +15,7 @@ from analysis.completeness import check_run
 from analysis.report_inputs import NothingToScoreError, report_notices
 from analysis.runs import RunFormatError, load_run, load_runs
 
-from .cases import Raises, Returns, assert_equal, case, good
+from .cases import Raises, Returns, case, good
 from .logs import TASK, confidence_line, results_path, samples_path, sampling_line, write_run
 
 INPUTS = "inputs of analyze, check and report"
