@@ -509,12 +509,17 @@ def examples_table(evaluation: pd.DataFrame, estimators: list[str], count: int) 
             "question_id": rows["question_id"],
             "question": [str(q)[:300] for q in rows["question"]],
             "first response": [str(r)[:300] for r in rows["first_response"]],
-            "mu_hat": rows["expected_accuracy"],
+            "mu_hat": [_three_decimals(v) for v in rows["expected_accuracy"]],
         }
     )
     for name in estimators[:4]:
-        frame[name] = rows[name].to_numpy(dtype=float)
+        frame[name] = [_three_decimals(v) for v in rows[name].to_numpy(dtype=float)]
     return frame
+
+
+def _three_decimals(value: float) -> str:
+    """One number format for a column of values in [0, 1]: ``0.167``; ``n/a`` for NaN."""
+    return "n/a" if not np.isfinite(value) else f"{value:.3f}"
 
 
 def judge_agreement_section(agreement: RescoreAgreement, model: str) -> ReportSection:

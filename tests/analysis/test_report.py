@@ -666,6 +666,14 @@ def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browse
         "- warning: probe was fitted on 15 questions, below 50",
     ):
         assert warning in summary, warning
+    # a confidence source that failed on more than 20% of its questions is a warning in the summary
+    failures = re.search(r"parse failures: (.*)_", _section_of(markdown, "## smollm2 · capcal_arithmetic"))
+    assert failures is not None
+    for kind, failed, total in re.findall(r"(\w+) (\d+)/(\d+)", failures.group(1)):
+        if int(failed) == int(total):
+            assert f"{kind} confidence" in summary and f"never parsed \\({failed}/{total}" in summary
+        elif int(failed) > 0.2 * int(total):
+            assert f"failed to parse on {failed}/{total} questions" in summary
 
     grid_rows = metric_rows(analysis.results)
     # (Gemma's section has no estimator: k = 4 is too few for consistency, no confidence run)
