@@ -133,11 +133,12 @@ def main() -> None:
     parser.add_argument("--repetitions-large", type=int, default=200, help="data sets per cell at N = 2000")
     parser.add_argument("--resamples", type=int, default=500, help="bootstrap resamples per interval")
     parser.add_argument("--skill-repetitions", type=int, default=4000, help="data sets per Brier-skill cell")
+    parser.add_argument("--k", type=int, nargs="+", default=[4, 16], help="samples per question")
     parser.add_argument("--output", type=Path, help="write the tables as JSON here")
     args = parser.parse_args()
     started = time.time()
     ece_rows, skill_rows = [], []
-    for k in (4, 16):
+    for k in args.k:
         for n_questions in (30, 100, 400, 2000):
             skill_rows.append(
                 skill_cell(k, n_questions, args.skill_repetitions, seed=k * 10_000 + n_questions)

@@ -82,6 +82,7 @@ __all__ = [
     "MIN_SAMPLES_FOR_CONSISTENCY",
     "SOURCES",
     "STATISTICS",
+    "STDERR_DOES_NOT_COVER",
     "Column",
     "ColumnTable",
     "QuestionData",
@@ -105,6 +106,17 @@ STATISTICS: dict[str, tuple[Callable[[np.ndarray, np.ndarray, np.ndarray], float
     "auroc": (lambda c, mu, n: soft_label_auroc(c, mu), True),
     "brier_skill": (lambda c, mu, n: brier_skill_score(c, mu), True),
     "corrected_brier_skill": (corrected_brier_skill_score, True),
+}
+
+
+# Columns whose standard error does not give an interval that covers (simulation, docs/methods.md), and why:
+# written beside the bookkeeping in the results JSON (configs[task]["capcal_calibration"]).
+STDERR_DOES_NOT_COVER = {
+    f"{source}_ece": (
+        "binned ECE is biased upward by its bin noise: value +- 1.96 stderr does not cover the true ECE; "
+        f"use {source}_ece_debiased (docs/methods.md, The bias of binned ECE)"
+    )
+    for source in SOURCES
 }
 
 

@@ -46,7 +46,12 @@ from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 from lm_eval.api.utils import ends_with_whitespace
 
-from capcal_tasks.calibration_columns import COLUMNS, QuestionData, calibration_columns
+from capcal_tasks.calibration_columns import (
+    COLUMNS,
+    STDERR_DOES_NOT_COVER,
+    QuestionData,
+    calibration_columns,
+)
 from capcal_tasks.confidence import ptrue, verbalized
 from capcal_tasks.settings import parse_bool
 
@@ -122,7 +127,7 @@ class CalibrationTask(ConfigurableTask):
 
     def dump_config(self) -> dict:
         """As lm-eval's, plus the verbalized generation and, after scoring, ``capcal_calibration``: k, whether
-        P(True) was requested, and why each NaN column is undefined (bookkeeping, not columns)."""
+        P(True) was requested, why each NaN column is undefined, and which standard errors do not cover."""
         config = {**super().dump_config(), "verbalized_generation_kwargs": dict(self._verbalized_kwargs)}
         if self._bookkeeping is not None:
             config["capcal_calibration"] = dict(self._bookkeeping)
@@ -265,6 +270,7 @@ class CalibrationTask(ConfigurableTask):
             "samples_per_question": table.samples_per_question,
             "ptrue_requested": table.ptrue_requested,
             "undefined_columns": table.undefined,
+            "stderr_does_not_cover": dict(STDERR_DOES_NOT_COVER),
         }
         return dict(zip(keys, table.rows, strict=True))
 

@@ -24,6 +24,7 @@ from capcal_tasks.calibration_columns import (
     COLUMNS,
     CONSISTENCY_SEED,
     STATISTICS,
+    STDERR_DOES_NOT_COVER,
     QuestionData,
     calibration_columns,
 )
@@ -103,6 +104,10 @@ def test_columns_match_capcal_metrics_and_lm_eval_aggregation():
     # and every column of COLUMNS is in the table (bookkeeping such as k is not a column)
     assert set().union(*rows) == {column.name for column in COLUMNS}
     assert not {"n_samples", "ptrue_available"} & {column.name for column in COLUMNS}
+    # the binned ECE columns, whose standard errors do not cover, are named as such in the results JSON
+    assert set(STDERR_DOES_NOT_COVER) == {
+        f"{source}_ece" for source in ("ptrue", "verbalized", "consistency")
+    }
 
 
 def test_consistency_is_the_leakage_free_estimator():

@@ -16,19 +16,26 @@ import pytest
 TASK = "capcal_arithmetic_calibration"
 K, PER_LEVEL = 4, 2
 BIN = Path(sys.executable).parent
-# The columns this run can produce (SmolLM2-135M never writes \boxed{P}: no verbalized statistic columns).
-STATISTICS = {"brier": False, "corrected_brier": False, "ece": False, "auroc": True, "brier_skill": True}
+# Every column of every run (SmolLM2-135M never writes \boxed{P}: its verbalized statistics are NaN).
+STATISTICS = {
+    "brier": False,
+    "corrected_brier": False,
+    "ece": False,
+    "ece_debiased": False,
+    "auroc": True,
+    "brier_skill": True,
+    "corrected_brier_skill": True,
+}
 EXPECTED = {
     "expected_accuracy": True,
-    "n_samples": True,
-    "ptrue_available": True,
     "verbalized_parse_failure_rate": False,
     **{
         f"{source}_{name}": higher
-        for source in ("ptrue", "consistency")
+        for source in ("ptrue", "verbalized", "consistency")
         for name, higher in STATISTICS.items()
     },
 }
+NAN_COLUMNS = {f"verbalized_{name}" for name in STATISTICS}
 
 
 @pytest.fixture(scope="session")
@@ -81,7 +88,7 @@ def test_lm_eval_prints_the_calibration_columns(calibration_run):
     for metric, row in printed_metrics.items():
         assert row[header.index("Metric") + 1] == ("↑" if EXPECTED[metric] else "↓"), metric
         assert "±" in row and "N/A" not in row, row
-        float(row[-2])  # the standard error is a number
+        assert math.isnan(float(row[-2])) == (metric in NAN_COLUMNS), row  # a number, or nan when undefined
 
 
 @pytest.mark.slow
@@ -90,15 +97,22 @@ def test_a_leaderboard_reads_the_columns_from_the_results_json(calibration_run):
     columns = read_leaderboard_columns(output, TASK)
     assert set(columns) == set(EXPECTED)
     for metric, (value, stderr, higher_is_better) in columns.items():
-        assert isinstance(value, float) and math.isfinite(value), metric
-        assert isinstance(stderr, float) and stderr >= 0.0, metric
+        assert isinstance(value, float) and math.isfinite(value) == (metric not in NAN_COLUMNS), metric
+        assert isinstance(stderr, float) and (math.isnan(stderr) or stderr >= 0.0), metric
         assert higher_is_better is EXPECTED[metric], metric
-    assert columns["n_samples"][0] == K and columns["ptrue_available"][0] == 1.0
+    (results_file,) = output.rglob("results_*.json")
+    bookkeeping = json.loads(results_file.read_text())["configs"][TASK]["capcal_calibration"]
+    assert bookkeeping["samples_per_question"] == K and bookkeeping["ptrue_requested"] is True
+    assert set(bookkeeping["undefined_columns"]) == NAN_COLUMNS
+    assert set(bookkeeping["stderr_does_not_cover"]) == {
+        f"{s}_ece" for s in ("ptrue", "verbalized", "consistency")
+    }
     assert 0.0 <= columns["expected_accuracy"][0] <= 1.0 and columns["expected_accuracy"][1] > 0.0
     for source in ("ptrue", "consistency"):
         assert 0.0 <= columns[f"{source}_ece"][0] <= 1.0 and columns[f"{source}_ece"][1] > 0.0
         assert 0.0 <= columns[f"{source}_auroc"][0] <= 1.0
         assert columns[f"{source}_brier_skill"][0] <= 1.0
+        assert columns[f"{source}_ece_debiased"][0] < columns[f"{source}_ece"][0]
     assert columns["verbalized_parse_failure_rate"][0] == 1.0  # SmolLM2-135M writes no \boxed{P}
 
 
@@ -108,7 +122,13 @@ def test_the_columns_agree_with_the_logged_samples(calibration_run):
     capcal_metrics, give the ptrue columns of the results JSON."""
     import numpy as np
 
-    from capcal_metrics import brier_score, expected_calibration_error, soft_label_auroc
+    from capcal_metrics import (
+        brier_score,
+        corrected_brier_skill_score,
+        debiased_expected_calibration_error,
+        expected_calibration_error,
+        soft_label_auroc,
+    )
 
     output, _ = calibration_run
     (samples_file,) = output.rglob(f"samples_{TASK}_*.jsonl")
@@ -125,3 +145,9 @@ def test_the_columns_agree_with_the_logged_samples(calibration_run):
     assert columns["ptrue_brier"][0] == pytest.approx(brier_score(p_true, mu_hat), rel=1e-6)
     assert columns["ptrue_ece"][0] == pytest.approx(expected_calibration_error(p_true, mu_hat), rel=1e-6)
     assert columns["ptrue_auroc"][0] == pytest.approx(soft_label_auroc(p_true, mu_hat), rel=1e-6)
+    assert columns["ptrue_ece_debiased"][0] == pytest.approx(
+        debiased_expected_calibration_error(p_true, mu_hat), rel=1e-6
+    )
+    assert columns["ptrue_corrected_brier_skill"][0] == pytest.approx(
+        corrected_brier_skill_score(p_true, mu_hat, K), rel=1e-6
+    )
