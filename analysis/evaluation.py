@@ -261,23 +261,29 @@ def check_inputs(
     data_dir: str | Path | None = None,
     apply_chat_template: bool | str = False,
     plain_prompts: bool = False,
+    output_path: str | Path | None = None,
+    gen_kwargs: str | Mapping[str, Any] | None = None,
+    num_fewshot: int | None = None,
+    batch_size: int | str | None = None,
 ) -> CheckedInputs:
     """Check ``evaluate``'s inputs without loading a model or a dataset; return what they resolve to.
 
     In order (cheap first): ``repeats`` a positive integer; ``limit`` positive (an integer when >= 1, a
-    fraction of each task below 1); ``metadata`` a mapping; ``include_path`` folders existing; every task
-    name occurring in some task YAML (``capcal_tasks.task_names``, before lm-eval's task code is imported);
-    ``data_dir`` an existing folder (or ``"bundled"``); every task name registered, matched by a pattern or
-    a YAML file (task config dicts and Task objects pass as they are; capcal's task folder is indexed first
-    and lm-eval's only when needed, ``capcal_tasks.task_manager.task_manager_for``); for a model given by
-    name: registered (lm-eval's or capcal's), importable here, every model argument accepted by the model
-    class, ``pretrained`` / ``tokenizer`` paths existing; every local file the chosen capcal tasks read
-    present in the data folder, or without one every hub dataset cached or reachable (the message suggests
-    ``--data_dir bundled`` when capcal ships the dataset); a chat model (a chat template in its local
-    tokenizer files, or on an ``LM`` object's tokenizer) not run on capcal's chat prompts without
-    ``apply_chat_template`` unless ``plain_prompts`` (``analysis.input_checks.chat_template_problem``).
-    Raises ``EvaluationInputError`` (one line). ``notices``: what a ``repeats`` below the analyses' needs
-    leaves out (``analysis.input_checks.repeats_notices``).
+    fraction of each task below 1); ``metadata`` a mapping; ``output_path``, ``gen_kwargs``,
+    ``num_fewshot`` and ``batch_size`` usable (``analysis.input_checks.run_settings_problem``);
+    ``include_path`` folders existing; every task name occurring in some task YAML
+    (``capcal_tasks.task_names``, before lm-eval's task code is imported); ``data_dir`` an existing folder
+    (or ``"bundled"``); every task name registered, matched by a pattern or a YAML file (task config dicts
+    and Task objects pass as they are; capcal's task folder is indexed first and lm-eval's only when needed,
+    ``capcal_tasks.task_manager.task_manager_for``); for a model given by name: registered (lm-eval's or
+    capcal's), importable here, every model argument accepted by the model class, ``pretrained`` /
+    ``tokenizer`` paths existing; every local file the chosen capcal tasks read present in the data folder,
+    or without one every hub dataset cached or reachable (the message suggests ``--data_dir bundled`` when
+    capcal ships the dataset); a chat model (a chat template in its local tokenizer files, or on an ``LM``
+    object's tokenizer) not run on capcal's chat prompts without ``apply_chat_template`` unless
+    ``plain_prompts`` (``analysis.input_checks.chat_template_problem``). Raises ``EvaluationInputError``
+    (one line). ``notices``: what a ``repeats`` below the analyses' needs leaves out
+    (``analysis.input_checks.repeats_notices``).
     """
     if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
         raise EvaluationInputError(f"repeats must be a positive integer, got {repeats!r}")
@@ -291,6 +297,12 @@ def check_inputs(
         raise EvaluationInputError(
             f"metadata must be a JSON object (a mapping), got {type(metadata).__name__}"
         )
+    from analysis.input_checks import run_settings_problem
+
+    settings = parse_key_values(gen_kwargs, "gen_kwargs") if isinstance(gen_kwargs, str) else gen_kwargs
+    problem = run_settings_problem(output_path, settings, num_fewshot, batch_size)
+    if problem is not None:
+        raise EvaluationInputError(problem)
     arguments = parse_key_values(model_args)
     paths = (
         []
@@ -426,6 +438,10 @@ def evaluate(
         data_dir=data_dir,
         apply_chat_template=apply_chat_template,
         plain_prompts=plain_prompts,
+        output_path=output_path,
+        gen_kwargs=simple_evaluate_kwargs.get("gen_kwargs"),
+        num_fewshot=simple_evaluate_kwargs.get("num_fewshot"),
+        batch_size=simple_evaluate_kwargs.get("batch_size"),
     )
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker

@@ -7,6 +7,9 @@
   (every capcal task except the base-model prompt variants, which declare ``capcal_questions_of``). Measured:
   SmolLM2-135M-Instruct answers capcal_arithmetic's plain prompt with the empty string for all 12 of 12
   responses. This is refused (exit status 2); ``plain_prompts=True`` (``--plain_prompts``) runs it anyway.
+- ``run_settings_problem``: settings lm-eval would take and fail on only after the model is loaded (or,
+  for an output folder that cannot be written, after the whole run): ``output_path``, ``gen_kwargs``
+  (``max_gen_toks``, ``temperature``, ``top_p``, ``until``), ``num_fewshot``, ``batch_size``.
 - ``repeats_notices``: what a ``repeats`` (k) below what capcal's analyses need leaves out: with k = 1
   mu_hat is 0 or 1, so capability calibration is response calibration; the consistency estimator uses
   k' in (5, 10, 20) responses below k, so it needs k >= ``CONSISTENCY_MIN_K``. These are warnings: the run
@@ -18,6 +21,8 @@ Nothing here loads a model or a dataset; checkpoints are read as JSON files.
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +35,7 @@ __all__ = [
     "checkpoint_has_chat_template",
     "expects_chat_template",
     "repeats_notices",
+    "run_settings_problem",
 ]
 
 #: The smallest k with a consistency estimate (``analysis.report.registry.consistency``: k' in (5, 10, 20)
@@ -120,6 +126,65 @@ def repeats_notices(repeats: int | None, configs: Mapping[str, Mapping[str, Any]
             "default)"
         ]
     return []
+
+
+def _output_path_problem(output_path: str | Path) -> str | None:
+    """Why results cannot be written under ``output_path`` (a folder, or a ``.json`` file name), or None."""
+    path = Path(output_path).expanduser()
+    if path.is_file() and path.suffix != ".json":
+        return f"output_path {output_path}: a file, not a folder"
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if path.exists() and path.is_dir():
+        existing = path
+    if not existing.is_dir():
+        return f"output_path {output_path}: {existing} is a file, not a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"output_path {output_path}: {existing} is not writable"
+    return None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def run_settings_problem(
+    output_path: str | Path | None = None,
+    gen_kwargs: Mapping[str, Any] | None = None,
+    num_fewshot: int | None = None,
+    batch_size: int | str | None = None,
+) -> str | None:
+    """The first setting that cannot work, as one line, or None: ``output_path`` not writable (a file, or
+    under a file or a folder without write permission); ``gen_kwargs``' ``max_gen_toks`` not a positive
+    integer, ``temperature`` negative or not a number, ``top_p`` outside (0, 1], ``until`` not text or a
+    list of texts; ``num_fewshot`` negative; ``batch_size`` not a positive integer, ``auto`` or ``auto:N``."""
+    if output_path is not None:
+        problem = _output_path_problem(output_path)
+        if problem is not None:
+            return problem
+    settings = dict(gen_kwargs or {})
+    tokens = settings.get("max_gen_toks")
+    if "max_gen_toks" in settings and (not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1):
+        return f"gen_kwargs max_gen_toks={tokens!r}: must be a positive integer"
+    temperature = settings.get("temperature")
+    if "temperature" in settings and (not _is_number(temperature) or temperature < 0):
+        return f"gen_kwargs temperature={temperature!r}: must be a number >= 0"
+    top_p = settings.get("top_p")
+    if "top_p" in settings and (not _is_number(top_p) or not 0 < top_p <= 1):
+        return f"gen_kwargs top_p={top_p!r}: must be in (0, 1]"
+    until = settings.get("until")
+    if "until" in settings and not (
+        isinstance(until, str) or (isinstance(until, list) and all(isinstance(u, str) for u in until))
+    ):
+        return f"gen_kwargs until={until!r}: must be a text or a list of texts"
+    if num_fewshot is not None and (not isinstance(num_fewshot, int) or num_fewshot < 0):
+        return f"num_fewshot {num_fewshot!r}: must be an integer >= 0"
+    if batch_size is not None:
+        text = str(batch_size)
+        if not (re.fullmatch(r"[1-9]\d*", text) or re.fullmatch(r"auto(:[1-9]\d*)?", text)):
+            return f"batch_size {batch_size!r}: must be a positive integer, auto or auto:N"
+    return None
 
 
 def _shown(names: Sequence[str]) -> str:
