@@ -1,13 +1,17 @@
 """The capcal report: ``build`` reads the runs and the task relations and computes the sections (``sections``,
-with the estimators registered in ``registry``); ``render`` writes ``report.html`` and ``report.md``."""
+with the estimators registered in ``registry``); ``summary`` ranks the estimators of each (model, task) by the
+primary metric with paired intervals and warnings; ``paper_table`` makes the estimator x task grids (and
+``capcal table``); ``self_calibration`` adds the Self-Calibration before/after comparison; ``render`` writes
+``report.html`` and ``report.md``."""
 
-from analysis.report.build import ReportOptions, build_report
+from analysis.report.build import ReportOptions, analyze_runs, build_report
 from analysis.report.registry import ESTIMATORS, Estimator
 from analysis.report.render import (
     Figure,
     ReportFiles,
     ReportSection,
     format_interval,
+    markdown_table,
     markdown_text,
     write_report,
 )
@@ -19,8 +23,10 @@ __all__ = [
     "ReportFiles",
     "ReportOptions",
     "ReportSection",
+    "analyze_runs",
     "build_report",
     "format_interval",
+    "markdown_table",
     "markdown_text",
     "write_report",
 ]

@@ -50,6 +50,7 @@ __all__ = [
     "MIN_TRAINING_QUESTIONS",
     "PRIMARY_METRIC",
     "Ranking",
+    "conclusion",
     "measured",
     "rank_estimators",
     "summary_sections",
@@ -148,7 +149,11 @@ def _advantage(best: _Candidate, other: _Candidate, metric: str, n_resamples: in
     return ci.estimate, ci.low, ci.high, int(shared.sum())
 
 
-def _sentence(ranked: pd.DataFrame, metric_name: str) -> str:
+def conclusion(ranked: pd.DataFrame, metric_name: str) -> str:
+    """The plain sentence on the best estimator and the next in ``ranked`` (rows in rank order with the
+    paired ``advantage``, ``advantage_low``, ``advantage_high`` and ``paired_questions`` of each over the
+    best): it beats it (interval above 0), they are not distinguishable (interval contains 0), or, on the
+    questions both have, the next is better (interval below 0)."""
     if ranked.empty:
         return "No estimator could be ranked."
     best = ranked.iloc[0]
@@ -159,6 +164,12 @@ def _sentence(ranked: pd.DataFrame, metric_name: str) -> str:
     at = f"N = {int(second.paired_questions)}"
     if np.isnan(second.advantage_low):
         return f"{best.estimator} ranks first; its difference to {second.estimator} has no interval at {at}."
+    if second.advantage_high < 0:  # possible when the two have confidences on different questions
+        return (
+            f"{second.estimator} is better than {best.estimator} on {metric_name} on the {at} questions both "
+            f"have, by {format_interval(-second.advantage, -second.advantage_high, -second.advantage_low)}; "
+            f"{best.estimator} ranks first on its own questions only."
+        )
     if second.advantage_low > 0:
         return (
             f"{best.estimator} beats {second.estimator} on {metric_name} by {interval} "
@@ -307,7 +318,7 @@ def rank_estimators(inputs: SectionInputs, model: str, task: str) -> Ranking:
         questions=len(inputs.evaluation),
         samples=f"{n.min()}" if n.min() == n.max() else f"{n.min()}-{n.max()}",
         table=table,
-        sentence=_sentence(ranked, metric_name),
+        sentence=conclusion(ranked, metric_name),
         warnings=_warnings(inputs, ranked),
         unranked=leaky,
         long=ranked.assign(metric=metric),

@@ -707,3 +707,37 @@ def test_files_are_named_relative_to_the_folder_given(tmp_path):
     assert str(tmp_path) not in markdown
     assert f"read once: runs/{MODEL_FOLDER}/samples_toy_eval_ptrue_" in markdown
     assert "\\(same content as runs/copy/toy-model/samples_toy_eval_ptrue_" in markdown
+
+
+@pytest.mark.parametrize(
+    ("advantage", "expected"),
+    [
+        (
+            (0.12, 0.08, 0.16),
+            "a beats b on corrected capability Brier by 0.120 [0.080, 0.160] (paired bootstrap, N = 40)",
+        ),
+        (
+            (0.02, -0.01, 0.05),
+            "a and b are not distinguishable on corrected capability Brier at N = 40: the paired difference "
+            "0.020 [-0.010, 0.050] includes 0.",
+        ),
+        (
+            (-0.05, -0.08, -0.02),
+            "b is better than a on corrected capability Brier on the N = 40 questions both have, by 0.050 "
+            "[0.020, 0.080]",
+        ),
+    ],
+)
+def test_the_sentence_follows_the_paired_interval(advantage, expected):
+    from analysis.report.summary import conclusion
+
+    ranked = pd.DataFrame(
+        {
+            "estimator": ["a", "b"],
+            "advantage": [np.nan, advantage[0]],
+            "advantage_low": [np.nan, advantage[1]],
+            "advantage_high": [np.nan, advantage[2]],
+            "paired_questions": [40, 40],
+        }
+    )
+    assert conclusion(ranked, "corrected capability Brier").startswith(expected)
