@@ -111,6 +111,58 @@ INVALID = {
         ["--tasks", "capcal_gsm8k_selfcheck"],
         "task capcal_gsm8k_selfcheck: capcal's response-level gsm8k tasks score the responses of an earlier",
     ),
+    # issue 25: the mistakes of a new user, and the ones found trying to break the checks
+    "chat model without its chat template": (
+        ["--tasks", "capcal_arithmetic", "--repeats", "4", "--limit", "3"],
+        "{model} is a chat model (its tokenizer has a chat template) and the prompts of capcal_arithmetic "
+        "are written for a chat template: add --apply_chat_template (without it such a model may answer "
+        "nothing at all), or --plain_prompts to run the plain prompts anyway",
+    ),
+    "dataset not on disk, offline, shipped with capcal": (
+        ["--tasks", "capcal_gsm8k", "--apply_chat_template"],
+        "task capcal_gsm8k reads openai/gsm8k (main), split 'test' from the Hugging Face hub, but the "
+        "Hugging Face hub is offline here (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) and it is not cached; "
+        "capcal ships this dataset: add --data_dir bundled",
+    ),
+    "gated dataset not on disk": (
+        ["--tasks", "capcal_gpqa", "--apply_chat_template"],
+        "it is not cached; pass --data_dir DIR, a folder holding gpqa/gpqa_diamond.csv "
+        "(docs/tasks-and-data.md)",
+    ),
+    "lm-eval's own task, dataset not on disk": (
+        ["--tasks", "gsm8k"],
+        "task gsm8k reads openai/gsm8k (main), split 'test', but the Hugging Face hub is offline here",
+    ),
+    "unknown task close to an lm-eval task": (
+        ["--tasks", "gsm8kk"],
+        "unknown task gsm8kk; did you mean gsm8k",
+    ),
+    "part of a longer task name": (
+        ["--tasks", "capcal_gsm8k_al"],
+        "unknown task capcal_gsm8k_al; did you mean capcal_gsm8k_all",
+    ),
+    "no task name at all": (["--tasks", ","], "no tasks given"),
+    "output path is a file": (
+        ["--tasks", "capcal_gsm8k", "--output_path", "{data}/gsm8k/test.jsonl"],
+        "output_path {data}/gsm8k/test.jsonl: a file, not a folder",
+    ),
+    "output path under a file": (
+        ["--tasks", "capcal_gsm8k", "--output_path", "{data}/gsm8k/test.jsonl/out"],
+        "output_path {data}/gsm8k/test.jsonl/out: {data}/gsm8k/test.jsonl is a file, not a folder",
+    ),
+    "max_gen_toks 0": (
+        ["--tasks", "capcal_gsm8k", "--gen_kwargs", "max_gen_toks=0"],
+        "gen_kwargs max_gen_toks=0: must be a positive integer",
+    ),
+    "negative temperature": (
+        ["--tasks", "capcal_gsm8k", "--gen_kwargs", "temperature=-0.5"],
+        "gen_kwargs temperature=-0.5: must be a number >= 0",
+    ),
+    "negative num_fewshot": (["--tasks", "capcal_gsm8k", "--num_fewshot", "-1"], "num_fewshot -1: must be"),
+    "batch size not a number": (
+        ["--tasks", "capcal_gsm8k", "--batch_size", "big"],
+        "batch_size 'big': must be a positive integer, auto or auto:N",
+    ),
 }
 
 
