@@ -259,3 +259,92 @@ def test_lm_eval_dictionary_flags_and_seeds():
     assert parse_seed("5") == [5, 5, 5, 5]
     assert parse_seed("1,None,3,4") == [1, None, 3, 4]
     assert parse_seed("1,2,3") == [1, 2, 3, 1234]
+
+
+def _capcal_in(folder: Path, *arguments: str) -> subprocess.CompletedProcess:
+    """``capcal ARGS`` run from ``folder`` (a folder outside any git work tree)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-c", RUNNER, *arguments]
+    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def dummy_runs(tmp_path_factory) -> tuple[Path, list[subprocess.CompletedProcess]]:
+    """lm-eval's dummy model (it answers "lol") on two arithmetic tasks with k = 1, each into its own
+    folder, from a folder outside any git work tree: (that folder, the two runs)."""
+    root = tmp_path_factory.mktemp("dummy_runs")
+    runs = [
+        _capcal_in(root, "eval", "--model", "dummy", "--tasks", task, "--repeats", "1", "--limit", "2",
+                   "--gen_kwargs", "max_gen_toks=8", "--log_samples", "--output_path", f"out_{task}")
+        for task in ("capcal_arithmetic", "capcal_arithmetic_train")
+    ]  # fmt: skip
+    return root, runs
+
+
+def test_eval_warns_before_the_run_about_k_and_after_it_about_unreadable_responses(dummy_runs):
+    _, (run, _) = dummy_runs
+    assert run.returncode == 0, run.stderr[-3000:]
+    warnings = [line for line in run.stderr.splitlines() if line.startswith("capcal eval: warning: ")]
+    assert warnings == [
+        "capcal eval: warning: --repeats 1 on capcal_arithmetic: with one response per question mu_hat is 0 "
+        "or 1, so capability calibration is only response calibration; the consistency estimator (k >= 6), "
+        "pass@k for k > 1 and majority vote will be missing; use --repeats 16 (the tasks' default)",
+        "capcal eval: warning: task capcal_arithmetic: no answer could be read from 2 of 2 responses; likely "
+        "cause: max_gen_toks=8 likely cuts the responses before their final answer (raise it)",
+    ]
+    assert run.stderr.index(warnings[0]) < run.stderr.index("Running generate_until requests")
+
+
+def test_eval_prints_none_of_lm_evals_misleading_lines(dummy_runs):
+    """capcal's tasks set do_sample: true and read their data through custom_dataset: lm-eval's lines
+    saying otherwise are filtered; lm-eval's git call finds capcal's checkout."""
+    _, runs = dummy_runs
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert "Ensure 'do_sample=True'" not in run.stderr
+        assert "Custom kwargs can be passed" not in run.stderr
+        assert "not a git repository" not in run.stderr
+
+
+def test_check_takes_several_folders(dummy_runs):
+    root, _ = dummy_runs
+    result = _capcal_in(root, "check", "out_capcal_arithmetic", "out_capcal_arithmetic_train")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "capcal_arithmetic " in result.stdout and "capcal_arithmetic_train" in result.stdout
+    assert "\n2 of 2 run(s) complete\n" in result.stdout
+
+
+def test_a_symlink_loop_is_one_line_in_analyze_check_and_report(tmp_path):
+    folder = tmp_path / "runs" / "model__x"
+    folder.mkdir(parents=True)
+    samples = folder / "samples_capcal_arithmetic_2026-01-02T03-04-05.123456.jsonl"
+    os.symlink(samples.name, samples)
+    for command in (["analyze"], ["check"], ["report", "--output", str(tmp_path / "report")]):
+        result = _capcal_in(tmp_path, *command, "runs")
+        assert result.returncode == 2, result.stderr[-3000:]
+        assert result.stderr == (
+            f"capcal {command[0]}: error: runs/model__x/{samples.name}: cannot be read (Too many levels of "
+            "symbolic links); a link that loops or points nowhere? fix or remove it\n"
+        )
+
+
+@pytest.mark.slow
+def test_the_new_users_run_without_a_chat_template_is_explained_at_every_step(tmp_path, smollm2_path):
+    """The issue's run, with --plain_prompts to get past the refusal: SmolLM2-Instruct answers nothing; eval,
+    check and report each say so and why."""
+    flags = ["--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path},sample_cache=False"]
+    flags += ["--tasks", "capcal_arithmetic", "--repeats", "4", "--limit", "3", "--plain_prompts"]
+    flags += ["--gen_kwargs", "max_gen_toks=16", "--log_samples", "--output_path", "out"]
+    run = _capcal_in(tmp_path, "eval", *flags)
+    assert run.returncode == 0, run.stderr[-3000:]
+    cause = "the model has a chat template and the run did not apply it (add --apply_chat_template)"
+    empty = f"task capcal_arithmetic: 12 of 12 responses are empty; likely cause: {cause}"
+    assert f"capcal eval: warning: {empty}" in run.stderr
+    check = _capcal_in(tmp_path, "check", "out")
+    assert check.returncode == 1 and f"12 empty response(s) (likely cause: {cause})" in check.stdout
+    flags = ["--activations", "acts", "--output", "report", "--resamples", "50"]
+    report = _capcal_in(tmp_path, "report", "out", *flags)
+    warnings = [line for line in report.stderr.splitlines() if line.startswith("capcal report: warning: ")]
+    assert "capcal report: warning: --activations acts: no such folder; the probe is left out" in warnings
+    # its declared calibration split was not run
+    assert any("calibration split capcal_arithmetic_train has no sampling run here" in w for w in warnings)
