@@ -276,9 +276,12 @@ def _models(args: argparse.Namespace) -> int:
 def _analyze(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from analysis.report_inputs import k_notices
     from analysis.runs import load_run, summarize, write_question_table
 
     table = load_run(args.output_dir, responses=args.responses)
+    for notice in k_notices(table):
+        print(terminal_text(f"capcal analyze: warning: {notice}"), file=sys.stderr)
     output = Path(args.output) if args.output else Path(args.output_dir) / "capcal_questions.jsonl"
     write_question_table(table, output)
     with pd.option_context("display.width", 160, "display.max_columns", 20):

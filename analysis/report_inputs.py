@@ -24,11 +24,9 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.input_checks import CONSISTENCY_MIN_K
-from analysis.report.build import load_report_data
-from analysis.report.registry import MIN_RECALIBRATION_QUESTIONS
 from capcal_tasks.relations import RelationError, task_relations
 
-__all__ = ["NothingToScoreError", "report_notices"]
+__all__ = ["NothingToScoreError", "k_notices", "report_notices"]
 
 
 class NothingToScoreError(ValueError):
@@ -40,6 +38,26 @@ def _k(questions: pd.DataFrame) -> int:
     return int(questions["n"].min()) if len(questions) else 0
 
 
+def k_notices(questions: pd.DataFrame) -> list[str]:
+    """One line per (model, task) of a per-question table (``analysis.runs``) whose k leaves estimators out:
+    k = 1 (mu_hat is 0 or 1: capability calibration is only response calibration) or k below
+    ``CONSISTENCY_MIN_K`` (no consistency estimate). ``capcal analyze`` and ``capcal report`` print them."""
+    notices = []
+    for (model, task), group in questions.groupby(["model", "task"], sort=True):
+        k = _k(group)
+        if k == 1:
+            notices.append(
+                f"{task} ({model}) has k = 1 response per question: mu_hat is 0 or 1, so capability "
+                "calibration is only response calibration, and consistency and pass@k (k > 1) are missing"
+            )
+        elif k < CONSISTENCY_MIN_K:
+            notices.append(
+                f"{task} ({model}) has k = {k} responses per question: the consistency estimator needs "
+                f"k >= {CONSISTENCY_MIN_K} and is missing"
+            )
+    return notices
+
+
 def report_notices(
     output_dirs: Sequence[str | Path],
     activations_dir: str | Path | None = None,
@@ -49,6 +67,9 @@ def report_notices(
     """One line per thing the report will leave out for want of input (the module docstring), in the order
     found. ``calibration`` and ``select`` as in ``ReportOptions``. Raises ``NothingToScoreError`` when no
     sampling or leaderboard run is found, and what the runs' loading raises (``RunFormatError``, ...)."""
+    from analysis.report.build import load_report_data  # the report's modules: only for the report
+    from analysis.report.registry import MIN_RECALIBRATION_QUESTIONS
+
     data = load_report_data(output_dirs, select or None)
     collection = data.collection
     questions, confidences = collection.questions, collection.confidences
@@ -79,18 +100,8 @@ def report_notices(
         relations = task_relations(data.configs, calibration)
     except RelationError:
         relations = None  # the report says what is wrong with the declarations
-    for (model_id, model, task), group in questions.groupby(["model_id", "model", "task"], sort=True):
-        k = _k(group)
-        if k == 1:
-            notices.append(
-                f"{task} ({model}) has k = 1 response per question: mu_hat is 0 or 1, so capability "
-                "calibration is only response calibration, and consistency and pass@k (k > 1) are missing"
-            )
-        elif k < CONSISTENCY_MIN_K:
-            notices.append(
-                f"{task} ({model}) has k = {k} responses per question: the consistency estimator needs "
-                f"k >= {CONSISTENCY_MIN_K} and is missing"
-            )
+    notices += k_notices(questions)
+    for (model_id, model, task), _ in questions.groupby(["model_id", "model", "task"], sort=True):
         if relations is None or task not in relations or not relations.is_evaluation(task):
             continue
         for split in relations.calibration_tasks(task):
