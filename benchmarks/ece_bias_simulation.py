@@ -17,10 +17,13 @@ Simulation (seeded; the tables of docs/methods.md, "The bias of binned ECE" and 
   ``corrected_brier_skill_score`` for the constant at the base rate (the in-sample mean mu_hat), the oracle
   c = mu and c ~ U(0, 1), on the overconfident case's mu.
 
-Run (about 10 minutes on one core):
+Run (the tables of docs/methods.md; about 25 minutes per k on a loaded 2-core machine):
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/ece_bias_simulation.py \
-        --output benchmarks/results/ece_bias_simulation.json
+    for k in 4 16; do
+      OMP_NUM_THREADS=1 .venv/bin/python benchmarks/ece_bias_simulation.py --k $k --repetitions 400 \
+          --repetitions-large 60 --resamples 500 --skill-repetitions 4000 \
+          --output benchmarks/results/ece_bias_simulation_k$k.json
+    done
 """
 
 from __future__ import annotations
