@@ -447,7 +447,7 @@ def evaluate(
     from lm_eval.loggers import EvaluationTracker
 
     from analysis.lm_eval_messages import filtered_lm_eval_logs
-    from analysis.response_checks import response_notices
+    from analysis.response_checks import aggregate_notices, response_notices
 
     notify = notify or logging.getLogger(__name__).warning
     for notice in checked.notices:
@@ -469,6 +469,9 @@ def evaluate(
             device=device,
             **simple_evaluate_kwargs,
         )
+    if results is not None and not results.get("samples"):
+        for notice in aggregate_notices(results):
+            notify(notice)
     if results is not None and results.get("samples"):
         for notice in response_notices(
             results["samples"],

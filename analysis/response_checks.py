@@ -26,6 +26,7 @@ from analysis.input_checks import checkpoint_has_chat_template
 __all__ = [
     "MOSTLY",
     "SHORT_GENERATION_TOKENS",
+    "aggregate_notices",
     "empty_response_cause",
     "response_notices",
     "unreadable_cause",
@@ -124,4 +125,26 @@ def response_notices(
                 f"task {task}: no confidence could be read from {missing} of {len(parsed)} responses; likely "
                 f"cause: {unreadable_cause(config, confidence=True)}"
             )
+    return notices
+
+
+def aggregate_notices(results: Mapping[str, Any]) -> list[str]:
+    """``response_notices`` for a run without logged samples, from lm-eval's aggregates in ``results``: a
+    sampling task whose ``extracted_answers`` rate (the share of responses with an answer) is below
+    ``1 - MOSTLY``, a verbalized task whose ``parse_success`` mean is; with the likely cause. (Empty
+    responses cannot be told from unreadable ones without the samples.)"""
+    notices = []
+    configs = results.get("configs") or {}
+    for task, metrics in (results.get("results") or {}).items():
+        for key, what, confidence in (
+            ("extracted_answers,all_responses", "an answer", False),
+            ("parse_success,none", "a confidence", True),
+        ):
+            rate = metrics.get(key) if isinstance(metrics, Mapping) else None
+            if isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate < 1 - MOSTLY:
+                cause = unreadable_cause(configs.get(task) or {}, confidence=confidence)
+                notices.append(
+                    f"task {task}: {what} could be read from only {rate:.0%} of the responses (empty or "
+                    f"unreadable; --log_samples keeps them); likely cause: {cause}"
+                )
     return notices

@@ -3,7 +3,12 @@ its likely cause; a run with answers is not. Records are scored by capcal's real
 
 from __future__ import annotations
 
-from analysis.response_checks import empty_response_cause, response_notices, unreadable_cause
+from analysis.response_checks import (
+    aggregate_notices,
+    empty_response_cause,
+    response_notices,
+    unreadable_cause,
+)
 from capcal_tasks.confidence.verbalized import process_results
 from capcal_tasks.sampling import score_responses
 
@@ -77,3 +82,27 @@ def test_log_likelihood_tasks_are_not_looked_at():
 def test_empty_response_causes():
     assert "retries" in empty_response_cause({"model": "x"}, None, model="capcal-api")
     assert empty_response_cause("pretrained=/no/such/model", False).startswith("generation stopped at once")
+
+
+def test_without_logged_samples_the_aggregates_are_read():
+    """The keys of a real results file (lm-eval's dummy model on capcal_arithmetic and its verbalized
+    task)."""
+    results = {
+        "results": {
+            "capcal_arithmetic": {
+                "extracted_answers,all_responses": 0.0,
+                "expected_accuracy,all_responses": 0.0,
+            },
+            "capcal_arithmetic_verbalized": {"parse_success,none": 0.25, "parse_failures,none": 3},
+            "capcal_arithmetic_train": {"extracted_answers,all_responses": 0.5},
+        },
+        "configs": {"capcal_arithmetic": {"generation_kwargs": {"max_gen_toks": 8}}},
+    }
+    assert aggregate_notices(results) == [
+        "task capcal_arithmetic: an answer could be read from only 0% of the responses (empty or unreadable; "
+        "--log_samples keeps them); likely cause: max_gen_toks=8 likely cuts the responses before their "
+        "final answer (raise it)",
+        "task capcal_arithmetic_verbalized: a confidence could be read from only 25% of the responses (empty "
+        "or unreadable; --log_samples keeps them); likely cause: the responses do not state a confidence as "
+        "\\boxed{P}; look at a few with capcal analyze --responses",
+    ]
