@@ -22,6 +22,9 @@ from capcal_metrics.validation import (
 # Every public (confidence, target-like) metric; label metrics additionally require 0/1.
 PAIR_METRICS = {
     "expected_calibration_error": cm.expected_calibration_error,
+    "debiased_expected_calibration_error": cm.debiased_expected_calibration_error,
+    "brier_skill_score": cm.brier_skill_score,
+    "corrected_brier_skill_score": partial(cm.corrected_brier_skill_score, n_samples=10),
     "maximum_calibration_error": cm.maximum_calibration_error,
     "adaptive_calibration_error": cm.adaptive_calibration_error,
     "brier_score": cm.brier_score,
