@@ -152,6 +152,12 @@ def _check_model(model: str, model_args: dict[str, Any]) -> None:
         value = model_args.get(key)
         if isinstance(value, str) and _looks_like_path(value) and not Path(value).expanduser().exists():
             raise EvaluationInputError(f"{key}={value}: no such file or folder")
+    from analysis.input_checks import writable_folder_problem
+
+    activations = model_args.get("activations")  # capcal-hf writes there after the model has run
+    problem = writable_folder_problem(activations) if isinstance(activations, str) else None
+    if problem is not None:
+        raise EvaluationInputError(f"activations={activations}: {problem}")
 
 
 def _alternatives(names: Sequence[str]) -> str:

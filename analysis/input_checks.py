@@ -36,6 +36,7 @@ __all__ = [
     "expects_chat_template",
     "repeats_notices",
     "run_settings_problem",
+    "writable_folder_problem",
 ]
 
 #: The smallest k with a consistency estimate (``analysis.report.registry.consistency``: k' in (5, 10, 20)
@@ -128,21 +129,26 @@ def repeats_notices(repeats: int | None, configs: Mapping[str, Mapping[str, Any]
     return []
 
 
+def writable_folder_problem(folder: str | Path) -> str | None:
+    """Why ``folder`` cannot be created or written into (its nearest existing ancestor is a file, or not
+    writable), or None."""
+    existing = Path(folder).expanduser()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable"
+    return None
+
+
 def _output_path_problem(output_path: str | Path) -> str | None:
     """Why results cannot be written under ``output_path`` (a folder, or a ``.json`` file name), or None."""
     path = Path(output_path).expanduser()
     if path.is_file() and path.suffix != ".json":
         return f"output_path {output_path}: a file, not a folder"
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if path.exists() and path.is_dir():
-        existing = path
-    if not existing.is_dir():
-        return f"output_path {output_path}: {existing} is a file, not a folder"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"output_path {output_path}: {existing} is not writable"
-    return None
+    problem = writable_folder_problem(path.parent if path.suffix == ".json" else path)
+    return None if problem is None else f"output_path {output_path}: {problem}"
 
 
 def _is_number(value: Any) -> bool:

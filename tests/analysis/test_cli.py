@@ -150,6 +150,10 @@ INVALID = {
         ["--tasks", "capcal_gsm8k", "--output_path", "{data}/gsm8k/test.jsonl/out"],
         "output_path {data}/gsm8k/test.jsonl/out: {data}/gsm8k/test.jsonl is a file, not a folder",
     ),
+    "activations folder under a file": (
+        ["--model_args", "pretrained={model},activations={data}/gsm8k/test.jsonl/acts", "--tasks", "capcal_gsm8k"],
+        "activations={data}/gsm8k/test.jsonl/acts: {data}/gsm8k/test.jsonl is a file, not a folder",
+    ),
     "max_gen_toks 0": (
         ["--tasks", "capcal_gsm8k", "--gen_kwargs", "max_gen_toks=0"],
         "gen_kwargs max_gen_toks=0: must be a positive integer",
