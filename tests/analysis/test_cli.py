@@ -151,7 +151,8 @@ INVALID = {
         "output_path {data}/gsm8k/test.jsonl/out: {data}/gsm8k/test.jsonl is a file, not a folder",
     ),
     "activations folder under a file": (
-        ["--model_args", "pretrained={model},activations={data}/gsm8k/test.jsonl/acts", "--tasks", "capcal_gsm8k"],
+        ["--model_args", "pretrained={model},activations={data}/gsm8k/test.jsonl/acts"]
+        + ["--tasks", "capcal_gsm8k"],
         "activations={data}/gsm8k/test.jsonl/acts: {data}/gsm8k/test.jsonl is a file, not a folder",
     ),
     "max_gen_toks 0": (
