@@ -43,6 +43,7 @@ __all__ = [
 #: ``metadata.capcal_task`` of the tasks that sample k (``repeats``) responses per question.
 REPEATED_SAMPLING_KINDS = frozenset({"sampling", "leaderboard"})
 
+
 def is_sampling_task(task) -> bool:
     """Whether a loaded lm-eval task is one of capcal's repeated-sampling tasks."""
     return is_sampling_config({"metadata": task.config.metadata})
