@@ -23,8 +23,10 @@ corrected Brier scored against mu_hat_lf: unbiased for the same population quant
 **Warnings** (thresholds below): fewer than :data:`MIN_QUESTIONS` evaluation questions, a fitted estimator
 fitted on fewer than :data:`MIN_TRAINING_QUESTIONS` questions, a confidence source that failed to parse on
 more than :data:`MAX_PARSE_FAILURE_RATE` of its questions (or on all), fewer than :data:`MIN_SAMPLES`
-samples per question (mu_hat coarse, consistency with small k only), an estimator ranked on fewer questions
-than the others, and an interval that could not be computed.
+samples per question (mu_hat coarse, consistency with small k only), a capability target that does not vary
+(the same mu_hat everywhere, or fewer than 10% of the questions with 0 < mu_hat < 1), a leakage-free
+consistency that cannot be ranked, an estimator ranked on fewer questions than the others, and an interval
+that could not be computed.
 """
 
 from __future__ import annotations
@@ -189,6 +191,18 @@ def _warnings(inputs: SectionInputs, ranked: pd.DataFrame) -> list[str]:
         out.append(
             f"N = {questions} evaluation questions, below {MIN_QUESTIONS}: the intervals are wide and the "
             "ranking is tentative."
+        )
+    mu = inputs.mu
+    spread = float(np.mean((mu > 0) & (mu < 1))) if mu.size else 0.0
+    if mu.size and np.all(mu == mu[0]):
+        out.append(
+            f"mu_hat is {mu[0]:g} on every question: no estimator can be told apart by discrimination (soft "
+            "AUROC and the Brier skill are undefined); the ranking reflects calibration alone."
+        )
+    elif spread < 0.1:
+        out.append(
+            f"only {spread:.0%} of the questions have 0 < mu_hat < 1: the capability target barely varies, "
+            "so capability and response calibration nearly coincide."
         )
     n = inputs.counts[0]
     if n.min() < MIN_SAMPLES:
