@@ -36,7 +36,7 @@ table { border-collapse: collapse; margin: .8em 0; font-size: .85em; }
 th, td { border: 1px solid #ddd; padding: .25em .5em; text-align: right; vertical-align: top;
   white-space: nowrap; }
 th:first-child, td:first-child { text-align: left; }
-td.text { text-align: left; max-width: 40em; white-space: pre-wrap; word-break: break-word; }
+td.text { text-align: left; min-width: 7em; max-width: 40em; white-space: pre-wrap; word-break: break-word; }
 .scroll { overflow-x: auto; }
 figure { display: inline-block; margin: .5em; vertical-align: top; }
 figure img { max-width: 100%; border: 1px solid #eee; }
