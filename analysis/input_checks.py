@@ -15,7 +15,8 @@
   k' in (5, 10, 20) responses below k, so it needs k >= ``CONSISTENCY_MIN_K``. These are warnings: the run
   is still valid.
 
-Nothing here loads a model or a dataset; checkpoints are read as JSON files.
+Nothing here loads a model or a dataset; checkpoints are read as JSON files. Importing this module does not
+import lm-eval (``check_inputs`` calls ``run_settings_problem`` before the task names are screened).
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-from capcal_tasks.task_manager import REPEATED_SAMPLING_KINDS
 
 __all__ = [
     "CONSISTENCY_MIN_K",
@@ -104,6 +103,8 @@ def repeats_notices(repeats: int | None, configs: Mapping[str, Mapping[str, Any]
     warning too. Empty when ``repeats`` is None (each task's own k) or enough."""
     if repeats is None:
         return []
+    from capcal_tasks.task_manager import REPEATED_SAMPLING_KINDS  # lm-eval's task code: not imported before
+
     sampling = sorted(
         name
         for name, config in configs.items()

@@ -353,3 +353,18 @@ def test_the_new_users_run_without_a_chat_template_is_explained_at_every_step(tm
     assert "capcal report: warning: --activations acts: no such folder; the probe is left out" in warnings
     # its declared calibration split was not run
     assert any("calibration split capcal_arithmetic_train has no sampling run here" in w for w in warnings)
+
+
+def test_an_unknown_task_is_refused_before_lm_evals_task_code_or_datasets_is_imported():
+    """What keeps the refusal fast (about 1.5 s of CPU time here, not asserted): lm-eval's task index and
+    the datasets library are never imported for a name that no task YAML contains."""
+    code = (
+        "import sys\n"
+        "from analysis.cli import main\n"
+        "status = main(['eval', '--model', 'capcal-hf', '--tasks', 'capcal_gsm8kk', '--limit', '2'])\n"
+        "print(status, sorted(m for m in ('lm_eval.tasks', 'datasets', 'torch') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True)
+    assert result.stdout == "2 []\n", result.stderr[-3000:]
+    assert result.stderr.startswith("capcal eval: error: unknown task capcal_gsm8kk; did you mean ")
