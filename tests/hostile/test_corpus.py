@@ -1,7 +1,8 @@
 """Every case of the hostile-input corpus (``cases.py``) gets its stated behaviour, within its time limit.
 
-Each case runs in a forked child process that is killed at the case's time limit, so a hang (even inside C
-code, where ``signal.alarm`` cannot interrupt) fails that one test instead of hanging the suite.
+Each case runs in a forked child process that is killed at the case's time limit (scaled by the machine's
+measured contention, tests/time_limits.py), so a hang (even inside C code, where ``signal.alarm`` cannot
+interrupt) fails that one test instead of hanging the suite.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .cases import CASES, Case, Raises
+from .cases import CASES, Case, Raises, contention
 from .logs import results_path, samples_path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,12 +60,13 @@ def test_case(case: Case, tmp_path: Path) -> None:
     context = multiprocessing.get_context("fork")
     receiver, sender = context.Pipe(duplex=False)
     child = context.Process(target=_child, args=(case, tmp_path, sender), daemon=True)
+    limit = case.time_limit_s * contention()  # a hang guard in wall-clock time: scaled on a busy machine
     child.start()
     sender.close()
-    if not receiver.poll(case.time_limit_s):
+    if not receiver.poll(limit):
         child.kill()
         child.join()
-        pytest.fail(f"{case.name} did not finish within {case.time_limit_s} s (a hang); why: {case.why}")
+        pytest.fail(f"{case.name} did not finish within {limit:.0f} s (a hang); why: {case.why}")
     try:
         problem = receiver.recv()
     except EOFError:
