@@ -86,6 +86,7 @@ def test_a_tampered_output_is_not_reused_and_strict_stops(first_loop, capsys):
     assert {"sample train", "check train", "sample eval", "train", "resample eval"} <= set(result.reused)
     rewritten = next((output / "before" / "eval_selfcheck").glob("*/samples_*.jsonl"))
     assert json.loads(rewritten.read_text().splitlines()[0])["p_yes"] != record["p_yes"]
+    capsys.readouterr()  # the re-run's lm-eval logs
     code = main([*arguments, "--lora_r", "8", "--reuse", "strict"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "step 'train'" in err[0] and "setting lora_r" in err[0]
