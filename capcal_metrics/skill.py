@@ -34,7 +34,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .validation import check_confidence_and_target, check_whole_numbers, undefined_metric
+from .brier import corrected_capability_brier_score
+from .validation import check_confidence_and_target, undefined_metric
 
 __all__ = ["brier_skill_score", "corrected_brier_skill_score"]
 
@@ -65,20 +66,11 @@ def corrected_brier_skill_score(confidence: ArrayLike, mu_hat: ArrayLike, n_samp
     reach 1. ``n_samples`` (n_i >= 2) is a scalar or one count per query. NaN with an UndefinedMetricWarning
     when S_hat <= 0.
     """
-    confidence, mu_hat = check_confidence_and_target(confidence, mu_hat, target_name="mu_hat")
-    n = check_whole_numbers(n_samples, "n_samples")
-    if n.ndim > 1 or (n.ndim == 1 and n.size != confidence.size):
-        raise ValueError(
-            f"n_samples must be a scalar or have one entry per query ({confidence.size}), got shape {n.shape}"
-        )
-    if np.any(n < 2):
-        raise ValueError(
-            "n_samples must be >= 2 for every query: the variance correction mu_hat(1 - mu_hat)/(n - 1) "
-            f"needs at least two samples; found n = {int(np.min(n))}"
-        )
-    noise = mu_hat * (1.0 - mu_hat) / (np.asarray(n, dtype=np.float64) - 1.0)
-    corrected_brier = float(np.mean((confidence - mu_hat) ** 2 - noise))
-    size = confidence.size
+    corrected_brier = corrected_capability_brier_score(confidence, mu_hat, n_samples)  # validates the inputs
+    mu_hat = np.asarray(mu_hat, dtype=np.float64)
+    n = np.broadcast_to(np.asarray(n_samples, dtype=np.float64), mu_hat.shape)
+    noise = mu_hat * (1.0 - mu_hat) / (n - 1.0)
+    size = mu_hat.size
     variance = float(np.mean((mu_hat - mu_hat.mean()) ** 2)) - (1.0 - 1.0 / size) * float(np.mean(noise))
     if variance <= 0.0:
         return undefined_metric(

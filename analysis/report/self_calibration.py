@@ -55,6 +55,8 @@ def self_calibration_sections(
             options = {"n_resamples": n_resamples, "seed": seed}
             if isinstance(settings.get("confidence"), str):
                 options["confidence"] = settings["confidence"]
+            if isinstance(record, dict) and isinstance(record.get("training"), dict):
+                options["training"] = record["training"]  # the settings and identities the report lists
             trained = []
             if (folder / "data").exists():
                 trained = [t["question_id"] for t in read_training_data(folder / "data")]

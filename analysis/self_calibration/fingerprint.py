@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from capcal_models.model_identity import file_sha256
+
 __all__ = [
     "REUSE_MODES",
     "STEP_RECORD",
@@ -48,14 +50,6 @@ class StaleStepError(ValueError):
     """A step's output exists but was not made by the asked settings and inputs (``reuse="strict"``)."""
 
 
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def content_digest(folder: str | Path, skip: Iterable[str] = SKIPPED_FOLDERS) -> str:
     """``"sha256:<hex>"`` over the sorted lines ``"<relative path> <sha256 of the bytes>"`` of every file
     under ``folder`` (``STEP_RECORD`` and the top-level folders in ``skip`` left out): the content's identity,
@@ -69,7 +63,7 @@ def content_digest(folder: str | Path, skip: Iterable[str] = SKIPPED_FOLDERS) ->
         relative = path.relative_to(root)
         if not path.is_file() or relative.parts[0] in skipped or relative.as_posix() == STEP_RECORD:
             continue
-        lines.append(f"{relative.as_posix()} {_file_digest(path)}")
+        lines.append(f"{relative.as_posix()} {file_sha256(path)}")
     return "sha256:" + hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
 
 
