@@ -188,16 +188,22 @@ def test_report_has_probe_math_and_isotonic_for_math500_and_aime(math_runs, tmp_
     print(f"MATH-500 + AIME + MATH train runs: {seconds:.0f} s")
     files = build_report([output], tmp_path / "report", options=ReportOptions(n_resamples=50))
     sections = _sections(files.markdown.read_text(encoding="utf-8"))
-    # MATH train is a calibration split: not reported as an evaluation task
-    assert set(sections) == {"Runs and task relations", "smollm2 · capcal_math500", "smollm2 · capcal_aime25"}
-    relations = sections["Runs and task relations"]
+    # MATH train is a calibration split: not reported as an evaluation task (its own section nor an appendix)
+    evaluated = {title for title in sections if title.startswith("smollm2 · ")}
+    assert evaluated == {"smollm2 · capcal_math500", "smollm2 · capcal_aime25"}
+    assert not [title for title in sections if "capcal_math_train" in title]
+    assert list(sections)[0] == "Summary" and list(sections)[-1].startswith("Appendix")
+    relations = sections["Appendix: runs and task relations"]
     assert re.search(
         r"^\| capcal_aime25 \| evaluation \| capcal_math_train \|  \| \S+results_", relations, re.M
     )
     assert re.search(r"^\| capcal_math_train \| calibration \|  \|  \| \S+results_", relations, re.M)
     assert re.search(r"^\| capcal_aime25_ptrue \| confidence \|  \| capcal_aime25 \| ", relations, re.M)
     for task, domain in (("capcal_math500", "in-domain"), ("capcal_aime25", "cross-domain")):
-        section = sections[f"smollm2 · {task}"]
+        # the results first, the task's bookkeeping (runs, joins, identity) in its appendix section
+        section = (
+            sections[f"smollm2 · {task}"] + sections[f"Appendix · smollm2 · {task}: runs, joins and identity"]
+        )
         trained = f"capcal_math_train ({MATH_LIMIT} questions, {domain}, declared in"
         for estimator in ("probe", "isotonic_p_true"):
             assert f"| {estimator} | {trained}" in section, (task, estimator)  # what it was trained on
@@ -240,7 +246,8 @@ def test_capcal_report_calibration_option(math_runs, shared_data, tmp_path):
     ]
     result = subprocess.run(bad, env=_env(shared_data), capture_output=True, text=True, timeout=300)
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    (line,) = result.stderr.strip().splitlines()
+    *warnings, line = result.stderr.strip().splitlines()  # the input notices first, then the one error line
+    assert all(warning.startswith("capcal report: warning: ") for warning in warnings), warnings
     assert re.fullmatch(
         r"capcal report: error: override: task capcal_aime25: capcal_math500 is not a calibration task "
         r"\(declared evaluation in \S+/results_[0-9T.-]+\.json\)",
