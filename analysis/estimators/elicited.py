@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.joins import JoinReport, join_report
-from analysis.runs import CONFIDENCE_COLUMNS, UNRESOLVED, load_table
+from analysis.runs.tables import CONFIDENCE_COLUMNS, UNRESOLVED, load_table
 from capcal_tasks.confidence.records import CONFIDENCE_KINDS
 
 __all__ = [
