@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.joins import JoinReport, join_report
-from analysis.runs.tables import CONFIDENCE_COLUMNS, UNRESOLVED, load_table
+from analysis.runs.identity import UNRESOLVED
+from analysis.runs.tables import CONFIDENCE_COLUMNS, load_table
 from capcal_tasks.confidence.records import CONFIDENCE_KINDS
 
 __all__ = [
