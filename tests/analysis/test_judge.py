@@ -375,8 +375,8 @@ def test_rescore_with_the_judge_and_the_report_section(
     judged by the stand-in; the report's agreement section matches sklearn on the rescored labels."""
     from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
+    from analysis.evaluation.rescore import rescore
     from analysis.report.build import ReportOptions, build_report
-    from analysis.rescore import rescore
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from test_rescore import TASK, write_trivia_run
