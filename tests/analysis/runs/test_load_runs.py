@@ -22,7 +22,7 @@ from analysis.runs import (
 )
 from analysis.runs.completeness import check_run
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the hostile corpus' log writers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/: the hostile corpus' log writers
 from hostile.logs import DATE  # noqa: E402
 from hostile.logs import sampling_line as _line  # noqa: E402
 from hostile.logs import write_run as _write_run  # noqa: E402
