@@ -7,14 +7,14 @@ capcal eval [lm_eval flags] [--repeats K] [--data_dir DIR] [--plain_prompts]
 capcal tasks-dir                                              -> capcal_tasks.tasks_dir
 capcal models prepare NAME [--force] | list | path NAME       -> capcal_models.prepare
 capcal analyze OUTPUT_DIR [--output FILE]                     -> analysis.runs
-capcal check OUTPUT_DIR...                                    -> analysis.completeness.check_run
+capcal check OUTPUT_DIR...                                    -> analysis.runs.completeness.check_run
 capcal report OUTPUT_DIR... [--output DIR] [--activations DIR] [--calibration TASK=SPLIT[,SPLIT]]
                                                               -> analysis.report.build_report
 capcal table OUTPUT_DIR... [--metric M]... [--format markdown|latex|csv|json] [--output FILE]
                                                               -> analysis.report.paper_table
-capcal demo [options]                                         -> analysis.demo.run_demo
+capcal demo [options]                                         -> analysis.evaluation.demo.run_demo
 capcal rescore OUTPUT_DIR --checker NAME [--output DIR] [--tasks T,..] [--run RUN] [judge options]
-                                                              -> analysis.rescore.rescore
+                                                              -> analysis.evaluation.rescore.rescore
 capcal selfcal data|train|compare|run [options]               -> analysis.self_calibration
 """
 
@@ -276,7 +276,7 @@ def _models(args: argparse.Namespace) -> int:
 def _analyze(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from analysis.report_inputs import k_notices
+    from analysis.checks.report_inputs import k_notices
     from analysis.runs import load_run, summarize, write_question_table
 
     table = load_run(args.output_dir, responses=args.responses)
@@ -293,7 +293,7 @@ def _analyze(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from analysis.completeness import check_run
+    from analysis.runs.completeness import check_run
     from capcal_tasks.checkers import TASK_LABELS
 
     checks = check_run(args.output_dirs)
@@ -333,9 +333,9 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _report_notices(args: argparse.Namespace, calibration: dict[str, list[str]]) -> list[str]:
-    """``analysis.report_inputs.report_notices`` for ``capcal report``'s flags, each printed as a warning on
-    stderr (``NothingToScoreError``, a ``ValueError``, ends the command with exit status 2)."""
-    from analysis.report_inputs import report_notices
+    """``analysis.checks.report_inputs.report_notices`` for ``capcal report``'s flags, each printed as a
+    warning on stderr (``NothingToScoreError``, a ``ValueError``, ends the command with exit status 2)."""
+    from analysis.checks.report_inputs import report_notices
 
     notices = report_notices(args.output_dirs, args.activations, calibration, args.run or None)
     for notice in notices:
@@ -367,7 +367,7 @@ def _table(args: argparse.Namespace) -> int:
 
 
 def _rescore(args: argparse.Namespace) -> int:
-    from analysis.rescore import rescore
+    from analysis.evaluation.rescore import rescore
 
     options = {name: getattr(args, name) for name in RESCORE_JUDGE_FLAGS}
     tasks = [name for value in args.tasks or [] for name in value.split(",") if name]
@@ -412,7 +412,7 @@ RESCORE_JUDGE_FLAGS = {
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from analysis.demo import run_demo
+    from analysis.evaluation.demo import run_demo
 
     run_demo(
         output_dir=args.output_dir,

@@ -242,11 +242,11 @@ CHILD = {
     "load_run": "from analysis.runs import load_run\nprint(len(load_run(sys.argv[1])))",
     # load_run with the task checker's re-check replaced by a no-op (benchmark only): what the re-check costs
     "load_run_no_recheck": (
-        "import analysis.runs\nanalysis.runs.recheck_sampling_record = lambda *a: None\n"
+        "import analysis.runs.records\nanalysis.runs.records.recheck_sampling_record = lambda *a: None\n"
         "print(len(analysis.runs.load_run(sys.argv[1])))"
     ),
     # what `capcal check DIR` and `capcal report DIR --output OUT` call (analysis/cli.py only parses)
-    "check": "from analysis.completeness import check_run\nprint(check_run(sys.argv[1]).to_string())",
+    "check": "from analysis.runs.completeness import check_run\nprint(check_run(sys.argv[1]).to_string())",
     "report": "from analysis.report import build_report\nprint(build_report([sys.argv[1]], sys.argv[2]))",
 }
 

@@ -11,8 +11,8 @@ Layout::
 
 ``model_fingerprint`` (``capcal_models.model_identity.checkpoint_fingerprint``; null when the model is not a
 local checkpoint) lets a reader refuse activations of another model. The writer is
-``capcal_models.activations.ActivationWriter``, the reader ``analysis.activations``; both validate an index
-with :func:`parse_index`.
+``capcal_models.activations.ActivationWriter``, the reader ``analysis.runs.activations``; both validate an
+index with :func:`parse_index`.
 """
 
 from __future__ import annotations

@@ -8,12 +8,12 @@ shape ``(num_layers + 1, hidden_size)`` (embeddings first, then each decoder lay
 - ``prompt_mean``: the mean over all prompt tokens (including any BOS/system-prompt tokens).
 
 The folder's layout and index are defined in ``capcal_models.activation_format`` (shared with the reader,
-``analysis.activations``). The index records the model's checkpoint fingerprint
+``analysis.runs.activations``). The index records the model's checkpoint fingerprint
 (``capcal_models.model_identity``) when the model is a local checkpoint.
 
 Shards and the index are written to a temporary file and renamed into place, so a reader never sees a partial
 file. A folder can collect several runs of the same model: a question already present with the same prompt
-is not written again; the same question with a different prompt raises an error. ``analysis.activations``
+is not written again; the same question with a different prompt raises an error. ``analysis.runs.activations``
 reads the folder.
 """
 

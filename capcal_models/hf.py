@@ -18,7 +18,7 @@ whose ``generate_until``
 - decodes greedily once per unique prompt and copies the text to the k clones when the setting is greedy
   (``do_sample`` false or temperature 0: ``capcal_models.sampling_plan.is_greedy``);
 - with ``activations=DIR`` writes the prompt activations of every unique prompt from that same prefill
-  (``capcal_models.activations``; read them with ``analysis.activations.load_activations``);
+  (``capcal_models.activations``; read them with ``analysis.runs.activations.load_activations``);
 - commits every sample to an on-disk cache (``capcal_models.sample_cache``; ``cache_path``, default
   ``$CAPCAL_HOME/cache/hf/samples.sqlite``; ``sample_cache=False`` turns it off) as soon as its row finishes
   decoding, so a killed run restarts where it stopped: cached samples are read back, a question with some

@@ -19,7 +19,7 @@ the gold in the logged doc:
 
 Majority voting groups all correct answers into one class and the others by their normalised text (alias
 checkers) or whitespace-free text (math checkers). The LLM judge (``judge``) is an I/O checker and lives in
-``analysis.judge``; ``analysis.rescore.get_checker`` resolves every name.
+``analysis.judge``; ``analysis.evaluation.rescore.get_checker`` resolves every name.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class Verdict:
     """A checker's verdict on one response: ``correct`` 1 or 0, or None when the verdict could not be read
     (never guessed); ``raw`` the checker's raw output (None for rule checkers); ``extracted_answer`` the
     answer the checker judged (None: none found by a rule checker; for a checker that judges the whole
-    response, ``analysis.rescore`` records the response text)."""
+    response, ``analysis.evaluation.rescore`` records the response text)."""
 
     correct: int | None
     raw: str | None = None

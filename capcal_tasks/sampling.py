@@ -245,7 +245,9 @@ def parse_sampling_record(record: dict, where: str, task: str, *, allow_null_res
     if "majority_vote_accuracy" in record:
         majority = _check_majority_vote(majority, extracted, correctness, where)
     source_correctness = None
-    if "source_correctness" in record:  # a re-scored record (analysis.rescore): the source run's labels
+    if (
+        "source_correctness" in record
+    ):  # a re-scored record (analysis.evaluation.rescore): the source run's labels
         source_correctness = _correctness(record["source_correctness"], where, "source_correctness")
         if len(source_correctness) != n:
             raise RunFormatError(f"{where}: source_correctness has {len(source_correctness)} values, not {n}")

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from analysis.validation import check_confidences, check_counts, check_grid
+from analysis.runs.validation import check_confidences, check_counts, check_grid
 from capcal_metrics import pass_at_k
 from capcal_metrics.validation import check_integer, check_probabilities, check_whole_numbers
 

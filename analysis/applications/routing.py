@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from analysis.validation import check_confidences
+from analysis.runs.validation import check_confidences
 from capcal_metrics.validation import check_probabilities
 
 __all__ = ["DEFAULT_FRACTIONS", "pair_models", "routing_accuracy", "routing_curves"]

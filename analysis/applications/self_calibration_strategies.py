@@ -40,7 +40,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from analysis.estimators.consistency import AnswerClasses
-from analysis.validation import as_response_matrix
+from analysis.runs.validation import as_response_matrix
 from capcal_metrics.validation import check_integer
 
 __all__ = [

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from analysis.validation import as_response_matrix, check_grid
+from analysis.runs.validation import as_response_matrix, check_grid
 from capcal_metrics import consistency as core
 from capcal_metrics.consistency import LeakageFreeConsistency, modal_count
 

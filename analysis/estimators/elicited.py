@@ -5,7 +5,7 @@ next to the tasks that write it; ``analysis.runs.load_runs`` reads it (``RunColl
 :func:`read_elicited` is that table for one folder; :func:`join_elicited` joins it to the per-question
 table on (model_id, target task, question_id), where the target task is the sampling task the confidence
 task declares it scores (``capcal_target_task``; SimpleQA and SimpleQA-Verified share question ids, so the
-task is part of the key), and returns a :class:`analysis.joins.JoinReport` per kind: confidence records
+task is part of the key), and returns a :class:`analysis.runs.joins.JoinReport` per kind: confidence records
 without a question in the table are counted, never silently dropped. :func:`parse_failure_counts` reports
 how many confidences could not be parsed; a failure stays NaN, it is never replaced by 0.5.
 
@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.joins import JoinReport, join_report
-from analysis.runs import CONFIDENCE_COLUMNS, UNRESOLVED, load_table
+from analysis.runs.identity import UNRESOLVED
+from analysis.runs.joins import JoinReport, join_report
+from analysis.runs.tables import CONFIDENCE_COLUMNS, load_table
 from capcal_tasks.confidence.records import CONFIDENCE_KINDS
 
 __all__ = [

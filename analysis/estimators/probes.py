@@ -5,7 +5,7 @@ probing estimator): the hidden states of the last prompt token, read before any 
 likely the model is to solve the question.
 
 Features are the hidden states of the last prompt token, shape (N, L + 1, d) with the embeddings first
-(``analysis.activations.load_activations(...).last_token``), or already pooled (N, d). Three probe kinds:
+(``analysis.runs.activations.load_activations(...).last_token``), or already pooled (N, d). Three probe kinds:
 
 * ``"paper"`` — the paper's probe: features averaged over layers (or one ``config.layer``), optionally
   z-scored, ``Linear(d, 1)``, trained with binary cross-entropy against the SOFT target mu_hat
@@ -45,7 +45,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from safetensors.numpy import load_file, save_file
 
-from analysis.validation import check_question_ids, read_json_file
+from analysis.runs.validation import check_question_ids, read_json_file
 from capcal_metrics.validation import check_integer, check_probabilities
 
 from .split_guard import SplitLeakageError, held_out_question_ids, ids_digest, question_fingerprints

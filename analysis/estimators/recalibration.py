@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike
 
-from analysis.validation import check_question_ids, read_json_file
+from analysis.runs.validation import check_question_ids, read_json_file
 from capcal_metrics.validation import check_probabilities
 
 from .split_guard import held_out_question_ids, ids_digest, question_fingerprints

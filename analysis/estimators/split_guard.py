@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from analysis.validation import check_question_ids
+from analysis.runs.validation import check_question_ids
 
 __all__ = [
     "SplitLeakageError",

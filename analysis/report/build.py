@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.estimators.elicited import attach_elicited, parse_failure_counts
-from analysis.joins import JoinReport, join_questions, join_report
+from analysis.evaluation.rescore import rescore_notes
 from analysis.judge.agreement import rescore_agreement
 from analysis.report.registry import (
     EXAMPLES,
@@ -44,8 +44,8 @@ from analysis.report.sections import (
     section_inputs,
 )
 from analysis.report.summary import Ranking, measured, rank_estimators, summary_sections
-from analysis.rescore import rescore_notes
 from analysis.runs import RunCollection, load_runs
+from analysis.runs.joins import JoinReport, join_questions, join_report
 from capcal_tasks.relations import EVALUATION, TaskRelations, task_relations
 
 __all__ = [
@@ -209,7 +209,7 @@ def calibration_data(
 
 
 def _activation_joins(folder: Path, frames: Sequence[pd.DataFrame], joins: list[dict]) -> None:
-    from analysis.activations import read_activation_index
+    from analysis.runs.activations import read_activation_index
 
     try:
         entries = read_activation_index(folder).get("entries", {})

@@ -195,8 +195,8 @@ def isotonic(column: str) -> Callable[[EstimatorContext], EstimatorResult]:
 def probe(context: EstimatorContext) -> EstimatorResult:
     """The linear probe on the last prompt token's activations (mean over layers), fitted on the calibration
     split (a quarter held out for validation) and evaluated on the evaluation questions."""
-    from analysis.activations import load_activations
     from analysis.estimators.probes import QuestionSplits, fit_probe
+    from analysis.runs.activations import load_activations
 
     if context.activations_dir is None:
         return EstimatorResult()

@@ -16,7 +16,9 @@ from analysis.applications.budget import budget_allocation_curves
 from analysis.applications.pass_at_k_prediction import dataset_curve, instance_mse
 from analysis.applications.routing import pair_models, routing_curves
 from analysis.applications.self_calibration_strategies import self_calibration_curves
-from analysis.calibration_table import (
+from analysis.estimators.consistency import encode_answer_classes
+from analysis.judge.agreement import NOT_SENT, UNPARSEABLE, RescoreAgreement
+from analysis.report.calibration_table import (
     CAPABILITY_METRICS,
     HIGHER_IS_BETTER,
     INTERVAL_NOTES,
@@ -24,12 +26,10 @@ from analysis.calibration_table import (
     calibration_table,
     first_response_correctness,
 )
-from analysis.estimators.consistency import encode_answer_classes
-from analysis.figures import Curve, curves_figure, reliability_figure, target_scatter_figure
-from analysis.joins import join_questions
-from analysis.judge.agreement import NOT_SENT, UNPARSEABLE, RescoreAgreement
+from analysis.report.figures import Curve, curves_figure, reliability_figure, target_scatter_figure
 from analysis.report.registry import BUDGET, CALIBRATION_TABLES, PASS_AT_K, ComputedEstimators
 from analysis.report.render import Figure, ReportSection, format_interval
+from analysis.runs.joins import join_questions
 
 __all__ = [
     "CAPABILITY_PARTS",
@@ -58,7 +58,7 @@ BASELINE_STYLES = {
 
 
 def higher_is_better(metric: str) -> bool:
-    """Whether a larger value of ``metric`` (a :mod:`analysis.calibration_table` metric) is better."""
+    """Whether a larger value of ``metric`` (a :mod:`analysis.report.calibration_table` metric) is better."""
     return HIGHER_IS_BETTER[metric]
 
 

@@ -371,14 +371,15 @@ def test_agreement_of_one_label_only_says_kappa_is_undefined(tmp_path) -> None:
 def test_rescore_with_the_judge_and_the_report_section(
     judge_server, tmp_path, monkeypatch, shared_data
 ) -> None:
-    """``rescore(..., "judge")`` on real TriviaQA questions with written responses (test_rescore.py's run),
-    judged by the stand-in; the report's agreement section matches sklearn on the rescored labels."""
+    """``rescore(..., "judge")`` on real TriviaQA questions with written responses
+    (evaluation/test_rescore.py's run), judged by the stand-in; the report's agreement section matches sklearn
+    on the rescored labels."""
     from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
+    from analysis.evaluation.rescore import rescore
     from analysis.report.build import ReportOptions, build_report
-    from analysis.rescore import rescore
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "evaluation"))
     from test_rescore import TASK, write_trivia_run
 
     monkeypatch.setenv(KEY_ENV, SECRET)

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.calibration_table import calibration_table
-from analysis.figures import Curve, curves_figure, reliability_figure, target_scatter_figure
 from analysis.report import Figure, ReportSection, format_interval, write_report
+from analysis.report.calibration_table import calibration_table
+from analysis.report.figures import Curve, curves_figure, reliability_figure, target_scatter_figure
 
 HOSTILE = "<script>window.__capcal_pwned = 1</script><img src=x onerror='window.__capcal_pwned=1'>"
 
@@ -428,8 +428,8 @@ def test_report_opens_with_a_summary_that_ranks_concludes_and_warns(tmp_path):
 
 
 def test_every_metric_column_states_its_direction(tmp_path):
-    from analysis.calibration_table import HIGHER_IS_BETTER
     from analysis.report import build_report
+    from analysis.report.calibration_table import HIGHER_IS_BETTER
 
     markdown = build_report(
         [_runs(tmp_path / "runs")], tmp_path / "r", options=_options()

@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from analysis.completeness import check_run
-from analysis.report_inputs import NothingToScoreError, report_notices
+from analysis.checks.report_inputs import NothingToScoreError, report_notices
 from analysis.runs import RunFormatError, load_run, load_runs
+from analysis.runs.completeness import check_run
 
 from .cases import Raises, Returns, case, good
 from .logs import TASK, confidence_line, results_path, samples_path, sampling_line, write_run

@@ -16,9 +16,9 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.completeness import check_run
 from analysis.estimators.elicited import join_elicited, read_elicited
 from analysis.runs import RunFormatError, load_run, load_runs
+from analysis.runs.completeness import check_run
 from capcal_tasks.confidence.ptrue import p_true
 
 from .cases import LINE2, Raises, Returns, _mutated, assert_equal, case, good, run_with_second_line

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.joins import join_report
 from analysis.runs import SamplesFile
+from analysis.runs.joins import join_report
 from analysis.self_calibration.compare import compare_checked_runs, write_comparison
 from analysis.self_calibration.data import CheckedRun, SelfCalibrationDataError
 

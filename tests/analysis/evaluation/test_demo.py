@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from analysis.demo import LOGLIKELIHOOD_MODEL, SAMPLER
+from analysis.evaluation.demo import LOGLIKELIHOOD_MODEL, SAMPLER
 from analysis.runs import load_run
 
 

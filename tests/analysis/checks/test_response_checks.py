@@ -1,9 +1,9 @@
-"""``analysis.response_checks``: a task whose responses came back mostly empty or unreadable is named, with
-its likely cause; a run with answers is not. Records are scored by capcal's real scorers."""
+"""``analysis.checks.response_checks``: a task whose responses came back mostly empty or unreadable is
+named, with its likely cause; a run with answers is not. Records are scored by capcal's real scorers."""
 
 from __future__ import annotations
 
-from analysis.response_checks import (
+from analysis.checks.response_checks import (
     aggregate_notices,
     empty_response_cause,
     response_notices,

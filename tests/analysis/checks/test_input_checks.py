@@ -1,6 +1,6 @@
-"""``analysis.input_checks``: a chat model without its chat template on capcal's chat prompts is refused; a
-``repeats`` that leaves analyses out is named, with what it leaves out. Real checkpoints (SmolLM2-Instruct
-has a chat template, Gemma-3-270M base has none) and capcal's real task configs."""
+"""``analysis.checks.input_checks``: a chat model without its chat template on capcal's chat prompts is
+refused; a ``repeats`` that leaves analyses out is named, with what it leaves out. Real checkpoints
+(SmolLM2-Instruct has a chat template, Gemma-3-270M base has none) and capcal's real task configs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from analysis.input_checks import (
+from analysis.checks.input_checks import (
     CONSISTENCY_MIN_K,
     chat_template_problem,
     checkpoint_has_chat_template,

@@ -7,8 +7,8 @@ results (and, with ``log_samples``, the samples) as ``lm_eval --output_path`` do
 ``EvaluationTracker``, plus the top-level key ``"capcal_model"`` (what checkpoint was evaluated). It checks
 its inputs (``check_inputs``) before a model is loaded: each problem is one ``EvaluationInputError`` line,
 and what would only weaken the analysis is a notice (``CheckedInputs.notices``, handed to ``notify``).
-After the run, ``analysis.response_checks.response_notices`` says which tasks' responses came back mostly
-empty or unparseable, and why when it can tell.
+After the run, ``analysis.checks.response_checks.response_notices`` says which tasks' responses came back
+mostly empty or unparseable, and why when it can tell.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def _check_model(model: str, model_args: dict[str, Any]) -> None:
         value = model_args.get(key)
         if isinstance(value, str) and _looks_like_path(value) and not Path(value).expanduser().exists():
             raise EvaluationInputError(f"{key}={value}: no such file or folder")
-    from analysis.input_checks import writable_folder_problem
+    from analysis.checks.input_checks import writable_folder_problem
 
     activations = model_args.get("activations")  # capcal-hf writes there after the model has run
     problem = writable_folder_problem(activations) if isinstance(activations, str) else None
@@ -276,7 +276,7 @@ def check_inputs(
 
     In order (cheap first): ``repeats`` a positive integer; ``limit`` positive (an integer when >= 1, a
     fraction of each task below 1); ``metadata`` a mapping; ``output_path``, ``gen_kwargs``,
-    ``num_fewshot`` and ``batch_size`` usable (``analysis.input_checks.run_settings_problem``);
+    ``num_fewshot`` and ``batch_size`` usable (``analysis.checks.input_checks.run_settings_problem``);
     ``include_path`` folders existing; every task name occurring in some task YAML
     (``capcal_tasks.task_names``, before lm-eval's task code is imported); ``data_dir`` an existing folder
     (or ``"bundled"``); every task name registered, matched by a pattern or a YAML file (task config dicts
@@ -287,9 +287,9 @@ def check_inputs(
     or without one every hub dataset cached or reachable (the message suggests ``--data_dir bundled`` when
     capcal ships the dataset); a chat model (a chat template in its local tokenizer files, or on an ``LM``
     object's tokenizer) not run on capcal's chat prompts without ``apply_chat_template`` unless
-    ``plain_prompts`` (``analysis.input_checks.chat_template_problem``). Raises ``EvaluationInputError``
-    (one line). ``notices``: what a ``repeats`` below the analyses' needs leaves out
-    (``analysis.input_checks.repeats_notices``).
+    ``plain_prompts`` (``analysis.checks.input_checks.chat_template_problem``). Raises
+    ``EvaluationInputError`` (one line). ``notices``: what a ``repeats`` below the analyses' needs leaves out
+    (``analysis.checks.input_checks.repeats_notices``).
     """
     if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
         raise EvaluationInputError(f"repeats must be a positive integer, got {repeats!r}")
@@ -303,7 +303,7 @@ def check_inputs(
         raise EvaluationInputError(
             f"metadata must be a JSON object (a mapping), got {type(metadata).__name__}"
         )
-    from analysis.input_checks import run_settings_problem
+    from analysis.checks.input_checks import run_settings_problem
 
     settings = parse_key_values(gen_kwargs, "gen_kwargs") if isinstance(gen_kwargs, str) else gen_kwargs
     problem = run_settings_problem(output_path, settings, num_fewshot, batch_size)
@@ -332,7 +332,7 @@ def check_inputs(
     if unknown:
         raise EvaluationInputError(unknown_task_message(unknown[0], declared))
     root = _data_root(data_dir)  # imports datasets (seconds): after the names
-    from analysis.input_checks import chat_template_problem, repeats_notices
+    from analysis.checks.input_checks import chat_template_problem, repeats_notices
     from capcal_tasks.task_manager import UnknownTaskError, task_manager_for
 
     merged = {**arguments, **(metadata or {})}
@@ -423,10 +423,10 @@ def evaluate(
     CPU when there is no GPU), as in lm-eval's CLI. ``plain_prompts`` runs a chat model on capcal's chat
     prompts without its chat template (refused otherwise). ``notify`` receives each notice, one line: before
     the run, what ``repeats`` leaves out; after it, tasks whose responses came back mostly empty or
-    unreadable, with the likely cause (``analysis.response_checks.response_notices``; from the samples, so
-    with ``log_samples``); default: a warning of the ``analysis.evaluation`` logger. lm-eval's misleading log
-    lines are filtered while it runs (``analysis.lm_eval_messages``). Other keyword arguments go to
-    ``simple_evaluate`` unchanged.
+    unreadable, with the likely cause (``analysis.checks.response_checks.response_notices``; from the
+    samples, so with ``log_samples``); default: a warning of the ``analysis.evaluation`` logger. lm-eval's
+    misleading log lines are filtered while it runs (``analysis.evaluation.lm_eval_messages``). Other keyword
+    arguments go to ``simple_evaluate`` unchanged.
 
     With ``output_path`` the run is saved as ``lm_eval --output_path [--log_samples]`` saves it, plus the
     top-level key ``"capcal_model"`` (``capcal_models.model_identity.model_fingerprint_from_args``).
@@ -452,10 +452,10 @@ def evaluate(
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
 
-    from analysis.lm_eval_messages import filtered_lm_eval_logs
-    from analysis.response_checks import aggregate_notices, response_notices
+    from analysis.checks.response_checks import aggregate_notices, response_notices
+    from analysis.evaluation.lm_eval_messages import filtered_lm_eval_logs
 
-    notify = notify or logging.getLogger(__name__).warning
+    notify = notify or logging.getLogger("analysis.evaluation").warning  # the package's logger, as before
     for notice in checked.notices:
         notify(notice)
     tracker = EvaluationTracker(output_path=str(output_path)) if output_path is not None else None

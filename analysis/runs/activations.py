@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from safetensors import safe_open
 
-from analysis.joins import JoinReport, join_report
+from analysis.runs.joins import JoinReport, join_report
 from capcal_models.activation_format import INDEX_NAME, read_index
 from capcal_tasks.records import RunFormatError
 

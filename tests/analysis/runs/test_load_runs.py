@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.completeness import check_run
 from analysis.estimators.elicited import join_elicited, read_elicited
 from analysis.runs import (
     LEADERBOARD_REASON,
@@ -21,8 +20,9 @@ from analysis.runs import (
     summarize,
     write_question_table,
 )
+from analysis.runs.completeness import check_run
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the hostile corpus' log writers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/: the hostile corpus' log writers
 from hostile.logs import DATE  # noqa: E402
 from hostile.logs import sampling_line as _line  # noqa: E402
 from hostile.logs import write_run as _write_run  # noqa: E402

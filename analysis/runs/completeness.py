@@ -11,9 +11,9 @@ nothing). A confidence run is incomplete when some of its records have no questi
 the same model and target task (or its target task is not declared), or when its confidence parsed for
 fewer than half of its records (a verbalized confidence without ``\boxed{P}``). ``check_run`` counts each of
 these and names the likely cause of empty responses and unparsed confidences
-(``analysis.response_checks``); ``capcal check OUTPUT_DIR...`` prints them and exits with status 1 when a
-run is incomplete. Every samples file is read once (``analysis.runs.load_runs``); the results file of a run
-with empty responses is read again for the model and chat template the cause depends on.
+(``analysis.checks.response_checks``); ``capcal check OUTPUT_DIR...`` prints them and exits with status 1
+when a run is incomplete. Every samples file is read once (``analysis.runs.load_runs``); the results file of
+a run with empty responses is read again for the model and chat template the cause depends on.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.joins import JoinReport, join_report
-from analysis.response_checks import empty_response_cause, unreadable_cause
-from analysis.runs import SamplesFile, load_runs
+from analysis.checks.response_checks import empty_response_cause, unreadable_cause
+from analysis.runs.identity import SamplesFile
+from analysis.runs.joins import JoinReport, join_report
+from analysis.runs.tables import load_runs
 from capcal_tasks.records import read_json_file
 from capcal_tasks.sampling import is_sampling_config
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from analysis.input_checks import checkpoint_has_chat_template
+from analysis.checks.input_checks import checkpoint_has_chat_template
 
 __all__ = [
     "MOSTLY",

@@ -1,4 +1,5 @@
-"""``capcal rescore`` (``analysis.rescore``): a run's logged responses judged again by another checker.
+"""``capcal rescore`` (``analysis.evaluation.rescore``): a run's logged responses judged again by another
+checker.
 
 The slow tests re-score the real SmolLM2 GSM8K run of ``tiny_run`` (tests/analysis/conftest.py): the run's own
 checker reproduces its labels exactly. The fast tests use a run on real TriviaQA questions (the first 32 of
@@ -20,9 +21,9 @@ import datasets
 import pytest
 
 from analysis.cli import main
-from analysis.completeness import check_run
-from analysis.rescore import CHECKERS, get_checker, rescore, rescore_notes
+from analysis.evaluation.rescore import CHECKERS, get_checker, rescore, rescore_notes
 from analysis.runs import load_runs
+from analysis.runs.completeness import check_run
 from capcal_tasks.answers.aliases import normalize_answer
 from capcal_tasks.checkers import CheckItem, Verdict, rule_checker
 from capcal_tasks.triviaqa import task as triviaqa
@@ -318,7 +319,7 @@ def _fifth(question_id: str) -> bool:
 
 
 def test_unreadable_verdicts_leave_the_question_out_counted_and_listed(trivia_copy, monkeypatch):
-    import analysis.rescore as module
+    import analysis.evaluation.rescore as module
 
     monkeypatch.setattr(module, "get_checker", lambda name, **options: StandInJudge())
     result = rescore(trivia_copy, "judge")
@@ -351,7 +352,7 @@ def test_unreadable_verdicts_leave_the_question_out_counted_and_listed(trivia_co
 
 def test_contradictory_verdicts_leave_the_question_out(trivia_copy, monkeypatch):
     """Equal responses judged differently are never resolved by a guess: the question is left out."""
-    import analysis.rescore as module
+    import analysis.evaluation.rescore as module
 
     monkeypatch.setattr(module, "get_checker", lambda name, **options: StandInJudge(by_position=True))
     (run,) = rescore(trivia_copy, "judge").runs
@@ -468,7 +469,7 @@ def test_the_report_says_which_labels_each_run_holds(trivia_copy):
 
 
 def test_a_verdict_naming_no_answer_records_the_response_as_judged(trivia_copy, monkeypatch):
-    import analysis.rescore as module
+    import analysis.evaluation.rescore as module
 
     monkeypatch.setattr(module, "get_checker", lambda name, **options: StandInJudge(names_answer=False))
     (run,) = rescore(trivia_copy, "judge").runs

@@ -1,5 +1,5 @@
-"""Prompt activations: capcal-hf writes them during a real lm-eval run, analysis.activations reads them back
-aligned with the per-question table."""
+"""Prompt activations: capcal-hf writes them during a real lm-eval run, analysis.runs.activations reads them
+back aligned with the per-question table."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 import torch
 
-from analysis.activations import ActivationFormatError, load_activations, read_activation_index
 from analysis.runs import load_run
+from analysis.runs.activations import ActivationFormatError, load_activations, read_activation_index
 from capcal_models.activations import ActivationWriter
 
 LAYERS, HIDDEN = 4, 8  # synthetic hidden states: embeddings + 3 layers

@@ -21,7 +21,7 @@ from analysis.evaluation import (
     parse_key_values,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TINY_TASK, TINY_LIMIT, TINY_REPEATS = "capcal_gsm8k", 2, 2  # tests/analysis/conftest.py's tiny_run
 
 

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 import torch
 
-from analysis.activations import ActivationFormatError, load_activations
 from analysis.estimators.elicited import attach_elicited, join_elicited
-from analysis.joins import JoinReport, join_report, pair_models
 from analysis.runs import load_runs
+from analysis.runs.activations import ActivationFormatError, load_activations
+from analysis.runs.joins import JoinReport, join_report, pair_models
 from capcal_models.activations import ActivationWriter
 from capcal_tasks.confidence import verbalized
 from capcal_tasks.sampling import score_responses

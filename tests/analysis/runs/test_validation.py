@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from analysis.validation import (
+from analysis.runs.validation import (
     as_response_matrix,
     check_confidences,
     check_counts,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.completeness import check_run
 from analysis.runs import RunFormatError
+from analysis.runs.completeness import check_run
 from capcal_tasks.sampling import score_responses
 
 DATE = "2026-03-04T05-06-07.000001"

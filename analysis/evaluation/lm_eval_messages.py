@@ -58,7 +58,7 @@ def _samples(config: Mapping[str, Any]) -> bool:
 def git_dir_for_lm_eval() -> str | None:
     """The ``.git`` folder of the checkout capcal runs from, when there is one (lm-eval records that
     commit as the run's ``git_hash`` either way when run from inside it); None otherwise."""
-    here = Path(__file__).resolve().parent.parent / ".git"
+    here = Path(__file__).resolve().parents[2] / ".git"  # analysis/evaluation/ -> the checkout
     return str(here) if here.exists() else None
 
 

@@ -10,7 +10,7 @@ returns one line per input that leaves something out, for stderr and the report 
   a fitted estimator needs (``MIN_RECALIBRATION_QUESTIONS``: isotonic recalibration; ``--limit`` limits the
   calibration split too), or a calibration run with k = 1;
 - a sampling run with k = 1 (mu_hat is 0 or 1: capability calibration is only response calibration) or
-  k < ``analysis.input_checks.CONSISTENCY_MIN_K`` (no consistency estimate).
+  k < ``analysis.checks.input_checks.CONSISTENCY_MIN_K`` (no consistency estimate).
 
 When nothing at all can be computed (no sampling run and no leaderboard run in the folders) it raises
 ``NothingToScoreError`` instead, naming what the folders hold.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.input_checks import CONSISTENCY_MIN_K
+from analysis.checks.input_checks import CONSISTENCY_MIN_K
 from capcal_tasks.relations import RelationError, task_relations
 
 __all__ = ["NothingToScoreError", "k_notices", "report_notices"]
