@@ -21,6 +21,7 @@ from capcal_tasks import tasks_dir
 
 __all__ = [
     "GLOB_CHARACTERS",
+    "MANY_NAMES",
     "UnknownTaskError",
     "lm_eval_tasks_dir",
     "task_folders",
@@ -37,6 +38,10 @@ _LIST_ITEM = re.compile(rb"-[ \t]*['\"]?([\w.\-]+)")
 # ``include: file`` / ``include: [a, b]`` lines, and the file names in them.
 _INCLUDE = re.compile(rb"(?m)^include:[ \t]*(.+)$")
 _INCLUDED_FILE = re.compile(rb"[\w./\-]+")
+# a maximal run of the characters a task name is made of
+_NAME_RUN = re.compile(rb"[\w.\-]+")
+# above this many names, ``unknown_task_names`` looks names up among each text's runs (see there)
+MANY_NAMES = 200
 
 
 class UnknownTaskError(ValueError):
@@ -98,14 +103,28 @@ def unknown_task_names(
     wanted = [name for name in names if not name.endswith(".yaml") and not GLOB_CHARACTERS & set(name)]
     if not wanted:
         return [], set()
-    # a whole name: not part of a longer one (name characters on neither side)
-    alternatives = b"|".join(re.escape(name.encode("utf-8")) for name in sorted(set(wanted), key=len)[::-1])
-    whole_name = re.compile(rb"(?<![\w.\-])(?:" + alternatives + rb")(?![\w.\-])")
+    # a whole name: not part of a longer one (name characters on neither side). One regex of all names is
+    # quick for a few names but slow for thousands (the scan tries every name at every position); a name
+    # made of name characters only occurs whole exactly where it is a whole run of them, so many such names
+    # are looked up in each text's runs instead (linear in the text, however many names).
+    encoded = {name: name.encode("utf-8") for name in set(wanted)}
+    by_run = {raw: name for name, raw in encoded.items() if _NAME_RUN.fullmatch(raw)}
+    if len(by_run) <= MANY_NAMES:
+        by_run = {}
+    others = sorted((raw for raw in encoded.values() if raw not in by_run), key=len, reverse=True)
+    whole_name = (
+        re.compile(rb"(?<![\w.\-])(?:" + b"|".join(map(re.escape, others)) + rb")(?![\w.\-])")
+        if others
+        else None
+    )
     found: set[str] = set()
     declared: set[str] = set()
     for folder in task_folders(include_path):
         for text in _yaml_texts(folder):
-            found.update(match.decode("utf-8") for match in whole_name.findall(text))
+            if by_run:
+                found.update(by_run[run] for run in by_run.keys() & set(_NAME_RUN.findall(text)))
+            if whole_name is not None:
+                found.update(match.decode("utf-8") for match in whole_name.findall(text))
             matches = _DECLARED_NAME.findall(text)
             for block in _TAG_LIST.findall(text):
                 matches += _LIST_ITEM.findall(block)

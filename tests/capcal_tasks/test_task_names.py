@@ -9,6 +9,7 @@ import pytest
 
 from capcal_tasks.task_manager import CapcalTaskManager, task_manager_for
 from capcal_tasks.task_names import (
+    MANY_NAMES,
     UnknownTaskError,
     lm_eval_tasks_dir,
     unknown_task_message,
@@ -41,6 +42,25 @@ def test_a_name_in_no_yaml_is_unknown_and_the_closest_declared_names_are_offered
         "unknown task capcal_gsm8kk; did you mean capcal_gsm8k, capcal_gsm8k_all or capcal_gsm8k_train?"
     )
     assert unknown_task_message("zzzzzz", declared) == "unknown task zzzzzz"
+
+
+def test_many_names_get_the_answers_of_the_regex_screen():
+    """Above MANY_NAMES plain names the screen looks names up among each text's runs of name characters;
+    it must give what the one-regex screen gives to the same names asked a few at a time."""
+    declared = sorted(unknown_task_names(["capcal_gsm8k"])[1])
+    tricky = ["capcal_gsm8kk", "capcal_gsm8k_al", "gsm8", "gsm8k", "capcal_arithmetic", "hellaswag", "-", "."]
+    tricky += ["mmlu_abstract_algebra", "zzz_no_such_task", "arc_easy", "capcal.gsm8k", "a b", "caf\u00e9"]
+    names = tricky + declared[:: max(1, len(declared) // (2 * MANY_NAMES))]
+    assert len(set(names)) > MANY_NAMES
+    at_once = unknown_task_names(names)[0]
+    a_few_at_a_time = [
+        name
+        for start in range(0, len(names), 50)
+        for name in unknown_task_names(names[start : start + 50])[0]
+    ]
+    assert at_once == a_few_at_a_time
+    assert {"capcal_gsm8kk", "capcal_gsm8k_al", "gsm8", "zzz_no_such_task"} <= set(at_once)
+    assert not {"gsm8k", "capcal_arithmetic", "hellaswag", "arc_easy"} & set(at_once)
 
 
 def test_part_of_a_longer_name_is_not_a_name():
