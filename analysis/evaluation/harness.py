@@ -421,9 +421,10 @@ def evaluate(
     ``{"samples_file": ...}`` for the response-level confidence tasks). ``fewshot_as_multiturn`` defaults
     to whether a chat template is applied, and ``device`` to ``cuda:0`` (lm-eval's HF and vLLM models use the
     CPU when there is no GPU), as in lm-eval's CLI. ``plain_prompts`` runs a chat model on capcal's chat
-    prompts without its chat template (refused otherwise). ``notify`` receives each notice, one line: before
-    the run, what ``repeats`` leaves out; after it, tasks whose responses came back mostly empty or
-    unreadable, with the likely cause (``analysis.checks.response_checks.response_notices``; from the
+    prompts without its chat template (refused otherwise). ``notify`` receives each notice, one line:
+    before the run, what ``repeats`` leaves out and the explanation of git's line when lm-eval's git call
+    will print one (``lm_eval_messages.git_notice``); after it, tasks whose responses came back mostly empty
+    or unreadable, with the likely cause (``analysis.checks.response_checks.response_notices``; from the
     samples, so with ``log_samples``); default: a warning of the ``analysis.evaluation`` logger. lm-eval's
     misleading log lines are filtered while it runs (``analysis.evaluation.lm_eval_messages``). Other keyword
     arguments go to ``simple_evaluate`` unchanged.
@@ -453,11 +454,12 @@ def evaluate(
     from lm_eval.loggers import EvaluationTracker
 
     from analysis.checks.response_checks import aggregate_notices, response_notices
-    from analysis.evaluation.lm_eval_messages import filtered_lm_eval_logs
+    from analysis.evaluation.lm_eval_messages import filtered_lm_eval_logs, git_notice
 
     notify = notify or logging.getLogger("analysis.evaluation").warning  # the package's logger, as before
-    for notice in checked.notices:
-        notify(notice)
+    for notice in (*checked.notices, git_notice()):
+        if notice is not None:
+            notify(notice)
     tracker = EvaluationTracker(output_path=str(output_path)) if output_path is not None else None
     multiturn = bool(apply_chat_template) if fewshot_as_multiturn is None else fewshot_as_multiturn
     with data_dir_setting(data_dir), filtered_lm_eval_logs(checked.configs):

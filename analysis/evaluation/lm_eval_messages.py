@@ -11,7 +11,9 @@ lm-eval 0.4.13 logs, whatever the tasks say:
 
 lm-eval is not patched: a ``logging.Filter`` is added to its loggers for the duration of the run and removed
 after. lm-eval's own ``git describe`` call, which prints "fatal: not a git repository" outside a git work
-tree, is run with ``GIT_DIR`` pointing at capcal's checkout when there is one (``git_dir_for_lm_eval``).
+tree, is run with ``GIT_DIR`` pointing at capcal's checkout when there is one (``git_dir_for_lm_eval``);
+when there is none (capcal installed from a wheel, run outside any repository), git's line cannot be kept
+out without patching lm-eval, so ``git_notice`` explains it once, before the run.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MisleadingLogFilter", "filtered_lm_eval_logs", "git_dir_for_lm_eval"]
+__all__ = ["MisleadingLogFilter", "filtered_lm_eval_logs", "git_dir_for_lm_eval", "git_notice"]
 
 _LOGGERS = ("lm_eval.evaluator", "lm_eval.api.task")
 _DO_SAMPLE = "Ensure 'do_sample=True' for non-greedy decoding"
@@ -55,11 +58,38 @@ def _samples(config: Mapping[str, Any]) -> bool:
     return (config.get("generation_kwargs") or {}).get("do_sample") is True
 
 
-def git_dir_for_lm_eval() -> str | None:
+_CHECKOUT = Path(__file__).resolve().parents[2]  # analysis/evaluation/ -> the checkout (or site-packages)
+
+
+def git_dir_for_lm_eval(checkout: Path = _CHECKOUT) -> str | None:
     """The ``.git`` folder of the checkout capcal runs from, when there is one (lm-eval records that
-    commit as the run's ``git_hash`` either way when run from inside it); None otherwise."""
-    here = Path(__file__).resolve().parents[2] / ".git"  # analysis/evaluation/ -> the checkout
+    commit as the run's ``git_hash`` either way when run from inside it); None otherwise (e.g. capcal
+    installed from a wheel, where ``checkout`` is site-packages)."""
+    here = Path(checkout) / ".git"
     return str(here) if here.exists() else None
+
+
+def git_notice(folder: Path | None = None, checkout: Path = _CHECKOUT) -> str | None:
+    """The one line that explains git's "fatal: not a git repository" before a run that will print it;
+    None when it will not be printed.
+
+    lm-eval records the commit of the folder it runs in (``git describe --always``, whose error goes to
+    stderr); ``filtered_lm_eval_logs`` points that call at capcal's checkout when the current folder
+    (``folder``, default the current one) is in no git work tree. The line is printed when neither exists,
+    ``GIT_DIR`` is unset and git is installed. ``checkout``: the folder above capcal's packages.
+    """
+    folder = Path.cwd() if folder is None else Path(folder)
+    if (
+        git_dir_for_lm_eval(checkout)
+        or os.environ.get("GIT_DIR")
+        or _in_git_work_tree(folder)
+        or not shutil.which("git")
+    ):
+        return None
+    return (
+        'git\'s line "fatal: not a git repository" below is harmless: lm-eval records the git commit of the '
+        f"folder it runs in, and {folder} is in no git repository (the run's git_hash is then null)"
+    )
 
 
 @contextlib.contextmanager
