@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from analysis.runs import load_run
@@ -219,6 +221,47 @@ def test_report_has_probe_math_and_isotonic_for_math500_and_aime(math_runs, tmp_
             assert f"| {joined} | {MATH_LIMIT} | {MATH_LIMIT} | {MATH_LIMIT} |" in section, joined
         for run in (task, "capcal_math_train", f"{task}_ptrue", "capcal_math_train_ptrue"):
             assert re.search(rf"^\| {run} \| \S+ \| [0-9T.-]+ \| True \| only run \|", section, re.M), run
+
+
+@pytest.mark.slow
+def test_capcal_table_of_two_real_tasks_matches_the_report_cell_by_cell(math_runs, tmp_path, report_markdown):
+    """The paper table from two real runs of one model (SmolLM2 on MATH-500 and AIME 2025, probe and
+    isotonic P(True) fitted on MATH train): the report's "Across models and tasks" grids have one column per
+    task, every cell equals the cell of its task's section, and ``capcal table`` exports the same numbers."""
+    from analysis.cli import main
+    from analysis.report import ReportOptions, build_report
+    from analysis.report.build import analyze_runs
+    from analysis.report.paper_table import metric_rows
+
+    output, _ = math_runs
+    options = ReportOptions(n_resamples=50, seed=3)
+    markdown = build_report([output], tmp_path / "report", options=options).markdown.read_text(
+        encoding="utf-8"
+    )
+    rows = metric_rows(analyze_runs([output], None, options).results)
+    tasks = ("capcal_math500", "capcal_aime25")
+    assert set(zip(rows["model"], rows["task"], strict=True)) == {("smollm2", task) for task in tasks}
+    for task in tasks:  # the fitted estimators and P(True) in both columns
+        assert {"p_true", "probe", "isotonic_p_true"} <= set(rows.loc[rows["task"] == task, "estimator"]), (
+            task
+        )
+    assert report_markdown.assert_grid_matches_sections(markdown, rows) >= 3 * 2 * 3
+    grids = report_markdown.tables(report_markdown.section_of(markdown, "## Across models and tasks"))
+    (brier,) = [grid for caption, grid in grids.items() if caption.startswith("corrected_capability_brier ↓")]
+    assert sorted(brier[0]) == sorted(["estimator", *tasks])
+
+    table = tmp_path / "table.csv"
+    command = ["table", str(output), "--resamples", "50", "--seed", "3", "--format", "csv"]
+    assert main([*command, "--output", str(table)]) == 0
+    exported = pd.read_csv(table)
+    chosen = rows[rows["metric"].isin(set(exported["metric"]))].reset_index(drop=True)
+    assert len(exported) == len(chosen) >= 3 * 2 * 3 and set(exported["task"]) == set(tasks)
+    assert list(zip(exported["task"], exported["estimator"], exported["metric"], strict=True)) == list(
+        zip(chosen["task"], chosen["estimator"], chosen["metric"], strict=True)
+    )
+    np.testing.assert_allclose(
+        exported[["estimate", "low", "high"]], chosen[["estimate", "low", "high"]], equal_nan=True
+    )
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from types import ModuleType
 
 import numpy as np
 import pandas as pd
@@ -320,41 +321,17 @@ def test_capcal_report_run_option_chooses_the_older_run(tmp_path):
 # ------------------------------------------------------ the summary, the grids and the paper tables
 
 
-def _section_of(markdown: str, heading: str) -> str:
-    """The text of the Markdown section that starts with ``heading`` (up to the next heading of its level)."""
-    level = heading.split(" ", 1)[0]
-    start = markdown.index(heading + "\n")
-    rest = markdown[start + len(heading) + 1 :]
-    ends = [m.start() for m in re.finditer(rf"(?m)^{level} ", rest)]
-    return rest[: ends[0]] if ends else rest
-
-
-def _tables(text: str) -> dict[str, list[dict[str, str]]]:
-    """Every Markdown table in ``text`` under its ``###``/``####`` caption: rows as header -> cell."""
-    tables, caption, lines = {}, None, text.splitlines()
-    for index, line in enumerate(lines):
-        if line.startswith("#"):
-            caption = line.lstrip("#").strip()
-        elif line.startswith("| ") and index + 1 < len(lines) and lines[index + 1].startswith("|---"):
-            header = [c.strip() for c in line.strip("|").split(" | ")]
-            rows = []
-            for row in lines[index + 2 :]:
-                if not row.startswith("| "):
-                    break
-                rows.append(
-                    dict(zip(header, [c.strip() for c in row.strip().strip("|").split(" | ")], strict=True))
-                )
-            tables[caption] = rows
-    return tables
-
-
-def _ranking_rows(markdown: str, model: str, task: str) -> list[dict[str, str]]:
-    summary = _section_of(markdown, f"### Summary · {model} · {task}")
-    (rows,) = [rows for caption, rows in _tables(summary).items() if caption.startswith("Estimators ranked")]
+def _ranking_rows(report_markdown: ModuleType, markdown: str, model: str, task: str) -> list[dict[str, str]]:
+    summary = report_markdown.section_of(markdown, f"### Summary · {model} · {task}")
+    (rows,) = [
+        rows
+        for caption, rows in report_markdown.tables(summary).items()
+        if caption.startswith("Estimators ranked")
+    ]
     return rows
 
 
-def test_report_opens_with_a_summary_that_ranks_concludes_and_warns(tmp_path):
+def test_report_opens_with_a_summary_that_ranks_concludes_and_warns(tmp_path, report_markdown):
     """Summary first and the appendix last; the ranking by corrected Brier holds the section table's
     numbers; the best's advantage is the paired bootstrap difference on the same resamples (recomputed here
     from the section's arrays); the sentence follows the interval; the warnings name N, k and the fitted
@@ -377,12 +354,12 @@ def test_report_opens_with_a_summary_that_ranks_concludes_and_warns(tmp_path):
     assert markdown.index("Runs used and left out") > markdown.index("## Appendix")
     assert "<script" not in page and "activations folder &lt;script&gt;" in page  # the notice, escaped
 
-    rows = _ranking_rows(markdown, "toy-model", "toy_eval")
+    rows = _ranking_rows(report_markdown, markdown, "toy-model", "toy_eval")
     ranked = [row["estimator"] for row in rows]
     assert "consistency_k2" not in ranked and "consistency_lf_k2" in ranked
     assert "Not ranked \\(leaky\\): consistency_k2" in markdown
     brier = "corrected_capability_brier ↓"
-    section = _tables(_section_of(markdown, "## toy-model · toy_eval"))
+    section = report_markdown.tables(report_markdown.section_of(markdown, "## toy-model · toy_eval"))
     (capability,) = [t for c, t in section.items() if c.startswith("Capability calibration")]
     by_name = {row["estimator"]: row for row in capability}
     for row in rows:  # the ranking's numbers are the section table's
@@ -414,7 +391,7 @@ def test_report_opens_with_a_summary_that_ranks_concludes_and_warns(tmp_path):
     )[second]
     advantage = rows[1]["best's advantage ↑ \\(paired\\)"]
     assert advantage == format_interval(*difference).replace("[", "\\[").replace("]", "\\]")
-    summary = _section_of(markdown, "### Summary · toy-model · toy_eval")
+    summary = report_markdown.section_of(markdown, "### Summary · toy-model · toy_eval")
     if difference.low > 0:
         assert f"{ranked[0]} beats {ranked[1]} on corrected capability Brier by" in summary
     else:
@@ -473,40 +450,7 @@ def _two_task_runs(root):
     return root
 
 
-def assert_grid_matches_sections(markdown: str, rows: pd.DataFrame) -> int:
-    """Every cell of every headline grid (``metric_grid`` of ``rows``) equals the cell of the same estimator
-    and metric in its (model, task) section of the report (capability or leakage-free table); returns the
-    number of cells checked."""
-    from analysis.report import markdown_text
-    from analysis.report.paper_table import HEADLINE_METRICS, metric_grid
-    from analysis.report.sections import metric_header
-
-    several = rows["model"].nunique() > 1
-    checked = 0
-    for metric in [m for m in HEADLINE_METRICS if m in set(rows["metric"])]:
-        grid = metric_grid(rows, metric)
-        header = markdown_text(metric_header(metric))
-        for column in grid.columns[1:]:
-            model, task = column.split(" · ") if several else (rows["model"].iloc[0], column)
-            tables = _tables(_section_of(markdown, f"## {markdown_text(model)} · {markdown_text(task)}"))
-            cells = {}
-            for caption, table in tables.items():
-                if caption.startswith(("Capability calibration", "Leakage-free")):
-                    for row in table:
-                        for key, value in row.items():
-                            if key.split(" †")[0] == header:
-                                cells[row["estimator"]] = value
-            for estimator, cell in zip(grid["estimator"], grid[column], strict=True):
-                name = markdown_text(estimator.removesuffix(" (leaky)"))
-                if cell == "":
-                    assert cells.get(name, "") == "", (metric, column, estimator)
-                    continue
-                assert markdown_text(cell) == cells[name], (metric, column, estimator)
-                checked += 1
-    return checked
-
-
-def test_grid_of_two_tasks_matches_every_section_cell_and_exports(tmp_path):
+def test_grid_of_two_tasks_matches_every_section_cell_and_exports(tmp_path, report_markdown):
     import json
 
     from analysis.cli import main
@@ -517,8 +461,8 @@ def test_grid_of_two_tasks_matches_every_section_cell_and_exports(tmp_path):
     markdown = build_report([runs], tmp_path / "report", options=_options()).markdown.read_text()
     rows = paper_table([runs], options=_options())
     assert set(rows["task"]) == {"toy_eval", "toy_eval_b"} and set(rows["model"]) == {"toy-model"}
-    assert assert_grid_matches_sections(markdown, rows) >= 4 * 2 * 2
-    grids = _tables(_section_of(markdown, "## Across models and tasks"))
+    assert report_markdown.assert_grid_matches_sections(markdown, rows) >= 4 * 2 * 2
+    grids = report_markdown.tables(report_markdown.section_of(markdown, "## Across models and tasks"))
     assert list(grids["corrected_capability_brier ↓: estimators x tasks"][0]) == [
         "estimator",
         "toy_eval",
@@ -602,7 +546,7 @@ def _console_errors(browser, html_file, profile) -> list[str]:
 
 
 @pytest.mark.slow
-def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browser):
+def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browser, report_markdown):
     """On the real demo run (SmolLM2 on 10 graded-arithmetic questions, k = 6; probe and isotonic P(True)
     fitted on 20 training questions; Gemma on the same questions): the summary comes first, ranks the honest
     estimators (not the paper-form consistency) with paired intervals equal to those recomputed from the
@@ -624,7 +568,7 @@ def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browse
     assert headings[:2] == ["Summary", "Across models and tasks"] and headings[-1].startswith("Appendix")
     assert "__" not in markdown.split("## Appendix")[0]  # no mangled lm-eval folder names before the appendix
 
-    rows = _ranking_rows(markdown, "smollm2", "capcal_arithmetic")
+    rows = _ranking_rows(report_markdown, markdown, "smollm2", "capcal_arithmetic")
     ranked = [row["estimator"].replace("\\", "") for row in rows]
     assert len(ranked) >= 4 and {"p_true", "probe", "isotonic_p_true"} <= set(ranked)
     assert not any(re.fullmatch(r"consistency_k\d+", name) for name in ranked)
@@ -655,7 +599,7 @@ def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browse
             seed=0,
         )["other"]
         assert row["best's advantage ↑ \\(paired\\)"] == markdown_text(format_interval(*difference)), name
-    summary = _section_of(markdown, "### Summary · smollm2 · capcal_arithmetic")
+    summary = report_markdown.section_of(markdown, "### Summary · smollm2 · capcal_arithmetic")
     second = rows[1]["best's advantage ↑ \\(paired\\)"]
     low = float(second.split("\\[")[1].split(",")[0])
     expected = "beats" if low > 0 else "are not distinguishable"
@@ -667,7 +611,9 @@ def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browse
     ):
         assert warning in summary, warning
     # a confidence source that failed on more than 20% of its questions is a warning in the summary
-    failures = re.search(r"parse failures: (.*)_", _section_of(markdown, "## smollm2 · capcal_arithmetic"))
+    failures = re.search(
+        r"parse failures: (.*)_", report_markdown.section_of(markdown, "## smollm2 · capcal_arithmetic")
+    )
     assert failures is not None
     for kind, failed, total in re.findall(r"(\w+) (\d+)/(\d+)", failures.group(1)):
         if int(failed) == int(total):
@@ -678,7 +624,7 @@ def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browse
     grid_rows = metric_rows(analysis.results)
     # (Gemma's section has no estimator: k = 4 is too few for consistency, no confidence run)
     assert set(zip(grid_rows["model"], grid_rows["task"], strict=True)) == {("smollm2", "capcal_arithmetic")}
-    assert assert_grid_matches_sections(markdown, grid_rows) >= 12
+    assert report_markdown.assert_grid_matches_sections(markdown, grid_rows) >= 12
     table = tmp_path / "table.csv"
     command = ["table", str(runs), "--activations", str(activations), "--resamples", "100", "--format", "csv"]
     assert main([*command, "--output", str(table)]) == 0
