@@ -35,6 +35,7 @@ h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2e
 table { border-collapse: collapse; margin: .8em 0; font-size: .85em; }
 th, td { border: 1px solid #ddd; padding: .25em .5em; text-align: right; vertical-align: top;
   white-space: nowrap; }
+th { white-space: normal; min-width: 4em; }
 th:first-child, td:first-child { text-align: left; }
 td.text { text-align: left; min-width: 7em; max-width: 40em; white-space: pre-wrap; word-break: break-word; }
 .scroll { overflow-x: auto; }
@@ -123,13 +124,24 @@ def _looks_numeric(text: str) -> bool:
     return bool(re.fullmatch(r"[\d.eE+\-\[\], %/n]*|n/a", text))
 
 
+_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+
+
+def _breakable(text: str) -> str:
+    """``text`` HTML-escaped, with a line-break opportunity (``<wbr>``) after each underscore: for headers and
+    name cells (``consistency_lf_k5``), so that long metric and estimator names wrap at their parts instead
+    of widening the table past the page (the escaping comes first, so no markup can form)."""
+    return html.escape(text).replace("_", "_<wbr>")
+
+
 def _html_table(frame: pd.DataFrame) -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    head = "".join(f"<th>{_breakable(str(c))}</th>" for c in frame.columns)
     body = []
     for row in frame.itertuples(index=False):
         cells = []
         for value in row:
-            text = html.escape(_cell(value))
+            text = _cell(value)
+            text = _breakable(text) if _NAME.fullmatch(text) else html.escape(text)
             css = ' class="text"' if isinstance(value, str) and not _looks_numeric(value) else ""
             cells.append(f"<td{css}>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")

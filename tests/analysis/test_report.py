@@ -283,6 +283,23 @@ def test_markdown_text_leaves_no_markup(attack):
     assert not GFM_AUTOLINK.search(markdown_text(attack))
 
 
+def test_html_tables_wrap_names_at_underscores_and_keep_model_text_escaped(tmp_path):
+    """Headers and name cells get a line-break opportunity after each underscore (a ranking table of long
+    metric names fits the page); model text stays escaped text, and the Markdown is unchanged."""
+    frame = pd.DataFrame(
+        {
+            "estimator": ["consistency_lf_k5", HOSTILE],
+            "corrected_capability_brier ↓": ["0.119 [0.080, 0.162]", "x"],
+        }
+    )
+    files = write_report([ReportSection(title="t", tables=[("ranking", frame)])], tmp_path / "r", title="t")
+    page = files.html.read_text()
+    assert "<th>corrected_<wbr>capability_<wbr>brier ↓</th>" in page
+    assert ">consistency_<wbr>lf_<wbr>k5</td>" in page
+    assert "&lt;script&gt;window.__capcal_pwned = 1&lt;/script&gt;" in page and "<script" not in page
+    assert "| consistency_lf_k5 |" in files.markdown.read_text().replace("\\_", "_")
+
+
 def test_report_markdown_escapes_hostile_model_text(tmp_path):
     from analysis.report import build_report
 
