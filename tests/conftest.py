@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -17,6 +18,30 @@ os.environ.setdefault("DISABLE_MULTIPROC", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("CAPCAL_SHARED_DATA", REPO.parent / "shared" / "data")).resolve()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fresh_capcal_home(tmp_path_factory) -> Iterator[Path]:
+    """A fresh ``$CAPCAL_HOME`` for the session (each xdist worker its own) whose ``models/``, ``locks/`` and
+    ``downloads/`` link to the real one's: the prepared models are shared (prepared once per machine, under
+    the one preparation lock), while ``cache/`` (the sample caches and checkpoint fingerprints) starts
+    empty. Without it a real-model test could read samples that an earlier run, or an earlier version of
+    the code, decoded (the default sample caches live in ``$CAPCAL_HOME/cache``) and pass whatever the
+    decoder now does. Subprocesses inherit it through the environment."""
+    from capcal_tasks.settings import capcal_home
+
+    real = capcal_home()
+    home = tmp_path_factory.mktemp("capcal_home")
+    for shared in ("models", "locks", "downloads"):
+        (real / shared).mkdir(parents=True, exist_ok=True)
+        (home / shared).symlink_to(real / shared, target_is_directory=True)
+    previous = os.environ.get("CAPCAL_HOME")
+    os.environ["CAPCAL_HOME"] = str(home)
+    yield home
+    if previous is None:
+        os.environ.pop("CAPCAL_HOME", None)
+    else:
+        os.environ["CAPCAL_HOME"] = previous
 
 
 @pytest.fixture(scope="session")
