@@ -59,3 +59,20 @@ def screenshot(html_file: Path, png: Path, profile: Path, height: int = 4000) ->
     command = [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size=1280,{height}"]
     subprocess.run(command + [f"--screenshot={png}", html_file.as_uri()], capture_output=True, timeout=120)
     return png
+
+
+def console_errors(html_file: Path, profile: Path) -> list[str]:
+    """Every console message (errors, uncaught exceptions, failed loads) Chromium logs while it loads
+    ``html_file``: its ``--enable-logging=stderr`` lines ``...:INFO:CONSOLE:line] "message"`` (logged at INFO
+    whatever the message's level; the report has no script, so any message is an error)."""
+    command = [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}"]
+    command += [
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=5000",
+        "--dump-dom",
+        html_file.as_uri(),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert "</html>" in result.stdout, result.stderr[-2000:]
+    return [line for line in result.stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]

@@ -1,6 +1,6 @@
 """The real runs shared by the analysis tests: ``tiny_run`` (SmolLM2, capcal_gsm8k, 2 questions, k 2) for the
-pipeline and CLI tests, and ``small_demo`` (the README's demo at a small size) for the demo and report
-tests."""
+pipeline and CLI tests, and ``small_demo`` (the README's demo at a small size) for the demo tests and the
+report tests on its output (both in tests/analysis/evaluation/test_demo.py, so that one worker runs it)."""
 
 from __future__ import annotations
 

@@ -70,3 +70,10 @@ def assert_grid_matches_sections(markdown: str, rows: pd.DataFrame) -> int:
                 assert markdown_text(cell) == cells[name], (metric, column, estimator)
                 checked += 1
     return checked
+
+
+def ranking_rows(markdown: str, model: str, task: str) -> list[dict[str, str]]:
+    """The rows of the summary's "Estimators ranked" table of (``model``, ``task``)."""
+    summary = section_of(markdown, f"### Summary · {model} · {task}")
+    (rows,) = [rows for caption, rows in tables(summary).items() if caption.startswith("Estimators ranked")]
+    return rows

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from types import ModuleType
 
 import numpy as np
 import pandas as pd
@@ -87,7 +86,7 @@ def test_report_renders_in_chromium_with_every_figure_and_escaped_text(tmp_path,
     loaded, total, pwned, dom = browser.check_page(files.html, tmp_path / "profile")
     assert total == 4 and loaded == 4
     assert not pwned
-    assert _console_errors(browser, files.html, tmp_path / "profile3") == []
+    assert browser.console_errors(files.html, tmp_path / "profile3") == []
     assert "window.__capcal_pwned = 1" in dom  # shown as text
     shot = browser.screenshot(files.html, tmp_path / "report.png", tmp_path / "profile2")
     assert shot.stat().st_size > 10_000
@@ -338,16 +337,6 @@ def test_capcal_report_run_option_chooses_the_older_run(tmp_path):
 # ------------------------------------------------------ the summary, the grids and the paper tables
 
 
-def _ranking_rows(report_markdown: ModuleType, markdown: str, model: str, task: str) -> list[dict[str, str]]:
-    summary = report_markdown.section_of(markdown, f"### Summary · {model} · {task}")
-    (rows,) = [
-        rows
-        for caption, rows in report_markdown.tables(summary).items()
-        if caption.startswith("Estimators ranked")
-    ]
-    return rows
-
-
 def test_report_opens_with_a_summary_that_ranks_concludes_and_warns(tmp_path, report_markdown):
     """Summary first and the appendix last; the ranking by corrected Brier holds the section table's
     numbers; the best's advantage is the paired bootstrap difference on the same resamples (recomputed here
@@ -371,7 +360,7 @@ def test_report_opens_with_a_summary_that_ranks_concludes_and_warns(tmp_path, re
     assert markdown.index("Runs used and left out") > markdown.index("## Appendix")
     assert "<script" not in page and "activations folder &lt;script&gt;" in page  # the notice, escaped
 
-    rows = _ranking_rows(report_markdown, markdown, "toy-model", "toy_eval")
+    rows = report_markdown.ranking_rows(markdown, "toy-model", "toy_eval")
     ranked = [row["estimator"] for row in rows]
     assert "consistency_k2" not in ranked and "consistency_lf_k2" in ranked
     assert "Not ranked \\(leaky\\): consistency_k2" in markdown
@@ -541,120 +530,6 @@ def test_reference_lines_are_distinct():
     uniform, oracle = BASELINE_STYLES["uniform"], BASELINE_STYLES["oracle"]
     assert uniform["style"] != oracle["style"] and uniform["color"] != oracle["color"]
     assert uniform["marker"] != oracle["marker"]
-
-
-def _console_errors(browser, html_file, profile) -> list[str]:
-    """Every console message (errors, uncaught exceptions, failed loads) Chromium logs while it loads
-    ``html_file``: its ``--enable-logging=stderr`` lines ``...:INFO:CONSOLE:line] "message"`` (logged at INFO
-    whatever the message's level; the report has no script, so any message is an error)."""
-    import subprocess
-
-    command = [browser.chromium(), *browser.CHROMIUM_FLAGS, f"--user-data-dir={profile}"]
-    command += [
-        "--enable-logging=stderr",
-        "--v=0",
-        "--virtual-time-budget=5000",
-        "--dump-dom",
-        html_file.as_uri(),
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert "</html>" in result.stdout, result.stderr[-2000:]
-    return [line for line in result.stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
-
-
-@pytest.mark.slow
-def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browser, report_markdown):
-    """On the real demo run (SmolLM2 on 10 graded-arithmetic questions, k = 6; probe and isotonic P(True)
-    fitted on 20 training questions; Gemma on the same questions): the summary comes first, ranks the honest
-    estimators (not the paper-form consistency) with paired intervals equal to those recomputed from the
-    section's arrays, and warns about N, k and the probe's training size; the grid of the two
-    (model, task) sections matches every section cell, also through ``capcal table``; the report renders in
-    headless Chromium with every figure and no console error."""
-    import capcal_metrics as cm
-    from analysis.cli import main
-    from analysis.report import ReportOptions, build_report, markdown_text
-    from analysis.report.build import analyze_runs
-    from analysis.report.paper_table import metric_rows
-
-    output, _ = small_demo
-    runs, activations = output / "lm_eval", output / "activations"
-    options = ReportOptions(n_resamples=100, seed=0)
-    files = build_report([runs], tmp_path / "report", activations_dir=activations, options=options)
-    markdown = files.markdown.read_text()
-    headings = re.findall(r"(?m)^## (.*)$", markdown)
-    assert headings[:2] == ["Summary", "Across models and tasks"] and headings[-1].startswith("Appendix")
-    assert "__" not in markdown.split("## Appendix")[0]  # no mangled lm-eval folder names before the appendix
-
-    rows = _ranking_rows(report_markdown, markdown, "smollm2", "capcal_arithmetic")
-    ranked = [row["estimator"].replace("\\", "") for row in rows]
-    assert len(ranked) >= 4 and {"p_true", "probe", "isotonic_p_true"} <= set(ranked)
-    assert not any(re.fullmatch(r"consistency_k\d+", name) for name in ranked)
-    assert "- warning: consistency_lf_k5 is not ranked: its target mu_hat_lf rests on 1 held-out" in markdown
-    assert "gemma3-270m · capcal_arithmetic_qa: N = 10, k = 4 \\(no confidence estimator" in markdown
-
-    analysis = analyze_runs([runs], activations, options)
-    (result,) = [r for r in analysis.results if r.model == "smollm2"]
-    inputs = result.inputs
-    best = ranked[0]
-
-    def arrays(name):
-        if name.startswith("consistency_lf"):
-            lf = inputs.leakage_free
-            return lf[name].to_numpy(float), lf["mu_hat_lf"].to_numpy(float), lf["n_lf"].to_numpy(float)
-        return inputs.confidences[name], inputs.mu, inputs.counts[0].astype(float)
-
-    for row, name in zip(rows[1:], ranked[1:], strict=True):
-        a, b = arrays(best), arrays(name)
-        shared = np.isfinite(a[0]) & np.isfinite(b[0])
-        difference = cm.bootstrap_differences(
-            {
-                "best": (cm.corrected_capability_brier_score, tuple(x[shared] for x in a)),
-                "other": (cm.corrected_capability_brier_score, tuple(x[shared] for x in b)),
-            },
-            "best",
-            n_resamples=100,
-            seed=0,
-        )["other"]
-        assert row["best's advantage ↑ \\(paired\\)"] == markdown_text(format_interval(*difference)), name
-    summary = report_markdown.section_of(markdown, "### Summary · smollm2 · capcal_arithmetic")
-    second = rows[1]["best's advantage ↑ \\(paired\\)"]
-    low = float(second.split("\\[")[1].split(",")[0])
-    expected = "beats" if low > 0 else "are not distinguishable"
-    assert f"{markdown_text(best)} {'beats' if low > 0 else 'and'}" in summary and expected in summary
-    for warning in (
-        "- warning: N = 10 evaluation questions, below 100",
-        "- warning: k = 6 samples per question, below 10",
-        "- warning: probe was fitted on 15 questions, below 50",
-    ):
-        assert warning in summary, warning
-    # a confidence source that failed on more than 20% of its questions is a warning in the summary
-    failures = re.search(
-        r"parse failures: (.*)_", report_markdown.section_of(markdown, "## smollm2 · capcal_arithmetic")
-    )
-    assert failures is not None
-    for kind, failed, total in re.findall(r"(\w+) (\d+)/(\d+)", failures.group(1)):
-        if int(failed) == int(total):
-            assert f"{kind} confidence" in summary and f"never parsed \\({failed}/{total}" in summary
-        elif int(failed) > 0.2 * int(total):
-            assert f"failed to parse on {failed}/{total} questions" in summary
-
-    grid_rows = metric_rows(analysis.results)
-    # (Gemma's section has no estimator: k = 4 is too few for consistency, no confidence run)
-    assert set(zip(grid_rows["model"], grid_rows["task"], strict=True)) == {("smollm2", "capcal_arithmetic")}
-    assert report_markdown.assert_grid_matches_sections(markdown, grid_rows) >= 12
-    table = tmp_path / "table.csv"
-    command = ["table", str(runs), "--activations", str(activations), "--resamples", "100", "--format", "csv"]
-    assert main([*command, "--output", str(table)]) == 0
-    exported = pd.read_csv(table)
-    chosen = grid_rows[grid_rows["metric"].isin(set(exported["metric"]))].reset_index(drop=True)
-    assert list(exported["estimator"]) == list(chosen["estimator"])
-    np.testing.assert_allclose(
-        exported[["estimate", "low", "high"]], chosen[["estimate", "low", "high"]], equal_nan=True
-    )
-
-    loaded, total, pwned, _ = browser.check_page(files.html, tmp_path / "profile")
-    assert total == len(files.figures) and loaded == total and not pwned
-    assert _console_errors(browser, files.html, tmp_path / "profile2") == []
 
 
 def test_files_are_named_relative_to_the_folder_given(tmp_path):

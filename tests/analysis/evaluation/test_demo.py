@@ -3,16 +3,22 @@
 Checks that every part of the pipeline produced its section, that every generation step ran on capcal-hf
 (Gemma, a base model, in the task's "Question: ... Answer:" variant, on the same questions as SmolLM2), that
 the probe and the recalibration were fitted on the training questions only, and that every figure of the
-report loads in headless Chromium.
+report loads in headless Chromium; and what the demo's report concludes (its summary, grids and ``capcal
+table`` on the same runs). Both tests share one demo run (``small_demo``) in one file, so that one worker
+runs it once (with ``--dist loadfile`` two files ran it on both workers).
 """
 
 from __future__ import annotations
 
 import json
+import re
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from analysis.evaluation.demo import LOGLIKELIHOOD_MODEL, SAMPLER
+from analysis.report import format_interval
 from analysis.runs import load_run
 
 
@@ -65,3 +71,98 @@ def test_demo_runs_every_step_and_writes_the_report(small_demo, tmp_path, browse
     # SmolLM2: 2 reliability diagrams, the target scatter, pass@k, budget, test-time scaling; plus routing
     assert total >= 6 + routed and loaded == total
     assert not pwned
+
+
+@pytest.mark.slow
+def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browser, report_markdown):
+    """On the real demo run (SmolLM2 on 10 graded-arithmetic questions, k = 6; probe and isotonic P(True)
+    fitted on 20 training questions; Gemma on the same questions): the summary comes first, ranks the honest
+    estimators (not the paper-form consistency) with paired intervals equal to those recomputed from the
+    section's arrays, and warns about N, k and the probe's training size; the grid of the two
+    (model, task) sections matches every section cell, also through ``capcal table``; the report renders in
+    headless Chromium with every figure and no console error."""
+    import capcal_metrics as cm
+    from analysis.cli import main
+    from analysis.report import ReportOptions, build_report, markdown_text
+    from analysis.report.build import analyze_runs
+    from analysis.report.paper_table import metric_rows
+
+    output, _ = small_demo
+    runs, activations = output / "lm_eval", output / "activations"
+    options = ReportOptions(n_resamples=100, seed=0)
+    files = build_report([runs], tmp_path / "report", activations_dir=activations, options=options)
+    markdown = files.markdown.read_text()
+    headings = re.findall(r"(?m)^## (.*)$", markdown)
+    assert headings[:2] == ["Summary", "Across models and tasks"] and headings[-1].startswith("Appendix")
+    assert "__" not in markdown.split("## Appendix")[0]  # no mangled lm-eval folder names before the appendix
+
+    rows = report_markdown.ranking_rows(markdown, "smollm2", "capcal_arithmetic")
+    ranked = [row["estimator"].replace("\\", "") for row in rows]
+    assert len(ranked) >= 4 and {"p_true", "probe", "isotonic_p_true"} <= set(ranked)
+    assert not any(re.fullmatch(r"consistency_k\d+", name) for name in ranked)
+    assert "- warning: consistency_lf_k5 is not ranked: its target mu_hat_lf rests on 1 held-out" in markdown
+    assert "gemma3-270m · capcal_arithmetic_qa: N = 10, k = 4 \\(no confidence estimator" in markdown
+
+    analysis = analyze_runs([runs], activations, options)
+    (result,) = [r for r in analysis.results if r.model == "smollm2"]
+    inputs = result.inputs
+    best = ranked[0]
+
+    def arrays(name):
+        if name.startswith("consistency_lf"):
+            lf = inputs.leakage_free
+            return lf[name].to_numpy(float), lf["mu_hat_lf"].to_numpy(float), lf["n_lf"].to_numpy(float)
+        return inputs.confidences[name], inputs.mu, inputs.counts[0].astype(float)
+
+    for row, name in zip(rows[1:], ranked[1:], strict=True):
+        a, b = arrays(best), arrays(name)
+        shared = np.isfinite(a[0]) & np.isfinite(b[0])
+        difference = cm.bootstrap_differences(
+            {
+                "best": (cm.corrected_capability_brier_score, tuple(x[shared] for x in a)),
+                "other": (cm.corrected_capability_brier_score, tuple(x[shared] for x in b)),
+            },
+            "best",
+            n_resamples=100,
+            seed=0,
+        )["other"]
+        assert row["best's advantage ↑ \\(paired\\)"] == markdown_text(format_interval(*difference)), name
+    summary = report_markdown.section_of(markdown, "### Summary · smollm2 · capcal_arithmetic")
+    second = rows[1]["best's advantage ↑ \\(paired\\)"]
+    low = float(second.split("\\[")[1].split(",")[0])
+    expected = "beats" if low > 0 else "are not distinguishable"
+    assert f"{markdown_text(best)} {'beats' if low > 0 else 'and'}" in summary and expected in summary
+    for warning in (
+        "- warning: N = 10 evaluation questions, below 100",
+        "- warning: k = 6 samples per question, below 10",
+        "- warning: probe was fitted on 15 questions, below 50",
+    ):
+        assert warning in summary, warning
+    # a confidence source that failed on more than 20% of its questions is a warning in the summary
+    failures = re.search(
+        r"parse failures: (.*)_", report_markdown.section_of(markdown, "## smollm2 · capcal_arithmetic")
+    )
+    assert failures is not None
+    for kind, failed, total in re.findall(r"(\w+) (\d+)/(\d+)", failures.group(1)):
+        if int(failed) == int(total):
+            assert f"{kind} confidence" in summary and f"never parsed \\({failed}/{total}" in summary
+        elif int(failed) > 0.2 * int(total):
+            assert f"failed to parse on {failed}/{total} questions" in summary
+
+    grid_rows = metric_rows(analysis.results)
+    # (Gemma's section has no estimator: k = 4 is too few for consistency, no confidence run)
+    assert set(zip(grid_rows["model"], grid_rows["task"], strict=True)) == {("smollm2", "capcal_arithmetic")}
+    assert report_markdown.assert_grid_matches_sections(markdown, grid_rows) >= 12
+    table = tmp_path / "table.csv"
+    command = ["table", str(runs), "--activations", str(activations), "--resamples", "100", "--format", "csv"]
+    assert main([*command, "--output", str(table)]) == 0
+    exported = pd.read_csv(table)
+    chosen = grid_rows[grid_rows["metric"].isin(set(exported["metric"]))].reset_index(drop=True)
+    assert list(exported["estimator"]) == list(chosen["estimator"])
+    np.testing.assert_allclose(
+        exported[["estimate", "low", "high"]], chosen[["estimate", "low", "high"]], equal_nan=True
+    )
+
+    loaded, total, pwned, _ = browser.check_page(files.html, tmp_path / "profile")
+    assert total == len(files.figures) and loaded == total and not pwned
+    assert browser.console_errors(files.html, tmp_path / "profile2") == []
