@@ -81,6 +81,13 @@ class CapcalHFLM(HFLM):
     Extra model arguments: ``seed`` (the run seed for sampling), ``activations`` (a folder for prompt
     activations), ``cache_path`` and ``sample_cache`` (the on-disk sample cache). Everything else is
     ``HFLM``'s.
+
+    Why one class of about 260 lines: it is lm-eval's ``LM`` interface for a Hugging Face model, and each
+    concept it uses has its own module (``decoding``: the shared-prefill decode loop; ``kv_cache``;
+    ``loglikelihood``: scoring; ``sampling_plan``: which samples a call needs; ``sample_cache``;
+    ``activations``). What stays here is the wiring that needs the loaded model's state: its identity, and
+    ``_generate_setting``, which joins the plan, the cache, the decoder and the activation hook for one
+    setting.
     """
 
     def __init__(

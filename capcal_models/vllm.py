@@ -120,6 +120,11 @@ class CapcalVLLM(VLLM):
     Model arguments as stock ``vllm``; ``seed`` is the run seed (it also seeds the engine, default 1234),
     ``enable_prefix_caching`` defaults to True; ``cache_path``, ``sample_cache`` and ``chunk_samples`` set the
     sample cache.
+
+    Why one class of about 240 lines: it is lm-eval's ``LM`` interface over a vLLM engine. Planning
+    (``sampling_plan``), the cache (``sample_cache``) and identities (``model_identity``) are their own
+    modules. What stays here is the wiring that needs the engine: ``_generate_setting`` turns one setting's
+    missing samples into chunked n = k requests and commits each finished chunk.
     """
 
     def __init__(

@@ -74,7 +74,12 @@ class RequestIndex:
 
 class CalibrationTask(ConfigurableTask):
     """A capcal sampling task that also asks for P(True) and a verbalized confidence, and reports
-    calibration columns (see the module)."""
+    calibration columns (see the module).
+
+    Why one class of about 200 lines: each method overrides one hook of lm-eval's ``ConfigurableTask``
+    (config, requests, few-shot context, results). The calibration columns (``calibration_columns``) and
+    the confidence parsers (``confidence.ptrue``, ``confidence.verbalized``) are their own modules.
+    """
 
     def __init__(self, config: dict | None = None) -> None:
         config = {key: value for key, value in (config or {}).items() if key != "class"}

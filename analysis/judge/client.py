@@ -72,7 +72,13 @@ def _content(response: dict) -> list[str]:
 
 
 class JudgeClient:
-    """Asks an OpenAI-compatible chat-completions server for the judge's verdicts (see the module)."""
+    """Asks an OpenAI-compatible chat-completions server for the judge's verdicts (see the module).
+
+    Why one class of about 165 lines: HTTP (``capcal_models.http_transport``), the cache
+    (``capcal_models.sample_cache``), credentials (``capcal_models.credentials``) and the prompts
+    (``analysis.judge.prompts``) live elsewhere. What stays is one client's state: its checked settings,
+    the served model, request identities and ``ask``.
+    """
 
     def __init__(
         self,
