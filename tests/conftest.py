@@ -60,12 +60,24 @@ def smollm2_path() -> Path:
     return prepare_model("smollm2").path
 
 
-@pytest.fixture(scope="session")
-def browser() -> ModuleType:
-    """tests/browser.py (headless Chromium checks), loaded by path: the test folders are not packages."""
-    spec = importlib.util.spec_from_file_location(
-        "capcal_tests_browser", Path(__file__).with_name("browser.py")
-    )
+def _load_helper(name: str, path: Path) -> ModuleType:
+    """A helper module of the tests, loaded by path: the test folders are not packages."""
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="session")
+def browser() -> ModuleType:
+    """tests/browser.py (headless Chromium checks)."""
+    return _load_helper("capcal_tests_browser", Path(__file__).with_name("browser.py"))
+
+
+@pytest.fixture(scope="session")
+def report_markdown() -> ModuleType:
+    """tests/analysis/report_markdown.py (the report's Markdown read back: sections, tables, the grid check,
+    the summary's ranking)."""
+    return _load_helper(
+        "capcal_tests_report_markdown", Path(__file__).parent / "analysis" / "report_markdown.py"
+    )

@@ -4,12 +4,10 @@ report tests on its output (both in tests/analysis/evaluation/test_demo.py, so t
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -56,15 +54,3 @@ def small_demo(tmp_path_factory, smollm2_path: Path) -> tuple[Path, str]:
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stderr[-4000:]
     return output, result.stdout
-
-
-@pytest.fixture(scope="session")
-def report_markdown() -> ModuleType:
-    """tests/analysis/report_markdown.py (the report's Markdown read back: sections, tables, the grid check),
-    loaded by path: the test folders are not packages."""
-    spec = importlib.util.spec_from_file_location(
-        "capcal_tests_report_markdown", Path(__file__).with_name("report_markdown.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

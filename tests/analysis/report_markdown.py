@@ -1,6 +1,6 @@
 """Reading the report's Markdown back in tests: its sections, its tables, and the check that every cell of
 the "Across models and tasks" grids is the cell of its (model, task) section. Loaded by path through the
-``report_markdown`` fixture (tests/analysis/conftest.py): the test folders are not packages."""
+``report_markdown`` fixture (tests/conftest.py): the test folders are not packages."""
 
 from __future__ import annotations
 
