@@ -16,6 +16,7 @@ completions are both the word Yes); several matching tokens are combined with lo
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +26,9 @@ __all__ = [
     "MISSING_LOGPROB",
     "PTrue",
     "TokenLogprobs",
+    "answer_loglikelihoods",
     "answer_logprob",
+    "answer_record",
     "chat_token_logprobs",
     "completion_token_logprobs",
     "first_answer_position",
@@ -140,3 +143,34 @@ def p_true_from_top_logprobs(top: dict[str, float] | None, yes: str = "Yes", no:
     logprob_yes, logprob_no = answer_logprob(top, yes), answer_logprob(top, no)
     parsed = logprob_yes > MISSING_LOGPROB or logprob_no > MISSING_LOGPROB
     return PTrue(logprob_yes, logprob_no, parsed)
+
+
+def answer_record(tokens: Sequence[TokenLogprobs], think_end_token: str | None = None) -> str:
+    """The top log-probabilities at the first answer token and the token chosen there, as the JSON string
+    that capcal-api caches: ``{"top": {token: logprob}, "token": chosen}``, or both null when the response has
+    no answer position (``first_answer_position``; a ``think_end_token`` is required to have been passed).
+    The chosen token is added to ``top`` when the server left it out."""
+    ends = (think_end_token, *DEFAULT_THINKING_ENDS) if think_end_token else DEFAULT_THINKING_ENDS
+    index = first_answer_position(tokens, ends, require_thinking_end=think_end_token is not None)
+    if index is None:
+        return json.dumps({"top": None, "token": None})
+    token = tokens[index]
+    top = dict(token.top)
+    top.setdefault(token.token, token.logprob)
+    return json.dumps({"top": top, "token": token.token}, ensure_ascii=False)
+
+
+def answer_loglikelihoods(record: str | None, words: Sequence[str]) -> list[tuple[float, bool]]:
+    """lm-eval's ``(log-likelihood, is_greedy)`` for each answer word, read from one ``answer_record``
+    (None: the request failed). The log-likelihood is ``answer_logprob`` (``MISSING_LOGPROB`` when the word is
+    not among the top tokens); ``is_greedy`` says whether the chosen token is the word (white space stripped).
+    """
+    answer = json.loads(record) if record is not None else {"top": None, "token": None}
+    top, chosen = answer.get("top"), answer.get("token")
+    return [
+        (
+            MISSING_LOGPROB if top is None else answer_logprob(top, word),
+            chosen is not None and chosen.strip() == word.strip(),
+        )
+        for word in words
+    ]

@@ -55,7 +55,6 @@ import logging
 import os
 import ssl
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 
 from lm_eval.api.instance import Instance
 from lm_eval.api.registry import register_model
@@ -64,13 +63,22 @@ from lm_eval.models.openai_completions import LocalChatCompletion, LocalCompleti
 from lm_eval.models.utils import postprocess_generated_text
 
 from capcal_models.answer_logprobs import (
-    DEFAULT_THINKING_ENDS,
     MISSING_LOGPROB,
-    answer_logprob,
+    TokenLogprobs,
+    answer_loglikelihoods,
+    answer_record,
     chat_token_logprobs,
     completion_token_logprobs,
-    first_answer_position,
 )
+from capcal_models.api_requests import (
+    RequestOrigin,
+    context_groups,
+    follow_up_jobs,
+    request_identity,
+    request_job,
+    sampling_jobs,
+)
+from capcal_models.api_stats import call_counts, call_summary, new_api_stats
 from capcal_models.credentials import EnvironmentKey, public_url, refuse_credentials
 from capcal_models.http_transport import (
     APIRequestsFailed,
@@ -82,7 +90,7 @@ from capcal_models.http_transport import (
     failure_report,
 )
 from capcal_models.sample_cache import open_sample_cache, request_key
-from capcal_models.sampling_plan import RepeatGroup, SamplingPlan, request_question_id, resolve_run_seed
+from capcal_models.sampling_plan import RepeatGroup, SamplingPlan, resolve_run_seed
 from capcal_tasks.settings import parse_bool
 
 __all__ = ["APIRequestsFailed", "CapcalChatAPI", "CapcalCompletionsAPI", "FailedRequest"]
@@ -93,20 +101,15 @@ LMEVAL_NONE_PLACEHOLDER = os.environ.get("LMEVAL_MODEL_NONE_ANSWER_PLACEHOLDER",
 API_DEFAULT_TEMPERATURE = 0.0  # lm-eval's API payloads send temperature 0 when a request sets none
 
 
-@dataclass(frozen=True)
-class _Origin:
-    """What a request samples for: its repeat group, run seed and sample cache key (a ``Job``'s tag)."""
-
-    group: RepeatGroup
-    run_seed: int
-    key: str
-
-
 class _CapcalAPIMixin:
-    """The lm-eval side of capcal-api: sampling plan, payloads, cache and first-token log-likelihoods.
+    """The lm-eval side of capcal-api: lm-eval's calls turned into requests, sent, cached and answered.
 
-    HTTP (concurrency, retries, the failure report) is ``capcal_models.http_transport``'s, the credential
-    policy ``capcal_models.credentials``'.
+    The concepts live in their own modules: which requests a call needs (``capcal_models.api_requests``), HTTP
+    (concurrency, retries, the failure report: ``capcal_models.http_transport``), the counters
+    (``capcal_models.api_stats``), the answer words' log-likelihoods at the first answer token
+    (``capcal_models.answer_logprobs``), the credential policy (``capcal_models.credentials``). What stays
+    here is lm-eval's interface (``generate_until``, ``loglikelihood``, ``get_model_info``) and the state
+    they share for one model object (the cache, the counters, ``supports_n``), so it is one class.
     """
 
     BACKEND = "capcal-api"
@@ -152,17 +155,7 @@ class _CapcalAPIMixin:
                 f"{self.BACKEND}: cache_commit_rows must be >= 1 and cache_commit_seconds > 0, not "
                 f"{cache_commit_rows} and {cache_commit_seconds}"
             )
-        self.stats: dict = {
-            "samples_needed": 0,  # samples the calls asked for (one per question when greedy)
-            "cached_samples_used": 0,  # of those, read from the sample cache
-            "requests_needed": 0,  # requests for the rest (after the cache)
-            "requests_sent": 0,  # HTTP attempts, retries included
-            "samples_received": 0,
-            "retries": 0,
-            "retries_by_cause": {},  # http_<status>, timeout, connection, invalid_response
-            "failed_requests": 0,  # still failing after max_retries
-            "missing_samples": 0,
-        }
+        self.stats: dict = new_api_stats()
         self.failures: list[FailedRequest] = []
 
     # --- credentials: read from the environment on use, never stored on the object -------------------------
@@ -188,22 +181,10 @@ class _CapcalAPIMixin:
     def _postprocess(self, text: str, until: list[str]) -> str:
         return postprocess_generated_text(text, until, self.think_end_token)
 
-    def _identity(self, group: RepeatGroup, payload: dict, run_seed: int, kind: str) -> dict:
-        request = {name: value for name, value in payload.items() if name not in ("seed", "n")}
-        return {
-            "kind": kind,
-            "endpoint": self.ENDPOINT,
-            "url": public_url(self.base_url),
-            "request": request,
-            "run_seed": run_seed,
-            "task": group.task,
-            "question_id": group.question_id,
-            "request_index": group.request_index,
-        }
-
-    def _job(self, origin: _Origin, payload: dict, repeats: list[int], parse) -> Job:
-        group = origin.group
-        return Job(payload, parse, repeats, group.task, group.question_id, origin)
+    def _key(self, group: RepeatGroup, payload: dict, run_seed: int, kind: str) -> str:
+        """The sample cache key of a request (``api_requests.request_identity``, hashed)."""
+        url = public_url(self.base_url)
+        return request_key(request_identity(self.ENDPOINT, url, group, payload, run_seed, kind))
 
     # --- generation ----------------------------------------------------------------------------------------
 
@@ -234,7 +215,7 @@ class _CapcalAPIMixin:
                         seed=0,
                         eos=self.eos_string if self.ENDPOINT == "completions" else None,
                     )
-                    key = request_key(self._identity(group, payload, setting.run_seed, "generate"))
+                    key = self._key(group, payload, setting.run_seed, "generate")
                     found, missing = setting.look_up(self.cache, key, group)
                     samples[key] = found
                     keys.append((setting, group, key))
@@ -242,14 +223,9 @@ class _CapcalAPIMixin:
                     self.stats["cached_samples_used"] += len(found)
                     if not missing:
                         continue
-                    origin = _Origin(group, setting.run_seed, key)
+                    origin = RequestOrigin(group, setting.run_seed, key)
                     # read per request: once a server returned fewer choices than n, _split turns n off
-                    batches = [missing] if self.supports_n and len(missing) > 1 else [[r] for r in missing]
-                    for repeats in batches:
-                        job_payload = dict(payload, seed=setting.seed(group, repeats[0]))
-                        if len(repeats) > 1:
-                            job_payload["n"] = len(repeats)
-                        yield self._job(origin, job_payload, repeats, self._parse_texts)
+                    yield from sampling_jobs(origin, payload, missing, self.supports_n, self._parse_texts)
 
         def received(job: Job, new: dict[int, str]) -> None:
             samples[job.tag.key].update(new)
@@ -273,45 +249,33 @@ class _CapcalAPIMixin:
         if not self.first_token_logprobs:
             return super().loglikelihood(requests, disable_tqdm=disable_tqdm)
         # one request per (question, context); each answer choice reads its word from the same position
-        by_context: dict[tuple, RepeatGroup] = {}
-        for position, request in enumerate(requests):
-            task, context = request.task_name or "", request.args[0]
-            group = by_context.get((task, request.doc_id, context))
-            if group is None:
-                group = RepeatGroup(task, request_question_id(request), 0, context, {})
-                by_context[(task, request.doc_id, context)] = group
-            group.positions.append(position)
-
+        groups = context_groups(requests)
         max_tokens = self.ptrue_max_tokens or (self._max_gen_toks if self.think_end_token else 1)
         before = copy.deepcopy(self.stats)
         plans, jobs = [], []
-        for group in by_context.values():
+        for group in groups:
             run_seed = resolve_run_seed(self.run_seed, None, self.BACKEND)
             payload = self._logprobs_payload(self._prompt(group.context, max_tokens), max_tokens)
             payload["seed"] = group.seed(run_seed, 0)
-            key = request_key(self._identity(group, payload, run_seed, "first_token_logprobs"))
+            key = self._key(group, payload, run_seed, "first_token_logprobs")
             cached = self.cache.get(key) if self.cache is not None else {}
             plans.append((key, group.positions, cached))
             self.stats["samples_needed"] += 1
             if 0 in cached:
                 self.stats["cached_samples_used"] += 1
             else:
-                origin = _Origin(group, run_seed, key)
-                jobs.append(self._job(origin, payload, [0], self._parse_answer_position))
+                origin = RequestOrigin(group, run_seed, key)
+                jobs.append(request_job(origin, payload, [0], self._parse_answer_position))
 
         summary = self._run(jobs, "first-token log-probabilities", disable_tqdm)
         found = {job.tag.key: job.samples[0] for job in jobs if 0 in job.samples}
         results: list[tuple[float, bool] | None] = [None] * len(requests)
         unparsed = 0
         for key, positions, cached in plans:
-            answer = json.loads(cached[0] if 0 in cached else found.get(key, '{"top": null}'))
-            top, chosen = answer.get("top"), answer.get("token")
-            pairs = []
-            for position in positions:
-                word = requests[position].args[1]
-                logprob = MISSING_LOGPROB if top is None else answer_logprob(top, word)
-                pairs.append((logprob, chosen is not None and chosen.strip() == word.strip()))
-                results[position] = pairs[-1]
+            record = cached[0] if 0 in cached else found.get(key)
+            pairs = answer_loglikelihoods(record, [requests[position].args[1] for position in positions])
+            for position, pair in zip(positions, pairs, strict=True):
+                results[position] = pair
             if all(logprob <= MISSING_LOGPROB for logprob, _ in pairs):
                 unparsed += 1
         if unparsed:
@@ -341,23 +305,13 @@ class _CapcalAPIMixin:
         """The payload fields that ask for the top log-probabilities (endpoint-specific)."""
         raise NotImplementedError
 
-    def _answer_tokens(self, choice: dict):
+    def _answer_tokens(self, choice: dict) -> list[TokenLogprobs]:
+        """The generated tokens of a choice with their top log-probabilities (endpoint-specific)."""
         raise NotImplementedError
 
     def _parse_answer_position(self, response: dict) -> list[str]:
-        """The top log-probabilities at the first answer token, as a JSON string (the cached value)."""
-        choice = response["choices"][0]
-        tokens = self._answer_tokens(choice)
-        ends = (
-            (self.think_end_token, *DEFAULT_THINKING_ENDS) if self.think_end_token else DEFAULT_THINKING_ENDS
-        )
-        index = first_answer_position(tokens, ends, require_thinking_end=self.think_end_token is not None)
-        if index is None:
-            return [json.dumps({"top": None, "token": None})]
-        token = tokens[index]
-        top = dict(token.top)
-        top.setdefault(token.token, token.logprob)
-        return [json.dumps({"top": top, "token": token.token}, ensure_ascii=False)]
+        """The first answer token's record (``answer_logprobs.answer_record``: the cached value)."""
+        return [answer_record(self._answer_tokens(response["choices"][0]), self.think_end_token)]
 
     # --- HTTP (capcal_models.http_transport), the cache, the failure report ---------------------------------
 
@@ -430,13 +384,7 @@ class _CapcalAPIMixin:
                 len(job.repeats),
             )
             self.supports_n = False
-        origin: _Origin = job.tag
-        follow_ups = []
-        for repeat in rest:
-            payload = {name: value for name, value in job.payload.items() if name != "n"}
-            payload["seed"] = origin.group.seed(origin.run_seed, repeat)
-            follow_ups.append(self._job(origin, payload, [repeat], job.parse))
-        return follow_ups
+        return follow_up_jobs(job, rest)
 
     def _finish(self, summary: RunSummary, what: str, before: dict) -> None:
         """Log the call's one-line summary; report the requests that still failed (raise, or log them with
@@ -445,28 +393,8 @@ class _CapcalAPIMixin:
         missing = sum(len(job.missing()) for job in failed)
         self.stats["failed_requests"] += len(failed)
         self.stats["missing_samples"] += missing
-        now = {name: value - before[name] for name, value in self.stats.items() if isinstance(value, int)}
-        by_cause = {
-            cause: count - before["retries_by_cause"].get(cause, 0)
-            for cause, count in sorted(self.stats["retries_by_cause"].items())
-            if count > before["retries_by_cause"].get(cause, 0)
-        }
-        causes = ", ".join(f"{cause} {count}" for cause, count in by_cause.items())
-        logger.info(
-            "%s %s: %d samples needed, %d from the cache; %d requests (%d HTTP attempts), %d samples "
-            "received; %d retries%s; %d requests failed (%d samples missing)",
-            self.BACKEND,
-            what,
-            now["samples_needed"],
-            now["cached_samples_used"],
-            now["requests_needed"],
-            now["requests_sent"],
-            now["samples_received"],
-            now["retries"],
-            f" ({causes})" if causes else "",
-            len(failed),
-            missing,
-        )
+        now, by_cause = call_counts(self.stats, before)
+        logger.info("%s", call_summary(self.BACKEND, what, now, by_cause))
         report, failures = failure_report(
             failed,
             name=self.BACKEND,
@@ -523,7 +451,7 @@ class CapcalCompletionsAPI(_CapcalAPIMixin, LocalCompletionsAPI):
     def _logprobs_fields(self) -> dict:
         return {"logprobs": self.top_logprobs}
 
-    def _answer_tokens(self, choice: dict):
+    def _answer_tokens(self, choice: dict) -> list[TokenLogprobs]:
         return completion_token_logprobs(choice)
 
 
@@ -558,5 +486,5 @@ class CapcalChatAPI(_CapcalAPIMixin, LocalChatCompletion):
     def _logprobs_fields(self) -> dict:
         return {"logprobs": True, "top_logprobs": self.top_logprobs}
 
-    def _answer_tokens(self, choice: dict):
+    def _answer_tokens(self, choice: dict) -> list[TokenLogprobs]:
         return chat_token_logprobs(choice)
