@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -18,6 +21,38 @@ os.environ.setdefault("DISABLE_MULTIPROC", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("CAPCAL_SHARED_DATA", REPO.parent / "shared" / "data")).resolve()
+SESSION_DIR = "CAPCAL_TEST_SESSION_DIR"  # the folder that every process of one test session shares
+
+
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The session's shared folder, made by the main process (xdist's controller, or pytest alone) before any
+    worker starts: the workers inherit its path through the environment."""
+    if not _is_xdist_worker(config):
+        os.environ[SESSION_DIR] = tempfile.mkdtemp(prefix="capcal-session-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """When the whole session has ended (every worker included): stop the shared vLLM server if a test started
+    it, and remove the shared folder."""
+    if _is_xdist_worker(config) or SESSION_DIR not in os.environ:
+        return
+    session_dir = Path(os.environ.pop(SESSION_DIR))
+    _vllm_env().stop_shared_vllm_server(session_dir)
+    shutil.rmtree(session_dir, ignore_errors=True)
+
+
+def _vllm_env() -> ModuleType:
+    """tests/capcal_models/vllm_env.py, imported as the tests there import it (that folder on sys.path)."""
+    folder = str(Path(__file__).parent / "capcal_models")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    import vllm_env
+
+    return vllm_env
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -58,6 +93,16 @@ def smollm2_path() -> Path:
     from capcal_models.prepare import prepare_model
 
     return prepare_model("smollm2").path
+
+
+@pytest.fixture(scope="session")
+def smollm2_server(smollm2_path: Path) -> str:
+    """The base URL (``http://127.0.0.1:PORT/v1``) of the session's one real ``vllm serve`` of SmolLM2
+    (served as "smollm2"), shared by every test and every xdist worker that asks for it: started by the first,
+    stopped when the session ends (``pytest_unconfigure``). Tests that count what reached the server put a
+    proxy of their own in front of it (tests/capcal_models/local_server.py): another worker may be using
+    it."""
+    return _vllm_env().shared_vllm_server(smollm2_path, Path(os.environ[SESSION_DIR]))
 
 
 def _load_helper(name: str, path: Path) -> ModuleType:

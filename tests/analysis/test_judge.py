@@ -439,24 +439,15 @@ def triviaqa_run(tmp_path_factory, smollm2_path: Path) -> Path:
     return output
 
 
-@pytest.fixture(scope="module")
-def judge_url(tmp_path_factory, smollm2_path: Path):
-    """One real ``vllm serve`` of SmolLM2 on 127.0.0.1 for this module (the judge)."""
-    from vllm_env import vllm_server
+@pytest.fixture
+def judge_url(smollm2_server: str):
+    """The session's real ``vllm serve`` of SmolLM2 (tests/conftest.py), behind a proxy of this test's own
+    (``FaultInjectingProxy``, injecting nothing) that counts the requests it passes on: other tests may be
+    using the server at the same time, so the server's own counters cannot tell this test's requests apart."""
+    from local_server import FaultInjectingProxy
 
-    with vllm_server(smollm2_path, tmp_path_factory.mktemp("vllm-judge")) as base_url:
-        yield base_url
-
-
-def _finished_requests(base_url: str) -> float:
-    """vLLM's own count of finished requests (its Prometheus /metrics)."""
-    import urllib.request
-
-    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/metrics", timeout=30) as response:
-        text = response.read().decode("utf-8")
-    counts = re.findall(r"^vllm:request_success_total\{[^}]*\} ([0-9.e+]+)$", text, flags=re.MULTILINE)
-    assert counts, "vLLM /metrics has no vllm:request_success_total"
-    return sum(float(count) for count in counts)
+    with FaultInjectingProxy(smollm2_server) as proxy:
+        yield proxy
 
 
 def _rescore_command(run: Path, base_url: str, output: Path, cache: Path) -> list[str]:
@@ -479,13 +470,14 @@ def test_rescore_with_the_judge_against_a_real_vllm_server(triviaqa_run, judge_u
 
     env = {**os.environ, KEY_ENV: SECRET, "OMP_NUM_THREADS": "1"}
     cache = tmp_path / "judge.sqlite"
-    before = _finished_requests(judge_url)
+    proxy = judge_url
     first = subprocess.run(
-        _rescore_command(triviaqa_run, judge_url, tmp_path / "rescored", cache),
+        _rescore_command(triviaqa_run, proxy.base_url, tmp_path / "rescored", cache),
         env=env, capture_output=True, text=True, timeout=1500,
     )  # fmt: skip
     assert first.returncode == 0, first.stderr[-4000:]
-    asked = _finished_requests(judge_url) - before
+    asked = len(proxy.forwarded)
+    assert sum(proxy.answered.values()) == asked  # every request answered (status 200) at its first attempt
     source = [
         json.loads(line) for line in next(triviaqa_run.rglob("samples_*.jsonl")).read_text().splitlines()
     ]
@@ -516,11 +508,11 @@ def test_rescore_with_the_judge_against_a_real_vllm_server(triviaqa_run, judge_u
 
     # resume: the same command again asks the server nothing (everything is in the cache)
     again = subprocess.run(
-        _rescore_command(triviaqa_run, judge_url, tmp_path / "again", cache),
+        _rescore_command(triviaqa_run, proxy.base_url, tmp_path / "again", cache),
         env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-4000:]
-    assert _finished_requests(judge_url) - before == asked
+    assert len(proxy.forwarded) == asked
     rerun = next((tmp_path / "again").rglob("samples_*.jsonl")).read_text()
     assert [json.loads(x)["correctness"] for x in rerun.splitlines()] == [
         json.loads(x)["correctness"] for x in samples_file.read_text().splitlines()

