@@ -340,6 +340,14 @@ class _Row:
 
 
 class _Sampler:
+    """The decoding loop of ``sample_continuations``: prefill a prompt, start its samples as rows, step every
+    row one token, drop the finished rows and refill the batch from the queue (continuous batching).
+
+    One class because its methods share one batch's state (the rows, the prompt stack, the shared prefix
+    cache) through every step; the concepts under it are already modules of their own (``kv_cache``: the
+    cache; ``packed_linear``: the row-count buckets; the sampling rule: ``sample_tokens``; stop sequences:
+    ``StopSequences``)."""
+
     def __init__(
         self,
         model,

@@ -46,7 +46,15 @@ from analysis.self_calibration.data import DEFAULT_LM_THRESHOLD, build_training_
 from analysis.self_calibration.fingerprint import REUSE_MODES, content_digest, run_step
 from analysis.self_calibration.train import TrainConfig, train_self_calibration
 
-__all__ = ["LoopResult", "LoopSettings", "model_path", "question_ids_of", "run_self_calibration_loop"]
+__all__ = [
+    "STEP_FOLDERS",
+    "LoopResult",
+    "LoopSettings",
+    "StepRunner",
+    "model_path",
+    "question_ids_of",
+    "run_self_calibration_loop",
+]
 
 
 @dataclass
@@ -133,6 +141,104 @@ def _tasks(task: str) -> tuple[str, str, str]:
     return train, checks[0][0], checks[1][0]
 
 
+STEP_FOLDERS = {  # step name -> its folder under the loop's output_dir
+    "sample train": "before/train_sample",
+    "check train": "before/train_selfcheck",
+    "sample eval": "before/eval_sample",
+    "check eval": "before/eval_selfcheck",
+    "data": "data",
+    "train": "train",
+    "resample eval": "after/eval_sample",
+    "recheck eval": "after/eval_selfcheck",
+    "compare": "compare",
+}
+
+
+@dataclass
+class StepRunner:
+    """Runs or reuses each step (``fingerprint.run_step`` with ``reuse``) and keeps what ``loop.json``
+    records of it: its seconds (about 0 when reused), its fingerprint's inputs and whether it ran."""
+
+    reuse: str = "auto"
+    on_step: Callable[[str, float], None] | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    reused: list[str] = field(default_factory=list)
+    fingerprints: dict[str, dict] = field(default_factory=dict)
+
+    def run(self, name: str, folder: Path, settings: dict, inputs: dict, action: Callable[[], Any]) -> None:
+        """Step ``name``: ``action()`` writes ``folder`` unless its fingerprint (``settings``, ``inputs``) is
+        unchanged and its output as it wrote it."""
+        started = time.monotonic()
+        ran = run_step(name, folder, settings, inputs, action, reuse=self.reuse)
+        if not ran:
+            self.reused.append(name)
+        self.seconds[name] = round(time.monotonic() - started, 1)
+        self.fingerprints[name] = {"inputs": inputs, "ran": ran}
+        if self.on_step is not None:
+            self.on_step(name, self.seconds[name])
+
+
+@dataclass(frozen=True)
+class _ModelSteps:
+    """The loop's lm-eval runs (``analysis.evaluation.evaluate``): sampling and self-checking, with the
+    settings every such run shares."""
+
+    settings: LoopSettings
+    train_task: str
+    metadata: dict
+
+    @property
+    def seeds(self) -> dict[str, int]:
+        return {key: self.settings.seed for key in ("random_seed", "numpy_random_seed", "torch_random_seed")}
+
+    @property
+    def common(self) -> dict:
+        """The settings in every model step's fingerprint."""
+        settings = self.settings
+        return {"seed": settings.seed, "data_dir": settings.data_dir, "batch_size": settings.batch_size,
+                "metadata": self.metadata}  # fmt: skip
+
+    def sampling(self, task: str, repeats: int) -> dict:
+        """A sampling step's settings (its fingerprint and its run): the training split at
+        ``train_temperature``, the held-out questions at the task's own."""
+        settings = self.settings
+        docs = settings.train_docs if task == self.train_task else settings.eval_docs
+        gen_kwargs: dict[str, Any] = {"max_gen_toks": settings.max_gen_toks}
+        if task == self.train_task and settings.train_temperature is not None:
+            gen_kwargs["temperature"] = settings.train_temperature
+        return {"task": task, "engine": settings.sampler, "repeats": repeats, "limit": settings.limit,
+                "docs": docs, "gen_kwargs": gen_kwargs, **self.common}  # fmt: skip
+
+    def sample(self, model: Path, config: dict, folder: Path) -> None:
+        """Sample ``config`` (``sampling``) from ``model`` into ``folder``."""
+        from analysis.evaluation import evaluate
+
+        settings = self.settings
+        subset = {"samples": {config["task"]: list(config["docs"])}} if config["docs"] is not None else {}
+        arguments = {"pretrained": str(model)}
+        if settings.sampler == "capcal-hf":
+            arguments["sample_cache"] = settings.sample_cache
+        evaluate(
+            settings.sampler, [config["task"]], model_args=arguments, repeats=config["repeats"],
+            metadata=self.metadata, output_path=folder, log_samples=True, limit=settings.limit,
+            data_dir=settings.data_dir, apply_chat_template=_has_chat_template(model),
+            batch_size=settings.batch_size, gen_kwargs=config["gen_kwargs"],
+            fewshot_random_seed=settings.seed, **self.seeds, **subset,
+        )  # fmt: skip
+
+    def check(self, model: Path, task: str, samples: Path, folder: Path) -> None:
+        """``model``'s self-check task ``task`` on the responses of ``samples``, into ``folder``."""
+        from analysis.evaluation import evaluate
+
+        settings = self.settings
+        evaluate(
+            settings.checker, [task], model_args={"pretrained": str(model)},
+            metadata={**self.metadata, "samples_file": str(samples)}, output_path=folder, log_samples=True,
+            data_dir=settings.data_dir, apply_chat_template=_has_chat_template(model),
+            batch_size=settings.batch_size, fewshot_random_seed=settings.seed, **self.seeds,
+        )  # fmt: skip
+
+
 def run_self_calibration_loop(
     output_dir: str | Path,
     settings: LoopSettings | None = None,
@@ -142,7 +248,6 @@ def run_self_calibration_loop(
 ) -> LoopResult:
     """Run (or finish) the loop of the module docstring; returns the comparison and the step times.
     ``StaleStepError`` (``settings.reuse == "strict"``) names the first stale step."""
-    from analysis.evaluation import evaluate
     from capcal_models.model_identity import checkpoint_fingerprint
 
     settings = settings or LoopSettings()
@@ -156,86 +261,37 @@ def run_self_calibration_loop(
         metadata["arithmetic_per_level"] = settings.per_level
     if settings.train_per_level is not None:
         metadata["arithmetic_train_per_level"] = settings.train_per_level
-    seconds: dict[str, float] = {}
-    reused: list[str] = []
-    fingerprints: dict[str, dict] = {}
-    seeds = {key: settings.seed for key in ("random_seed", "numpy_random_seed", "torch_random_seed")}
-    common = {"seed": settings.seed, "data_dir": settings.data_dir, "batch_size": settings.batch_size,
-              "metadata": metadata}  # fmt: skip
-
-    def step(name: str, folder: Path, step_settings: dict, inputs: dict, action: Callable[[], Any]) -> None:
-        started = time.monotonic()
-        ran = run_step(name, folder, step_settings, inputs, action, reuse=settings.reuse)
-        if not ran:
-            reused.append(name)
-        seconds[name] = round(time.monotonic() - started, 1)
-        fingerprints[name] = {"inputs": inputs, "ran": ran}
-        if on_step is not None:
-            on_step(name, seconds[name])
-
-    def sampling(task: str, repeats: int) -> dict:
-        docs = settings.train_docs if task == train_task else settings.eval_docs
-        gen_kwargs: dict[str, Any] = {"max_gen_toks": settings.max_gen_toks}
-        if task == train_task and settings.train_temperature is not None:
-            gen_kwargs["temperature"] = settings.train_temperature
-        return {"task": task, "engine": settings.sampler, "repeats": repeats, "limit": settings.limit,
-                "docs": docs, "gen_kwargs": gen_kwargs, **common}  # fmt: skip
-
-    def sample(model_path: Path, config: dict, folder: Path) -> None:
-        subset = {"samples": {config["task"]: list(config["docs"])}} if config["docs"] is not None else {}
-        arguments = {"pretrained": str(model_path)}
-        if settings.sampler == "capcal-hf":
-            arguments["sample_cache"] = settings.sample_cache
-        evaluate(
-            settings.sampler, [config["task"]], model_args=arguments, repeats=config["repeats"],
-            metadata=metadata, output_path=folder, log_samples=True, limit=settings.limit,
-            data_dir=settings.data_dir, apply_chat_template=_has_chat_template(model_path),
-            batch_size=settings.batch_size, gen_kwargs=config["gen_kwargs"],
-            fewshot_random_seed=settings.seed, **seeds, **subset,
-        )  # fmt: skip
-
-    def check(model_path: Path, task: str, samples: Path, folder: Path) -> None:
-        evaluate(
-            settings.checker, [task], model_args={"pretrained": str(model_path)},
-            metadata={**metadata, "samples_file": str(samples)}, output_path=folder, log_samples=True,
-            data_dir=settings.data_dir, apply_chat_template=_has_chat_template(model_path),
-            batch_size=settings.batch_size, fewshot_random_seed=settings.seed, **seeds,
-        )  # fmt: skip
-
-    before, after = output_dir / "before", output_dir / "after"
-    folders = {
-        "sample train": before / "train_sample",
-        "check train": before / "train_selfcheck",
-        "sample eval": before / "eval_sample",
-        "check eval": before / "eval_selfcheck",
-        "data": output_dir / "data",
-        "train": output_dir / "train",
-        "resample eval": after / "eval_sample",
-        "recheck eval": after / "eval_selfcheck",
-        "compare": output_dir / "compare",
-    }
-    base_id = checkpoint_fingerprint(base)
-    checking = {"engine": settings.checker, **common}
+    runs = _ModelSteps(settings, train_task, metadata)
+    steps = StepRunner(settings.reuse, on_step)
+    folders = {name: output_dir / folder for name, folder in STEP_FOLDERS.items()}
 
     def sample_step(name: str, model: Path, model_id: str, task: str, repeats: int) -> None:
-        config = sampling(task, repeats)
-        step(name, folders[name], config, {"model": model_id}, lambda: sample(model, config, folders[name]))
+        config = runs.sampling(task, repeats)
+        steps.run(
+            name,
+            folders[name],
+            config,
+            {"model": model_id},
+            lambda: runs.sample(model, config, folders[name]),
+        )
 
     def check_step(name: str, model: Path, model_id: str, task: str, sampled: str, sampled_task: str) -> None:
         inputs = {"model": model_id, "sampled run": content_digest(folders[sampled])}
+        config = {"task": task, "engine": settings.checker, **runs.common}
 
         def action() -> None:
-            check(model, task, _samples_file(folders[sampled], sampled_task), folders[name])
+            runs.check(model, task, _samples_file(folders[sampled], sampled_task), folders[name])
 
-        step(name, folders[name], {"task": task, **checking}, inputs, action)
+        steps.run(name, folders[name], config, inputs, action)
 
+    base_id = checkpoint_fingerprint(base)
     sample_step("sample train", base, base_id, train_task, settings.train_repeats)
     check_step("check train", base, base_id, train_check, "sample train", train_task)
     sample_step("sample eval", base, base_id, settings.task, settings.repeats)
     check_step("check eval", base, base_id, eval_check, "sample eval", settings.task)
     eval_ids = question_ids_of(_samples_file(folders["sample eval"], settings.task))
     data_dir, train_dir = folders["data"], folders["train"]
-    step(
+    steps.run(
         "data", data_dir, {"confidence": settings.confidence, "lm_threshold": settings.lm_threshold},
         {name: content_digest(folders[name]) for name in ("sample train", "check train", "sample eval")},
         lambda: build_training_data(
@@ -243,7 +299,7 @@ def run_self_calibration_loop(
             lm_threshold=settings.lm_threshold, exclude_question_ids=eval_ids,
         ),
     )  # fmt: skip
-    step(
+    steps.run(
         "train", train_dir, asdict(train_config), {"data": content_digest(data_dir), "base model": base_id},
         lambda: train_self_calibration(data_dir, base, train_dir, train_config),
     )  # fmt: skip
@@ -268,7 +324,8 @@ def run_self_calibration_loop(
             folders["compare"], training_data=data_dir, training=training_record, **options,
         )  # fmt: skip
 
-    step("compare", folders["compare"], {**options, "training": training_record}, comparison_inputs, compare)
+    compare_settings = {**options, "training": training_record}
+    steps.run("compare", folders["compare"], compare_settings, comparison_inputs, compare)
     comparison = result.get("comparison") or read_comparison(folders["compare"])
     record = {
         "settings": asdict(settings),
@@ -277,13 +334,13 @@ def run_self_calibration_loop(
         "base_model_identity": base_id,
         "trained_model_identity": merged_id,
         "training": training_record,  # what compare_checked_runs(training=...) lists in the report
-        "step_seconds": seconds,
-        "reused_steps": reused,
-        "steps": fingerprints,
+        "step_seconds": steps.seconds,
+        "reused_steps": steps.reused,
+        "steps": steps.fingerprints,
         "training_tuples": len(read_training_data(data_dir)),
     }
     (output_dir / "loop.json").write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
-    return LoopResult(output_dir, comparison, seconds, reused)
+    return LoopResult(output_dir, comparison, steps.seconds, steps.reused)
 
 
 def question_ids_of(samples: str | Path) -> list[str]:

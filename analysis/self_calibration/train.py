@@ -58,6 +58,7 @@ from analysis.self_calibration.data import SelfCalibrationDataError, read_traini
 
 __all__ = [
     "METHOD_SCHEDULE",
+    "EpochPlan",
     "TrainConfig",
     "TrainResult",
     "balanced_indices",
@@ -65,6 +66,7 @@ __all__ = [
     "draw_examples",
     "encode_tuples",
     "method_lr_factor",
+    "plan_epoch",
     "selfcal_loss",
     "split_validation",
     "target_buckets",
@@ -459,6 +461,76 @@ def mean_loss(
     return out
 
 
+@dataclass(frozen=True)
+class EpochPlan:
+    """One epoch's examples and the schedule's length: ``drawn`` (kind -> indices into the tuples, from
+    ``draw_examples``), ``epoch`` (the shuffled examples, cut to whole optimisation steps unless
+    ``max_steps`` is set), ``dropped`` (how many the cut left out) and ``schedule_micro_batches`` (the
+    method's cosine length in micro-batches; None with another ``lr_scheduler_type``)."""
+
+    drawn: dict[str, list[int]]
+    epoch: list[dict]
+    dropped: int
+    schedule_micro_batches: int | None
+
+
+def plan_epoch(examples: Sequence[dict], training: Sequence[int], config: TrainConfig) -> EpochPlan:
+    """Draw the epoch's examples from the ``training`` tuples (``draw_examples``) and count its schedule.
+
+    Raises ``SelfCalibrationDataError`` when fewer examples are drawn than one optimisation step takes."""
+    drawn_local = draw_examples(
+        [examples[i]["target"] for i in training], [examples[i]["lm"] is not None for i in training], config
+    )
+    drawn = {kind: [training[i] for i in indices] for kind, indices in drawn_local.items()}
+    epoch = _epoch_examples(examples, drawn, config.seed)
+    window = config.train_batch_size * config.gradient_accumulation_steps
+    micro_batches = math.ceil(len(epoch) / config.train_batch_size)  # the method's len(dataloader)
+    kept = len(epoch) - len(epoch) % window if config.max_steps <= 0 else len(epoch)
+    if kept == 0:
+        raise SelfCalibrationDataError(
+            f"{len(epoch)} examples drawn, fewer than one optimisation step ({config.train_batch_size} x "
+            f"{config.gradient_accumulation_steps}); raise examples_per_epoch or lower the batch"
+        )
+    total_micro = None
+    if config.lr_scheduler_type == METHOD_SCHEDULE:
+        steps = config.max_steps if config.max_steps > 0 else None
+        total_micro = (
+            steps * config.gradient_accumulation_steps if steps else math.ceil(config.epochs * micro_batches)
+        )
+    return EpochPlan(drawn, epoch[:kept], len(epoch) - kept, total_micro)
+
+
+def _training_arguments(config: TrainConfig, checkpoints: Path, method_schedule: bool) -> Any:
+    """transformers' ``TrainingArguments`` of ``config``; the method's cosine is the trainer's own (counted
+    in micro-batches), so ``Trainer``'s scheduler stays constant then."""
+    import torch
+    from transformers import TrainingArguments
+
+    return TrainingArguments(
+        output_dir=str(checkpoints),
+        per_device_train_batch_size=config.train_batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        learning_rate=config.learning_rate,
+        lr_scheduler_type="constant" if method_schedule else config.lr_scheduler_type,
+        warmup_steps=config.warmup_steps,
+        weight_decay=config.weight_decay,
+        max_grad_norm=config.max_grad_norm,
+        num_train_epochs=config.epochs,
+        max_steps=config.max_steps,
+        logging_steps=config.logging_steps,
+        save_strategy="steps",
+        save_steps=config.save_steps,
+        save_total_limit=config.save_total_limit,
+        seed=config.seed,
+        data_seed=config.seed,
+        optim="adamw_torch",
+        report_to=[],
+        remove_unused_columns=False,
+        use_cpu=not torch.cuda.is_available(),
+        dataloader_num_workers=0,
+    )
+
+
 def train_self_calibration(
     data: str | Path,
     base_model: str | Path,
@@ -479,7 +551,7 @@ def train_self_calibration(
     """
     import torch
     from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainingArguments, set_seed
+    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
     from transformers.trainer_utils import get_last_checkpoint
 
     config = config or TrainConfig()
@@ -491,27 +563,8 @@ def train_self_calibration(
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     examples = encode_tuples(tuples, tokenizer, config.max_length)
     training, validation = split_validation(tuples, config.validation_fraction, config.seed)
-    drawn_local = draw_examples(
-        [examples[i]["target"] for i in training], [examples[i]["lm"] is not None for i in training], config
-    )
-    drawn = {kind: [training[i] for i in indices] for kind, indices in drawn_local.items()}
-    epoch = _epoch_examples(examples, drawn, config.seed)
-    window = config.train_batch_size * config.gradient_accumulation_steps
-    micro_batches = math.ceil(len(epoch) / config.train_batch_size)  # the method's len(dataloader)
-    kept = len(epoch) - len(epoch) % window if config.max_steps <= 0 else len(epoch)
-    if kept == 0:
-        raise SelfCalibrationDataError(
-            f"{len(epoch)} examples drawn, fewer than one optimisation step ({config.train_batch_size} x "
-            f"{config.gradient_accumulation_steps}); raise examples_per_epoch or lower the batch"
-        )
-    dropped, epoch = len(epoch) - kept, epoch[:kept]
-    if config.lr_scheduler_type == METHOD_SCHEDULE:
-        steps = config.max_steps if config.max_steps > 0 else None
-        total_micro = (
-            steps * config.gradient_accumulation_steps if steps else math.ceil(config.epochs * micro_batches)
-        )
-    else:
-        total_micro = None
+    plan = plan_epoch(examples, training, config)
+    drawn, epoch = plan.drawn, plan.epoch
     model = AutoModelForCausalLM.from_pretrained(str(base_model), dtype=torch.float32)
     base_dtype = getattr(model.config, "dtype", None) or torch.float32
     lora = LoraConfig(
@@ -528,28 +581,8 @@ def train_self_calibration(
     before = mean_loss(model, probe_examples, pad_id, config) if evaluate_loss else None
     validation_before = mean_loss(model, validation_examples, pad_id, config) if evaluate_loss else None
     checkpoints = output_dir / "checkpoints"
-    arguments = TrainingArguments(
-        output_dir=str(checkpoints),
-        per_device_train_batch_size=config.train_batch_size,
-        gradient_accumulation_steps=config.gradient_accumulation_steps,
-        learning_rate=config.learning_rate,
-        lr_scheduler_type="constant" if total_micro else config.lr_scheduler_type,
-        warmup_steps=config.warmup_steps,
-        weight_decay=config.weight_decay,
-        max_grad_norm=config.max_grad_norm,
-        num_train_epochs=config.epochs,
-        max_steps=config.max_steps,
-        logging_steps=config.logging_steps,
-        save_strategy="steps",
-        save_steps=config.save_steps,
-        save_total_limit=config.save_total_limit,
-        seed=config.seed,
-        data_seed=config.seed,
-        optim="adamw_torch",
-        report_to=[],
-        remove_unused_columns=False,
-        use_cpu=not torch.cuda.is_available(),
-        dataloader_num_workers=0,
+    arguments = _training_arguments(
+        config, checkpoints, method_schedule=plan.schedule_micro_batches is not None
     )
     trainer = _trainer_class()(
         model=model,
@@ -559,7 +592,7 @@ def train_self_calibration(
         callbacks=list(callbacks),
         beta=config.smooth_l1_beta,
         lm_weight=config.lm_weight,
-        micro_batches=total_micro,
+        micro_batches=plan.schedule_micro_batches,
     )
     last = get_last_checkpoint(str(checkpoints)) if resume and checkpoints.is_dir() else None
     started = time.monotonic()
@@ -590,8 +623,8 @@ def train_self_calibration(
         "confidence_examples_mean_target": float(np.mean(confidence_targets)) if confidence_targets else None,
         "lm_examples": len(drawn["lm"]),
         "examples_per_epoch": len(epoch),
-        "examples_dropped_at_epoch_end": dropped,
-        "schedule_micro_batches": total_micro,
+        "examples_dropped_at_epoch_end": plan.dropped,
+        "schedule_micro_batches": plan.schedule_micro_batches,
         "config": asdict(config),
         "resumed_from": last,
         "global_step": trainer.state.global_step,

@@ -150,6 +150,39 @@ def test_method_schedule_is_a_cosine_over_micro_batches():
     assert method_lr_factor(320, 640) == pytest.approx(0.5) and method_lr_factor(640, 640) == pytest.approx(0)
 
 
+def _synthetic_examples(n: int, lm_every: int) -> list[dict]:
+    """Encoded tuples without a tokenizer: target i/n, a causal-LM part on every ``lm_every``-th."""
+    lm = {"input_ids": [1, 2, 3], "labels": [-100, 2, 3]}
+    return [
+        {"input_ids": [1, 2], "target": i / n, "yes_id": 5, "lm": lm if i % lm_every == 0 else None}
+        for i in range(n)
+    ]
+
+
+def test_an_epoch_is_cut_to_whole_optimisation_steps_and_its_cosine_counts_micro_batches():
+    from analysis.self_calibration.data import SelfCalibrationDataError
+    from analysis.self_calibration.train import METHOD_SCHEDULE, plan_epoch
+
+    examples = _synthetic_examples(200, lm_every=3)
+    training = list(range(0, 200, 2))  # every other tuple; the rest would be the validation questions
+    config = TrainConfig(train_batch_size=2, gradient_accumulation_steps=4, examples_per_epoch=400, seed=1)
+    plan = plan_epoch(examples, training, config)
+    drawn = plan.drawn["confidence"] + plan.drawn["lm"]
+    assert set(drawn) <= set(training)  # only training tuples are drawn
+    assert plan.drawn["confidence"] and plan.drawn["lm"] and not plan.epoch[0]["lm"]
+    assert len(plan.epoch) % 8 == 0 and plan.dropped < 8  # whole windows of 2 x 4 examples
+    assert len(plan.epoch) + plan.dropped == len(drawn)
+    micro = -(-(len(plan.epoch) + plan.dropped) // 2)  # the method's len(dataloader), before the cut
+    assert config.lr_scheduler_type == METHOD_SCHEDULE and plan.schedule_micro_batches == micro
+    # max_steps fixes the schedule (steps x accumulation) and keeps the whole epoch
+    steps = plan_epoch(examples, training, TrainConfig(**{**vars(config), "max_steps": 3}))
+    assert steps.schedule_micro_batches == 12 and steps.dropped == 0
+    other = plan_epoch(examples, training, TrainConfig(**{**vars(config), "lr_scheduler_type": "linear"}))
+    assert other.schedule_micro_batches is None and other.epoch == plan.epoch
+    with pytest.raises(SelfCalibrationDataError, match="fewer than one optimisation step"):
+        plan_epoch(examples, training[:3], TrainConfig(**{**vars(config), "examples_per_epoch": 4}))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("accumulation", "max_grad_norm"), [(1, 0.0), (4, 0.0), (4, 1.0)])
 def test_backward_gets_the_mean_over_the_accumulation_window(
