@@ -12,6 +12,11 @@ judge). With ``n`` responses labelled 0/1 by rater a (rows) and rater b (columns
 kappa is 1 for perfect agreement and 0 for chance-level agreement; it is 0/0, undefined, when ``p_e = 1``
 (both raters give one and the same label to every response) or there are no responses: NaN with an
 :class:`~capcal_metrics.UndefinedMetricWarning` (scikit-learn's ``cohen_kappa_score`` also gives NaN there).
+
+The k responses of one question are not independent (they often share an extracted answer, and so a
+verdict), so an interval for kappa resamples questions, not responses: :func:`pooled_kappa` is kappa of the
+summed per-question counts, the statistic that ``capcal_metrics.bootstrap_ci(pooled_kappa, counts)``
+resamples by question (a cluster bootstrap; Field & Welsh 2007, "Bootstrapping clustered data").
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from numpy.typing import ArrayLike
 
 from .validation import check_binary_labels, check_same_length, check_whole_numbers, undefined_metric
 
-__all__ = ["cohens_kappa", "confusion_counts", "kappa_from_counts"]
+__all__ = ["cohens_kappa", "confusion_counts", "kappa_from_counts", "pooled_kappa"]
 
 
 def confusion_counts(labels_a: ArrayLike, labels_b: ArrayLike) -> np.ndarray:
@@ -50,3 +55,14 @@ def kappa_from_counts(counts: ArrayLike) -> float:
 def cohens_kappa(labels_a: ArrayLike, labels_b: ArrayLike) -> float:
     """Cohen's kappa of two 0/1 labelings of the same responses (see the module docstring)."""
     return kappa_from_counts(confusion_counts(labels_a, labels_b))
+
+
+def pooled_kappa(question_counts: ArrayLike) -> float:
+    """Cohen's kappa of the counts of N questions pooled: ``question_counts`` has shape (N, 2, 2) (question
+    i's confusion counts) or (N, 4) (the same, flattened row by row); kappa of their sum over questions."""
+    counts = check_whole_numbers(question_counts, "question_counts", ndim=None)
+    if counts.ndim == 2 and counts.shape[1] == 4:
+        counts = counts.reshape(-1, 2, 2)
+    if counts.ndim != 3 or counts.shape[1:] != (2, 2):
+        raise ValueError(f"question_counts must have shape (N, 2, 2) or (N, 4), got {counts.shape}")
+    return kappa_from_counts(counts.sum(axis=0))

@@ -36,6 +36,8 @@ from analysis.judge.prompts import (
 )
 from analysis.judge.verdicts import parse_verdict
 from analysis.report.sections import judge_agreement_section
+from capcal_metrics.agreement import pooled_kappa
+from capcal_metrics.bootstrap import bootstrap_ci
 from capcal_models.http_transport import APIRequestsFailed
 from capcal_tasks.checkers import CheckItem
 
@@ -339,7 +341,14 @@ def test_agreement_counts_kappa_and_grades(tmp_path) -> None:
     assert agreement.source == "run 1 (/runs/source/samples_capcal_triviaqa_1.jsonl)"
     section = judge_agreement_section(agreement, "/models/SmolLM2-135M-Instruct")
     assert section.title == "Judge vs rule agreement · SmolLM2-135M-Instruct · capcal_triviaqa"
-    assert section.facts["Cohen's kappa"] == f"{agreement.kappa:.3f}"
+    # the interval resamples questions: each question's counts, as capcal_metrics.bootstrap_ci resamples them
+    assert agreement.question_confusions.tolist() == [[[1, 0], [0, 2]], [[1, 1], [0, 0]], [[1, 0], [1, 0]]]
+    counts = agreement.question_confusions.reshape(3, 4)
+    expected = bootstrap_ci(pooled_kappa, counts, n_resamples=1000, seed=0)
+    assert agreement.kappa_interval() == expected and expected.low < agreement.kappa < expected.high
+    assert section.facts["Cohen's kappa"] == (
+        f"{agreement.kappa:.3f} [{expected.low:.3f}, {expected.high:.3f}] (95% bootstrap over questions)"
+    )
     assert section.facts["unparseable verdicts"] == 1
     confusion = section.tables[0][1]
     assert confusion.iloc[:, 1:].to_numpy().tolist() == [[2, 1, 3], [1, 3, 4], [3, 4, 7]]

@@ -1,4 +1,5 @@
-"""Confusion counts and Cohen's kappa of two 0/1 labelings, against scikit-learn."""
+"""Confusion counts and Cohen's kappa of two 0/1 labelings, against scikit-learn; the coverage of the
+question-level bootstrap interval of pooled kappa, by simulation."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
-from capcal_metrics.agreement import cohens_kappa, confusion_counts, kappa_from_counts
+from capcal_metrics.agreement import cohens_kappa, confusion_counts, kappa_from_counts, pooled_kappa
+from capcal_metrics.bootstrap import bootstrap_ci
 from capcal_metrics.validation import UndefinedMetricWarning
 
 
@@ -58,3 +60,52 @@ def test_counts_must_be_square_whole_numbers() -> None:
         kappa_from_counts([[1.5, 2], [3, 4]])
     with pytest.raises(ValueError, match=">= 0"):
         kappa_from_counts([[-1, 2], [3, 4]])
+
+
+def test_pooled_kappa_is_kappa_of_the_summed_counts() -> None:
+    rng = np.random.default_rng(5)
+    a, b = rng.integers(0, 2, size=(12, 4)), rng.integers(0, 2, size=(12, 4))
+    per_question = np.stack([confusion_counts(x, y) for x, y in zip(a, b, strict=True)])
+    assert pooled_kappa(per_question) == pytest.approx(cohens_kappa(a.ravel(), b.ravel()), abs=1e-12)
+    assert pooled_kappa(per_question.reshape(12, 4)) == pooled_kappa(per_question)
+    with pytest.raises(ValueError, match=r"shape \(N, 2, 2\) or \(N, 4\)"):
+        pooled_kappa(np.ones((3, 3), dtype=int))
+
+
+def _judged_questions(rng: np.random.Generator, n: int, k: int = 4) -> np.ndarray:
+    """(n, 2, 2) counts of k responses per question judged by a rule (10% errors) and a judge (20%), where the
+    responses of a question give one of 2 answers and share that answer's verdicts (as a judge sees only the
+    extracted answer): the labels within a question are correlated."""
+    p = rng.beta(0.6, 0.9, size=n)
+    truth = rng.random((n, 2)) < p[:, None]
+    rule = truth ^ (rng.random((n, 2)) < 0.1)
+    judge = truth ^ (rng.random((n, 2)) < 0.2)
+    pick = rng.integers(0, 2, size=(n, k))
+    r, j = np.take_along_axis(rule, pick, 1), np.take_along_axis(judge, pick, 1)
+    counts = np.zeros((n, 2, 2), dtype=np.int64)
+    for x in (0, 1):
+        for y in (0, 1):
+            counts[:, x, y] = ((r == x) & (j == y)).sum(axis=1)
+    return counts
+
+
+@pytest.mark.parametrize("questions", [30, 100])
+def test_the_question_bootstrap_interval_of_pooled_kappa_covers(questions: int) -> None:
+    """300 simulated runs (seeded), 500 resamples each: the 95% percentile interval that resamples questions
+    covers the population kappa (pooled over 400,000 questions) in >= 88% of runs (nominal 95%; Monte-Carlo
+    SE 1.3 points; measured 0.91 at N = 30 and 0.93 at N = 100). Resampling responses as if independent
+    covers far less (0.74-0.77 measured): the clustering is real, so the report's interval resamples
+    questions."""
+    rng = np.random.default_rng(1)
+    population = pooled_kappa(_judged_questions(rng, 400_000))
+    covered = covered_by_responses = 0
+    runs = 300
+    for run in range(runs):
+        counts = _judged_questions(rng, questions).reshape(questions, 4)
+        interval = bootstrap_ci(pooled_kappa, counts, n_resamples=500, seed=run)
+        covered += interval.low <= population <= interval.high
+        responses = np.repeat(np.eye(4, dtype=np.int64), counts.sum(axis=0), axis=0)
+        naive = bootstrap_ci(pooled_kappa, responses, n_resamples=500, seed=run)
+        covered_by_responses += naive.low <= population <= naive.high
+    assert covered / runs >= 0.88
+    assert covered_by_responses / runs < 0.85
