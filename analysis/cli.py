@@ -667,7 +667,9 @@ def build_parser(selfcal_actions: bool = True) -> argparse.ArgumentParser:
     demo.add_argument("--output_dir", default="capcal_demo")
     demo.add_argument("--task", default="capcal_arithmetic", help="sampling task (default capcal_arithmetic)")
     demo.add_argument("--model", default="smollm2", help="the model to calibrate (default smollm2)")
-    demo.add_argument("--strong_model", default="gemma3-270m", help="routing target, or 'none'")
+    demo.add_argument(
+        "--strong_model", default="qwen2.5-coder-0.5b", help="the second model (routing target), or 'none'"
+    )
     demo.add_argument("--repeats", type=int, default=16, help="samples per question k (default 16)")
     demo.add_argument("--train_repeats", type=int, default=8, help="samples per training question")
     demo.add_argument("--strong_repeats", type=int, default=8, help="samples per question, second model")

@@ -43,8 +43,8 @@ def tiny_run(tmp_path_factory, smollm2_path: Path) -> tuple[Path, dict]:
 
 @pytest.fixture(scope="session")
 def small_demo(tmp_path_factory, smollm2_path: Path) -> tuple[Path, str]:
-    """``capcal demo`` at a small size (10 arithmetic questions, k 6; 20 training questions; Gemma k 4):
-    (output folder, the command's stdout)."""
+    """``capcal demo`` at a small size (10 arithmetic questions, k 6; 20 training questions; the second model
+    k 4): (output folder, the command's stdout)."""
     output = tmp_path_factory.mktemp("demo")
     command = [sys.executable, "-m", "analysis.cli", "demo", "--output_dir", str(output)]
     command += ["--per_level", "2", "--train_per_level", "4", "--resamples", "100"]

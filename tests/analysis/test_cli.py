@@ -239,6 +239,12 @@ def test_models_prepare_names_every_model_capcal_can_prepare(capsys):
     assert all(name in usage for name in MODELS), usage
 
 
+def test_the_demos_second_model_is_the_same_from_the_cli_and_the_library():
+    from analysis.evaluation.demo import DEFAULT_STRONG_MODEL
+
+    assert build_parser().parse_args(["demo"]).strong_model == DEFAULT_STRONG_MODEL
+
+
 def test_eval_flags_become_one_evaluate_call():
     args = build_parser().parse_args(
         ["eval", "--model", "capcal-hf", "-a", "pretrained=/m,seed=3", "batch_size=8", "--tasks", "a,b", "c"]
