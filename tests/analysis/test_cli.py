@@ -239,6 +239,20 @@ def test_models_prepare_names_every_model_capcal_can_prepare(capsys):
     assert all(name in usage for name in MODELS), usage
 
 
+def test_models_list_names_every_model_in_aligned_columns(capsys):
+    from analysis.cli import main
+    from capcal_models.prepare import MODELS
+
+    assert main(["models", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    names = [line.split()[0] for line in lines[::2]]
+    assert names == list(MODELS)
+    pairs = zip(lines[::2], names, strict=True)
+    columns = {len(line) - len(line[len(name) :].lstrip()) for line, name in pairs}
+    columns |= {len(line) - len(line.lstrip()) for line in lines[1::2]}
+    assert len(columns) == 1  # every path and description starts in the same column
+
+
 def test_the_demos_second_model_is_the_same_from_the_cli_and_the_library():
     from analysis.evaluation.demo import DEFAULT_STRONG_MODEL
 
