@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -71,8 +72,9 @@ def judge_server(model: str, scratch: Path) -> Iterator[str]:
                "--served-model-name", model, "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
                "--dtype", "float32", "--max-model-len", "2048", "--no-enable-chunked-prefill",
                "--seed", "0"]  # fmt: skip
+    temporary = tempfile.mkdtemp(prefix="capcal-vllm-")  # short: vLLM's socket paths must fit 107 bytes
     environment = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_NO_USAGE_STATS": "1",
-                   "HF_HUB_OFFLINE": "1", "TMPDIR": tempfile.mkdtemp(prefix="capcal-vllm-"),
+                   "HF_HUB_OFFLINE": "1", "TMPDIR": temporary,
                    "OMP_NUM_THREADS": "2"}  # fmt: skip
     log = scratch / "vllm-server.log"
     with open(log, "w", encoding="utf-8") as handle:
@@ -96,6 +98,7 @@ def judge_server(model: str, scratch: Path) -> Iterator[str]:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=60)
+        shutil.rmtree(temporary, ignore_errors=True)
 
 
 def disagreements(samples: Path, task: str) -> list[dict]:

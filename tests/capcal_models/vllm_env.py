@@ -194,13 +194,17 @@ def stop_shared_vllm_server(session_dir: Path, timeout: float = SERVER_STOP_TIME
 
 
 def _group_alive(group: int) -> bool:
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """Whether a process of the process group ``group`` still runs. Zombies do not count: the server's leader
+    stays one until its parent reaps it, and when the main pytest process started it (no xdist) that is only
+    at exit, so ``os.killpg(group, 0)``, which succeeds on a zombie, would wait out every stop timeout."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _, process_group = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, IndexError, ValueError):
+            continue  # the process ended while it was read
+        if int(process_group) == group and state != "Z":
+            return True
+    return False
 
 
 def _answers(base_url: str) -> bool:
