@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -34,17 +32,6 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-
-
-def _machine() -> dict:
-    cpu = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-         if line.startswith("model name")),
-        platform.processor(),
-    )  # fmt: skip
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-            "load_average": os.getloadavg()}  # fmt: skip
 
 
 def _timed(function, *args, **kwargs):
@@ -136,7 +123,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="capcal-second-models-") as scratch:
         for name in args.models.split(","):
             rows.append(measure(name, args, Path(scratch)))
-    record = {"started": started.isoformat(timespec="seconds"), "machine": _machine(),
+    from benchmarks.sampling_throughput import load_average, machine  # the machine record of the benchmarks
+
+    host = {**machine(), "uptime": load_average()}
+    record = {"started": started.isoformat(timespec="seconds"), "machine": host,
               "settings": {key: value for key, value in vars(args).items() if key != "output"},
               "models": rows}  # fmt: skip
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
