@@ -156,12 +156,30 @@ def _spec(name: str) -> ModelSpec:
     return MODELS[name]
 
 
+def _prepared_manifest(spec: ModelSpec) -> dict | None:
+    """The manifest of ``spec``'s prepared folder, or None when it is not prepared or was prepared from
+    another GGUF than the one ``spec`` pins (an older capcal's pin, a changed entry): such a folder is stale
+    and is prepared again, never reused. An unreadable manifest counts as not prepared."""
+    manifest_file = capcal_home() / "models" / spec.name / MANIFEST_NAME
+    try:
+        manifest = json.loads(manifest_file.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or manifest.get("gguf_sha256") != spec.gguf_sha256:
+        return None
+    return manifest
+
+
 def model_path(name: str) -> Path:
-    """Folder of the prepared checkpoint of ``name`` (raises FileNotFoundError if it is not prepared)."""
-    path = capcal_home() / "models" / _spec(name).name
-    if not (path / MANIFEST_NAME).is_file():
-        raise FileNotFoundError(f"model {name!r} is not prepared; run `capcal models prepare {name}`")
-    return path
+    """Folder of the prepared checkpoint of ``name`` (raises FileNotFoundError if it is not prepared, or was
+    prepared from another GGUF than the one capcal pins)."""
+    spec = _spec(name)
+    if _prepared_manifest(spec) is None:
+        raise FileNotFoundError(
+            f"model {name!r} is not prepared (or was prepared from another GGUF than the one capcal pins); "
+            f"run `capcal models prepare {name}`"
+        )
+    return capcal_home() / "models" / spec.name
 
 
 def list_models() -> list[dict]:
@@ -169,8 +187,7 @@ def list_models() -> list[dict]:
     rows = []
     for spec in MODELS.values():
         path = capcal_home() / "models" / spec.name
-        manifest_file = path / MANIFEST_NAME
-        manifest = json.loads(manifest_file.read_text()) if manifest_file.is_file() else None
+        manifest = _prepared_manifest(spec)
         rows.append(
             {
                 "name": spec.name,
@@ -341,13 +358,14 @@ def _convert(spec: ModelSpec, work: Path, checkpoint: Path) -> dict:
 def prepare_model(name: str, force: bool = False) -> PreparedModel:
     """Make the model ``name`` available as a Hugging Face checkpoint folder, converting it once.
 
-    Returns the prepared model; a model already prepared is reused unless ``force``.
+    Returns the prepared model; a model already prepared from the GGUF capcal pins is reused unless
+    ``force`` (a stale one is prepared again).
     """
     spec = _spec(name)
     target = capcal_home() / "models" / spec.name
-    manifest_file = target / MANIFEST_NAME
-    if manifest_file.is_file() and not force:
-        return PreparedModel(spec.name, target, json.loads(manifest_file.read_text()))
+    manifest = None if force else _prepared_manifest(spec)
+    if manifest is not None:
+        return PreparedModel(spec.name, target, manifest)
     target.parent.mkdir(parents=True, exist_ok=True)
     # One preparation at a time per model (parallel test workers, two shells): a second caller waits and
     # then reuses the first one's result instead of replacing the folder while the first one reads it. The
@@ -356,8 +374,9 @@ def prepare_model(name: str, force: bool = False) -> PreparedModel:
     locks.mkdir(parents=True, exist_ok=True)
     with (locks / f"prepare-{spec.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if manifest_file.is_file() and not force:
-            return PreparedModel(spec.name, target, json.loads(manifest_file.read_text()))
+        manifest = None if force else _prepared_manifest(spec)
+        if manifest is not None:
+            return PreparedModel(spec.name, target, manifest)
         return _prepare_locked(spec, target)
 
 

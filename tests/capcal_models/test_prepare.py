@@ -54,6 +54,26 @@ def test_unknown_and_unprepared_models_give_clear_errors(tmp_path, monkeypatch):
         prep.model_path("smollm2")
 
 
+@pytest.mark.parametrize("manifest", ['{"gguf_sha256": "0000", "parameters": 1}', "{not json", "[]"])
+def test_a_folder_prepared_from_another_gguf_is_not_reused(tmp_path, monkeypatch, manifest):
+    """A prepared folder whose manifest names another GGUF than the one capcal pins (an older pin, a changed
+    entry), or whose manifest cannot be read, is not prepared: ``model_path`` refuses it with the command
+    that prepares it again, ``list_models`` lists it as not prepared, and ``prepare_model`` converts anew
+    (the same check decides all three)."""
+    monkeypatch.setenv("CAPCAL_HOME", str(tmp_path))
+    folder = tmp_path / "models" / "smollm2"
+    folder.mkdir(parents=True)
+    (folder / prep.MANIFEST_NAME).write_text(manifest)
+    stale = "another GGUF than the one capcal pins.*models prepare smollm2"
+    with pytest.raises(FileNotFoundError, match=stale):
+        prep.model_path("smollm2")
+    listed = {row["name"]: row for row in prep.list_models()}
+    assert not listed["smollm2"]["prepared"] and listed["smollm2"]["path"] is None
+    pinned = json.dumps({"gguf_sha256": prep.MODELS["smollm2"].gguf_sha256, "parameters": 1})
+    (folder / prep.MANIFEST_NAME).write_text(pinned)
+    assert prep.model_path("smollm2") == folder and prep.prepare_model("smollm2").manifest["parameters"] == 1
+
+
 @pytest.mark.slow
 def test_gemma3_270m_is_prepared_from_its_chunk_packages():
     prepared = prep.prepare_model("gemma3-270m")
