@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import sys
 import time
@@ -36,6 +34,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from machine_info import machine  # noqa: E402  (benchmarks/machine_info.py)
 
 from analysis.applications import budget_allocation_curves  # noqa: E402
 from analysis.estimators import encode_answer_classes, leakage_free_consistency, response_consistency  # noqa: E402
@@ -118,31 +118,6 @@ def run_consistency(data: dict[str, np.ndarray]) -> dict[str, float]:
 def run_budget(data: dict[str, np.ndarray]) -> list[dict]:
     curves = budget_allocation_curves({"confidence": data["confidence"]}, data["n"], data["n_correct"])
     return curves[["method", "budget", "accuracy"]].to_dict("records")
-
-
-def machine() -> dict[str, str | int]:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if "model name" in line
-        ),
-        platform.processor(),
-    )
-    memory_kib = next(
-        int(line.split()[1])
-        for line in Path("/proc/meminfo").read_text().splitlines()
-        if line.startswith("MemTotal")
-    )
-    return {
-        "cpu": cpu,
-        "nproc": os.cpu_count() or 0,
-        "memory_gib": round(memory_kib / 2**20, 1),
-        "load_average": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "unset"),
-    }
 
 
 def main(argv: list[str] | None = None) -> int:

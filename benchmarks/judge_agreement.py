@@ -1,8 +1,9 @@
-"""A judge that is not the judged: SmolLM2's TriviaQA and MATH-500 responses graded by Qwen2.5-Coder-1.5B.
+"""A judge that is not the judged: TriviaQA and MATH-500 responses graded by Qwen2.5-Coder-1.5B.
 
-One command runs the whole documented run of docs/analysis-and-report.md ("A judge that is not the judged"):
+One command runs each documented run of docs/analysis-and-report.md ("A judge that is not the judged"):
 
-1. SmolLM2-135M-Instruct samples ``--k`` responses per question on ``capcal_triviaqa`` and ``capcal_math500``
+1. the judged model (``--judged``: SmolLM2-135M-Instruct by default, or any model of ``capcal models prepare``
+   with a chat template) samples ``--k`` responses per question on ``capcal_triviaqa`` and ``capcal_math500``
    (``capcal-hf``, bundled data, chat template, seed 1234), into ``OUTPUT/source``;
 2. ``vllm serve`` of the judge (default ``qwen2.5-coder-1.5b``, prepared by ``capcal models prepare``) starts
    on 127.0.0.1 from capcal's vLLM environment (``.venv-vllm`` or ``$CAPCAL_VLLM_VENV``), unless
@@ -15,6 +16,8 @@ One command runs the whole documented run of docs/analysis-and-report.md ("A jud
    checking by hand. The server is stopped at the end.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/judge_agreement.py --output /tmp/capcal_judge
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/judge_agreement.py --output /tmp/capcal_judge_qwen \
+        --judged qwen2.5-coder-0.5b --math 20
 """
 
 from __future__ import annotations
@@ -41,16 +44,16 @@ TASKS = ("capcal_triviaqa", "capcal_math500")
 
 
 def sample(output: Path, args: argparse.Namespace) -> None:
-    """Step 1: SmolLM2's responses (``capcal-hf``), one lm-eval run per task."""
+    """Step 1: the judged model's responses (``capcal-hf``), one lm-eval run per task."""
     from analysis.evaluation import evaluate
     from capcal_models.prepare import prepare_model
 
-    smollm2 = prepare_model("smollm2")
+    judged = prepare_model(args.judged)
     sizes = {"capcal_triviaqa": (args.triviaqa, 32), "capcal_math500": (args.math, args.math_tokens)}
     for task in TASKS:
         limit, tokens = sizes[task]
         evaluate(
-            "capcal-hf", [task], model_args={"pretrained": str(smollm2.path)}, repeats=args.k, limit=limit,
+            "capcal-hf", [task], model_args={"pretrained": str(judged.path)}, repeats=args.k, limit=limit,
             data_dir="bundled", output_path=output, log_samples=True, apply_chat_template=True,
             gen_kwargs={"max_gen_toks": tokens}, batch_size=64, random_seed=1234, numpy_random_seed=1234,
             torch_random_seed=1234, fewshot_random_seed=1234,
@@ -122,6 +125,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("--output", required=True, help="folder: the runs, the tables, the disagreements")
     parser.add_argument("--judge", default="qwen2.5-coder-1.5b", help="a capcal model name (models prepare)")
+    parser.add_argument("--judged", default="smollm2", help="the model whose responses are graded")
     parser.add_argument("--base_url", help="a running server of the judge instead of starting one")
     parser.add_argument("--triviaqa", type=int, default=60, help="TriviaQA questions (default 60)")
     parser.add_argument("--math", type=int, default=40, help="MATH-500 questions (default 40)")
@@ -143,7 +147,10 @@ def main() -> int:
                          model=args.judge, temperature=0.0, max_tokens=args.max_tokens, num_concurrent=8,
                          cache_path=str(output / "judge.sqlite"))  # fmt: skip
         seconds = round(time.monotonic() - started, 1)
-    found, summary = [], {"judge": args.judge, "rescore_seconds": seconds, "tasks": {}}
+    from machine_info import machine  # benchmarks/machine_info.py
+
+    found, summary = [], {"judge": args.judge, "judged": args.judged, "machine": machine(),
+                          "rescore_seconds": seconds, "tasks": {}}  # fmt: skip
     for run in result.runs:
         provenance = json.loads(run.results_path.read_text(encoding="utf-8"))["capcal_rescore"]
         task = run.task

@@ -29,7 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sampling_throughput import cpu_seconds_with_children, load_average, machine  # noqa: E402
+from machine_info import load_average  # noqa: E402
+from sampling_throughput import cpu_seconds_with_children, machine  # noqa: E402
 
 SAMPLING_TASK = "capcal_arithmetic"
 SLICES = {"selfcheck": "capcal_arithmetic_selfcheck", "ptrue": "capcal_arithmetic_ptrue"}

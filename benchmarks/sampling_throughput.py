@@ -28,8 +28,6 @@ import gc
 import importlib.util
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -40,6 +38,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import machine_info  # noqa: E402  (benchmarks/machine_info.py: the machine record of every benchmark)
 
 
 @dataclass(frozen=True)
@@ -349,37 +350,11 @@ def _linear_products_seconds(model, rows: int) -> float:
 
 
 def machine() -> dict:
-    """The machine and its load, for the record."""
-    cpu_model = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
-    memory_kb = next(
-        int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if "MemTotal" in line
-    )
-    import lm_eval
+    """The machine, its load and the versions of the sampling stack, for the record."""
     import torch
-    import transformers
 
-    return {
-        "cpu_model": cpu_model,
-        "nproc": os.cpu_count(),
-        "memory_gib": round(memory_kb / 2**20, 1),
-        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "lm_eval": lm_eval.__version__,
-        "python": platform.python_version(),
-    }
-
-
-def load_average() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    versions = machine_info.machine(("torch", "transformers", "lm_eval"))
+    return {**versions, "torch_threads": torch.get_num_threads()}
 
 
 def print_table(measurements: list[Measurement], ceiling: dict | None) -> None:
@@ -482,7 +457,7 @@ def main(argv: list[str] | None = None) -> dict:
         "started_utc": started,
         "settings": asdict(settings),
         "machine": machine(),
-        "load_during_run": [load_average()],
+        "load_during_run": [machine_info.load_average()],
         "ceiling": None if args.no_ceiling else forward_ceiling(settings),
         "measurements": [],
     }
@@ -494,7 +469,7 @@ def main(argv: list[str] | None = None) -> dict:
             measurements.append(measurement)
             print(f"[{slice_name}] {backend}: {measurement}", file=sys.stderr, flush=True)
             result["measurements"].append(asdict(measurement))
-            result["load_during_run"].append(load_average())
+            result["load_during_run"].append(machine_info.load_average())
             output.write_text(json.dumps(result, indent=1), encoding="utf-8")  # partial results survive
     print_table(measurements, result["ceiling"])
     output.write_text(json.dumps(result, indent=1), encoding="utf-8")

@@ -32,7 +32,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -43,6 +42,8 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from machine_info import machine  # noqa: E402  (benchmarks/machine_info.py)
 
 from capcal_tasks.answers.choices import LETTERS, extract_choice_letter, format_choices  # noqa: E402
 from capcal_tasks.prompts import CHOICE_INSTRUCTION, sampling_prompt  # noqa: E402
@@ -279,21 +280,6 @@ def measure(step: str, run_dir: Path, scratch: Path) -> dict:
         "exit": child.returncode,
         "load": f"{load_before:.1f} -> {os.getloadavg()[0]:.1f}",
         "log": str(log),
-    }
-
-
-def machine() -> dict:
-    memory_kib = next(
-        int(line.split()[1])
-        for line in Path("/proc/meminfo").read_text().splitlines()
-        if line.startswith("MemTotal")
-    )
-    return {
-        "nproc": os.cpu_count() or 0,
-        "memory_gib": round(memory_kib / 2**20, 1),
-        "load_average": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-        "python": platform.python_version(),
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "unset"),
     }
 
 

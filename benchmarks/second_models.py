@@ -123,9 +123,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="capcal-second-models-") as scratch:
         for name in args.models.split(","):
             rows.append(measure(name, args, Path(scratch)))
-    from benchmarks.sampling_throughput import load_average, machine  # the machine record of the benchmarks
+    from machine_info import load_average, machine  # benchmarks/machine_info.py
 
-    host = {**machine(), "uptime": load_average()}
+    host = {**machine(("torch", "transformers", "lm_eval")), "uptime": load_average()}
     record = {"started": started.isoformat(timespec="seconds"), "machine": host,
               "settings": {key: value for key, value in vars(args).items() if key != "output"},
               "models": rows}  # fmt: skip
