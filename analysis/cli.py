@@ -426,6 +426,8 @@ def _demo(args: argparse.Namespace) -> int:
         per_level=args.per_level,
         train_per_level=args.train_per_level,
         max_gen_toks=args.max_gen_toks,
+        verbalized_max_gen_toks=args.verbalized_max_gen_toks,
+        strong_verbalized_max_gen_toks=args.strong_verbalized,
         batch_size=args.batch_size,
         resamples=args.resamples,
     )
@@ -677,6 +679,18 @@ def build_parser(selfcal_actions: bool = True) -> argparse.ArgumentParser:
     demo.add_argument("--per_level", type=int, default=8, help="arithmetic questions per level (5 levels)")
     demo.add_argument("--train_per_level", type=int, default=12, help="training questions per level")
     demo.add_argument("--max_gen_toks", type=int, default=16)
+    demo.add_argument(
+        "--verbalized_max_gen_toks",
+        type=int,
+        default=48,
+        help="tokens per verbalized confidence (default 48)",
+    )
+    demo.add_argument(
+        "--strong_verbalized",
+        type=int,
+        metavar="TOKENS",
+        help="also elicit the second model's verbalized confidence, at most TOKENS tokens (e.g. 256)",
+    )
     demo.add_argument("--batch_size", type=int, default=64)
     demo.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples in the report")
     selfcal = commands.add_parser(

@@ -207,3 +207,23 @@ def test_python_names_in_the_docs_exist(path: Path):
                 defined = _top_level_names(module)
                 problems += [f"{node.module}: no {a.name}" for a in node.names if a.name not in defined]
     assert not problems, f"{_id(path)}: " + "; ".join(sorted(set(problems)))
+
+
+def test_the_verbalizing_leaderboard_example_shows_its_results_file():
+    """docs/leaderboards.md's table for Qwen2.5-Coder-1.5B is the stored run's results, every column, to the
+    4 decimals lm-eval prints (a re-run that changes the numbers must change the doc with them)."""
+    import json
+
+    text = (REPO / "docs" / "leaderboards.md").read_text(encoding="utf-8")
+    example = text[text.index("#### A model that verbalizes") :]
+    stored = REPO / "benchmarks" / "results" / "leaderboard_example-qwen2.5-coder-1.5b" / "results.json"
+    results = json.loads(stored.read_text(encoding="utf-8"))["results"]["capcal_arithmetic_calibration"]
+    rows = re.findall(r"^\|[^|]*\|[^|]*\|all_responses\|\s*0\|(\w+)\s*\|\S*\s*\|\s*(\S+)\|±\s*\|\s*(\S+)\|$",
+                      example, re.MULTILINE)  # fmt: skip
+    metrics = {
+        key.split(",")[0] for key in results if key.endswith(",all_responses") and "_stderr" not in key
+    }
+    assert {name for name, _, _ in rows} == metrics and len(rows) == 23
+    for name, value, stderr in rows:
+        assert float(value) == pytest.approx(results[f"{name},all_responses"], abs=5e-5), name
+        assert float(stderr) == pytest.approx(results[f"{name}_stderr,all_responses"], abs=5e-5), name

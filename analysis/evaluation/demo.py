@@ -10,7 +10,9 @@
 5. sample the same questions from the second model, for routing: with its chat template in the task's own
    prompt, or, for a base model without one (``--strong_model gemma3-270m``), in the prompt format its task
    declares for base models (``capcal_arithmetic_qa``: "Question: ...\nAnswer:", stopping at the end of the
-   line);
+   line); with ``strong_verbalized_max_gen_toks`` (``--strong_verbalized N``), also the second model's
+   verbalized confidence, so that the report ranks a verbalized confidence that parses (no model parses
+   within the default 48 tokens; docs/benchmarks.md, "Second models");
 6. write the report: every estimator's calibration with bootstrap intervals, reliability diagrams, pass@k
    prediction, budget allocation, test-time strategies and routing (which says so when the second model is
    not the stronger one on these questions).
@@ -55,7 +57,7 @@ LOGLIKELIHOOD_MODEL = "capcal-hf"  # P(True) and self-check (log-likelihood requ
 class DemoResult:
     """Where the demo wrote everything and how long each step took. ``runs`` maps each lm-eval run
     (``sample <task>``, ``elicit`` or, on two models, ``elicit (<model>)``, ``self-check``,
-    ``strong model``) to its saved files
+    ``strong model``, ``strong model verbalized``) to its saved files
     (``{"results": Path, "samples": {task: Path}}``)."""
 
     output_dir: Path
@@ -266,6 +268,38 @@ def _sample_strong_model(
     )
 
 
+def _elicit_strong_model(
+    demo: _DemoRuns, tasks: _DemoTasks, strong: PreparedModel, max_gen_toks: int
+) -> None:
+    """Step 5, with ``strong_verbalized_max_gen_toks``: the second model's verbalized confidence on the
+    evaluation questions (``SAMPLER``, its chat template), at most ``max_gen_toks`` new tokens."""
+    demo.run(
+        "strong model verbalized",
+        model=SAMPLER,
+        model_args={"pretrained": str(strong.path)},
+        tasks=tasks.verbalized,
+        metadata=demo.metadata,
+        gen_kwargs={"max_gen_toks": max_gen_toks},
+        apply_chat_template=True,
+    )
+
+
+def _check_strong_verbalized(strong_model: str | None, max_gen_toks: int | None) -> None:
+    """Before any model is prepared: the second model's verbalized confidence needs a second model."""
+    if max_gen_toks is None:
+        return
+    if strong_model is None:
+        raise ValueError(
+            "strong_verbalized_max_gen_toks (--strong_verbalized) needs a second model: name one with"
+            " strong_model (--strong_model)"
+        )
+    if max_gen_toks < 1:
+        raise ValueError(
+            "strong_verbalized_max_gen_toks (--strong_verbalized) must be a positive number of tokens, not"
+            f" {max_gen_toks}"
+        )
+
+
 def _write_report(demo: _DemoRuns, task: str, resamples: int) -> ReportFiles:
     """Step 6: the report over every run of the output folder and the saved activations
     (``analysis.report.build_report``, ``resamples`` bootstrap resamples, seed 0)."""
@@ -301,6 +335,7 @@ def run_demo(
     train_per_level: int = 12,
     max_gen_toks: int = 16,
     verbalized_max_gen_toks: int = 48,
+    strong_verbalized_max_gen_toks: int | None = None,
     batch_size: int = 64,
     resamples: int = 1000,
     seed: int = 1234,
@@ -309,15 +344,26 @@ def run_demo(
 
     ``per_level`` / ``train_per_level`` set the graded-arithmetic sizes (5 levels each); ``repeats`` is k on
     the evaluation questions, ``train_repeats`` on the calibration questions (the paper uses n = 10 there)
-    and ``strong_repeats`` for the second model. ``seed`` seeds Python, NumPy, torch and the few-shot
-    sampler of every run (lm-eval's ``--seed``).
+    and ``strong_repeats`` for the second model. ``verbalized_max_gen_toks`` bounds the cheap model's
+    verbalized-confidence responses; ``strong_verbalized_max_gen_toks``, when given, elicits the second
+    model's verbalized confidence too, with that bound (it needs a second model with a chat template:
+    ``ValueError`` otherwise, before any model is loaded). ``seed`` seeds Python, NumPy, torch and the
+    few-shot sampler of every run (lm-eval's ``--seed``).
     """
+    _check_strong_verbalized(strong_model, strong_verbalized_max_gen_toks)
     started = time.monotonic()
     demo = _DemoRuns.create(output_dir, per_level, train_per_level, batch_size, seed)
     tasks = _DemoTasks.of(task)
     clock = _StepClock([step for step in STEPS if strong_model is not None or step != "strong model"])
     with clock.step("prepare models"):
         cheap, strong = _prepare_models(cheap_model, strong_model)
+    if strong_verbalized_max_gen_toks is not None and strong is not None and not _has_chat_template(strong):
+        clock.close()
+        raise ValueError(
+            f"strong_verbalized_max_gen_toks (--strong_verbalized): {strong.name} has no chat template, and"
+            " verbalized confidence is asked in a chat prompt; choose a chat model as strong_model (e.g."
+            " qwen2.5-coder-1.5b)"
+        )
     with clock.step("sample"):
         sampled = _sample(demo, tasks, cheap, repeats, train_repeats, max_gen_toks)
     with clock.step("elicit"):
@@ -327,6 +373,8 @@ def run_demo(
     if strong is not None:
         with clock.step("strong model"):
             _sample_strong_model(demo, tasks, strong, strong_repeats, max_gen_toks)
+            if strong_verbalized_max_gen_toks is not None:
+                _elicit_strong_model(demo, tasks, strong, strong_verbalized_max_gen_toks)
     with clock.step("report"):
         report = _write_report(demo, task, resamples)
     clock.close()

@@ -44,12 +44,21 @@ def tiny_run(tmp_path_factory, smollm2_path: Path) -> tuple[Path, dict]:
 @pytest.fixture(scope="session")
 def small_demo(tmp_path_factory, smollm2_path: Path) -> tuple[Path, str]:
     """``capcal demo`` at a small size (10 arithmetic questions, k 6; 20 training questions; the second model
-    k 4): (output folder, the command's stdout)."""
+    k 4, and its verbalized confidence at most 32 tokens): (output folder, the command's stdout)."""
     output = tmp_path_factory.mktemp("demo")
     command = [sys.executable, "-m", "analysis.cli", "demo", "--output_dir", str(output)]
     command += ["--per_level", "2", "--train_per_level", "4", "--resamples", "100"]
     # consistency k = 5 needs n > 5 samples per question
-    command += ["--repeats", "6", "--train_repeats", "6", "--strong_repeats", "4"]
+    command += [
+        "--repeats",
+        "6",
+        "--train_repeats",
+        "6",
+        "--strong_repeats",
+        "4",
+        "--strong_verbalized",
+        "32",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stderr[-4000:]

@@ -259,6 +259,18 @@ def test_the_demos_second_model_is_the_same_from_the_cli_and_the_library():
     assert build_parser().parse_args(["demo"]).strong_model == DEFAULT_STRONG_MODEL
 
 
+def test_the_demo_elicits_the_second_models_verbalized_confidence_only_when_asked():
+    import inspect
+
+    from analysis.evaluation.demo import run_demo
+
+    defaults = inspect.signature(run_demo).parameters
+    parsed = build_parser().parse_args(["demo"])
+    assert parsed.strong_verbalized is None is defaults["strong_verbalized_max_gen_toks"].default
+    assert parsed.verbalized_max_gen_toks == defaults["verbalized_max_gen_toks"].default == 48
+    assert build_parser().parse_args(["demo", "--strong_verbalized", "256"]).strong_verbalized == 256
+
+
 def test_eval_flags_become_one_evaluate_call():
     args = build_parser().parse_args(
         ["eval", "--model", "capcal-hf", "-a", "pretrained=/m,seed=3", "batch_size=8", "--tasks", "a,b", "c"]

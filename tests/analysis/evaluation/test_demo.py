@@ -24,6 +24,19 @@ from analysis.report import format_interval
 from analysis.runs import load_run
 
 
+def _strong_verbalized_failures(output) -> int:
+    """Parse failures of the second model's verbalized-confidence run, from its lm-eval results file."""
+    failures = []
+    for path in (output / "lm_eval").rglob("results_*.json"):
+        results = json.loads(path.read_text())
+        if "capcal_arithmetic_verbalized" in results["results"] and DEFAULT_STRONG_MODEL in str(
+            results["config"]["model_args"]
+        ):
+            failures.append(int(results["results"]["capcal_arithmetic_verbalized"]["parse_failures,none"]))
+    (failed,) = failures  # one run
+    return failed
+
+
 @pytest.mark.slow
 def test_demo_runs_every_step_and_writes_the_report(small_demo, tmp_path, browser):
     output, stdout = small_demo
@@ -68,6 +81,21 @@ def test_demo_runs_every_step_and_writes_the_report(small_demo, tmp_path, browse
     assert set(second["question_id"]) == test_ids  # both models answer the same questions
     assert set(smollm2["n"]) == {6}
 
+    # the second model's verbalized confidence (--strong_verbalized 32) joins its own section: every one of
+    # its 10 questions is counted as parsed or failed there, and the summary says how often it failed
+    failed = _strong_verbalized_failures(output)
+    section = report[report.index(f"## {DEFAULT_STRONG_MODEL} · capcal_arithmetic") :]
+    assert f"_parse failures: verbalized {failed}/10_" in section.split("\n## ")[0]
+    summary = report[
+        report.index(f"### Summary · {DEFAULT_STRONG_MODEL}") : report.index("### Summary · smollm2")
+    ]
+    if failed == 10:
+        assert "verbalized confidence \\(capcal_arithmetic_verbalized\\) never parsed \\(10/10" in summary
+    elif failed > 2:
+        assert f"failed to parse on {failed}/10 questions" in summary
+    else:
+        assert "| verbalized_confidence |" in summary
+
     loaded, total, pwned, _ = browser.check_page(output / "report" / "report.html", tmp_path / "profile")
     # SmolLM2: 2 reliability diagrams, the target scatter, pass@k, budget, test-time scaling; plus routing
     assert total >= 7 and loaded == total
@@ -102,7 +130,12 @@ def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browse
     assert len(ranked) >= 4 and {"p_true", "probe", "isotonic_p_true"} <= set(ranked)
     assert not any(re.fullmatch(r"consistency_k\d+", name) for name in ranked)
     assert "- warning: consistency_lf_k5 is not ranked: its target mu_hat_lf rests on 1 held-out" in markdown
-    assert f"{DEFAULT_STRONG_MODEL} · capcal_arithmetic: N = 10, k = 4 \\(no confidence estimator" in markdown
+    parsed_strong = _strong_verbalized_failures(output) < 10  # its verbalized confidence, 32 tokens
+    if not parsed_strong:
+        assert (
+            f"{DEFAULT_STRONG_MODEL} · capcal_arithmetic: N = 10, k = 4 \\(no confidence estimator"
+            in markdown
+        )
 
     analysis = analyze_runs([runs], activations, options)
     (result,) = [r for r in analysis.results if r.model == "smollm2"]
@@ -151,8 +184,12 @@ def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browse
             assert f"failed to parse on {failed}/{total} questions" in summary
 
     grid_rows = metric_rows(analysis.results)
-    # (the second model's section has no estimator: k = 4 is too few for consistency, no confidence run)
-    assert set(zip(grid_rows["model"], grid_rows["task"], strict=True)) == {("smollm2", "capcal_arithmetic")}
+    # (the second model's section has no estimator unless its verbalized confidence parsed: k = 4 is too few
+    # for consistency)
+    sections = set(zip(grid_rows["model"], grid_rows["task"], strict=True))
+    assert ("smollm2", "capcal_arithmetic") in sections
+    assert sections - {("smollm2", "capcal_arithmetic")} <= {(DEFAULT_STRONG_MODEL, "capcal_arithmetic")}
+    assert parsed_strong or len(sections) == 1
     assert report_markdown.assert_grid_matches_sections(markdown, grid_rows) >= 12
     table = tmp_path / "table.csv"
     command = ["table", str(runs), "--activations", str(activations), "--resamples", "100", "--format", "csv"]
@@ -167,3 +204,23 @@ def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browse
     loaded, total, pwned, _ = browser.check_page(files.html, tmp_path / "profile")
     assert total == len(files.figures) and loaded == total and not pwned
     assert browser.console_errors(files.html, tmp_path / "profile2") == []
+
+
+def test_the_second_models_verbalized_confidence_is_refused_early_without_a_chat_second_model(tmp_path):
+    """``strong_verbalized_max_gen_toks`` without a second model, with a bound that is not positive, or with a
+    second model that has no chat template: one ``ValueError`` naming the fix, before any lm-eval run (the
+    output folder stays empty)."""
+    from analysis.evaluation.demo import run_demo
+    from capcal_models.prepare import prepare_model
+
+    output = tmp_path / "demo"
+    with pytest.raises(
+        ValueError, match=r"needs a second model: name one with strong_model \(--strong_model\)"
+    ):
+        run_demo(output, strong_model=None, strong_verbalized_max_gen_toks=256)
+    with pytest.raises(ValueError, match="must be a positive number of tokens, not 0"):
+        run_demo(output, strong_verbalized_max_gen_toks=0)
+    prepare_model("gemma3-270m")  # prepared once per machine (other tests use it); no model is loaded here
+    with pytest.raises(ValueError, match="gemma3-270m has no chat template.*qwen2.5-coder-1.5b"):
+        run_demo(output, strong_model="gemma3-270m", strong_verbalized_max_gen_toks=64)
+    assert not output.exists() or not any(output.rglob("*.json"))
