@@ -285,7 +285,8 @@ def _elicit_strong_model(
 
 
 def _check_strong_verbalized(strong_model: str | None, max_gen_toks: int | None) -> None:
-    """Before any model is prepared: the second model's verbalized confidence needs a second model."""
+    """Before any model is prepared: the second model's verbalized confidence needs a second model and a
+    positive bound on its tokens."""
     if max_gen_toks is None:
         return
     if strong_model is None:
