@@ -37,7 +37,12 @@ from .selective import (
     random_baseline_aurc,
     risk_coverage_curve,
 )
-from .skill import brier_skill_score, corrected_brier_skill_score
+from .skill import (
+    base_rate_variance,
+    brier_skill_score,
+    corrected_brier_skill_score,
+    random_baseline_brier_skill_score,
+)
 from .validation import UndefinedMetricWarning
 
 __all__ = [
@@ -55,6 +60,7 @@ __all__ = [
     "bootstrap_ci",
     "bootstrap_cis",
     "bootstrap_differences",
+    "base_rate_variance",
     "brier_score",
     "brier_skill_score",
     "corrected_brier_skill_score",
@@ -74,6 +80,7 @@ __all__ = [
     "random_baseline_aurc",
     "random_baseline_average_precision",
     "random_baseline_brier_score",
+    "random_baseline_brier_skill_score",
     "random_baseline_calibration_error",
     "reliability_diagram",
     "response_consistency",

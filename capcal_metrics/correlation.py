@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._kernels import Groups, Kernel, Workspace, evaluate_once
+from .rounding import is_zero_up_to_rounding
 from .validation import check_confidence_and_target, undefined_metric
 
 __all__ = ["pearson_correlation", "spearman_correlation"]
@@ -52,22 +53,25 @@ def _correlation(
 def _pearson_correlation_kernel(workspace: Workspace, confidence: ArrayLike, target: ArrayLike) -> Kernel:
     """Weighted Pearson r from moments of the values shifted by their unweighted means (one matrix product).
 
-    A row whose weighted variance is below 1e-12 of the squared range of the full data counts as constant.
+    A row whose weighted variance is zero up to rounding counts as constant: the one-pass variance
+    mean(x^2) - mean(x)^2 of N values that are all equal comes out within 4 N eps mean(x^2) of 0
+    (``capcal_metrics.rounding.is_zero_up_to_rounding``; each of the two moments is a sum of N terms).
     """
     confidence = np.asarray(confidence, dtype=np.float64)
     target = np.asarray(target, dtype=np.float64)
     x = confidence - confidence.mean()
     y = target - target.mean()
     columns = np.stack([x, y, x * x, y * y, x * y], axis=1)
-    tolerance_x = 1e-12 * np.ptp(confidence) ** 2
-    tolerance_y = 1e-12 * np.ptp(target) ** 2
+    n_terms = 4 * confidence.size
 
     def evaluate() -> np.ndarray:
         moments = workspace.weights @ columns / workspace.total[:, None]
         mean_x, mean_y, mean_xx, mean_yy, mean_xy = moments.T
         variance_x = mean_xx - mean_x**2
         variance_y = mean_yy - mean_y**2
-        constant = (variance_x <= tolerance_x) | (variance_y <= tolerance_y)
+        constant = is_zero_up_to_rounding(variance_x, n_terms, mean_xx) | is_zero_up_to_rounding(
+            variance_y, n_terms, mean_yy
+        )
         with np.errstate(invalid="ignore", divide="ignore"):
             r = (mean_xy - mean_x * mean_y) / np.sqrt(variance_x * variance_y)
         return np.where(constant, np.nan, np.clip(r, -1.0, 1.0))

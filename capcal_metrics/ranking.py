@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._kernels import Kernel, Workspace, evaluate_once
+from .rounding import is_zero_up_to_rounding
 from .validation import check_binary_labels, check_confidence_and_target, undefined_metric
 
 __all__ = ["auroc", "average_precision", "random_baseline_average_precision", "soft_label_auroc"]
@@ -111,11 +112,14 @@ def _soft_label_auroc_kernel(workspace: Workspace, confidence: ArrayLike, target
 
     Per tie group g of the confidence (ascending), with M_g the weight and P_g = sum w mu the positive mass,
     Q_g = M_g - P_g: numerator = sum_g P_g (cumQ_g - Q_g / 2) = P.cumM - P.cumP - (P.M - P.P) / 2, and
-    denominator = (sum P)(K - sum P), K = total weight; all from the workspace's shared group sums.
+    denominator = (sum P)(K - sum P), K = total weight; all from the workspace's shared group sums. A class
+    whose mass sum P or K - sum P is zero up to rounding (at most N eps K, the error of a sum of N terms of
+    total size K: ``capcal_metrics.rounding``) has no mass: NaN.
     """
     confidence = np.asarray(confidence, dtype=np.float64)
     target = np.asarray(target, dtype=np.float64)
     groups = workspace.groups(confidence)
+    n_terms = confidence.size
 
     def evaluate() -> np.ndarray:
         mass, cumulative_mass = workspace.sums(groups), workspace.cumsums(groups)
@@ -127,9 +131,13 @@ def _soft_label_auroc_kernel(workspace: Workspace, confidence: ArrayLike, target
             - 0.5 * (np.einsum("ij,ij->i", positive, mass) - np.einsum("ij,ij->i", positive, positive))
         )
         total_positive = cumulative_positive[:, -1]
-        denominator = total_positive * (workspace.total - total_positive)
+        total_negative = workspace.total - total_positive
+        denominator = total_positive * total_negative
+        empty = is_zero_up_to_rounding(total_positive, n_terms, workspace.total) | is_zero_up_to_rounding(
+            total_negative, n_terms, workspace.total
+        )
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(denominator > 0, numerator / denominator, np.nan)
+            return np.where(empty | (denominator <= 0), np.nan, numerator / denominator)
 
     return evaluate
 

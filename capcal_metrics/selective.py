@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._kernels import Kernel, Workspace, evaluate_once, groups_of
+from .rounding import is_zero_up_to_rounding
 from .validation import check_confidence_and_target, check_fraction, check_probabilities, undefined_metric
 
 __all__ = [
@@ -111,7 +112,12 @@ def _area_under_risk_coverage_curve_kernel(
 def _prediction_rejection_ratio_kernel(
     workspace: Workspace, confidence: ArrayLike, target: ArrayLike, *, max_rejection: float = 1.0
 ) -> Kernel:
-    """PRR per row of (whole-number) weights: (A_random - A_confidence) / (A_random - A_oracle)."""
+    """PRR per row of (whole-number) weights: (A_random - A_confidence) / (A_random - A_oracle).
+
+    The margin A_random - A_oracle counts as 0 when it is zero up to rounding: both areas are means of at most
+    N risks of size <= 1, each a ratio of sums of N terms, so their computed difference is within
+    4 N eps max(1, A_random) of the exact one (``capcal_metrics.rounding``).
+    """
     max_rejection = check_fraction(max_rejection, "max_rejection", include_one=True)
     target = np.asarray(target, dtype=np.float64)
     confidence_risk = _mean_risk_of_last_levels(workspace, confidence, target)
@@ -125,9 +131,10 @@ def _prediction_rejection_ratio_kernel(
         random_area = 1.0 - (workspace.weights @ target) / total
         margin = random_area - oracle_area
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(
-                margin > 1e-12 * np.maximum(1.0, random_area), (random_area - area) / margin, np.nan
+            undefined = (margin <= 0) | is_zero_up_to_rounding(
+                margin, 4 * target.size, np.maximum(1.0, random_area)
             )
+            return np.where(undefined, np.nan, (random_area - area) / margin)
 
     return evaluate
 

@@ -9,7 +9,8 @@ targets is their variance, so
     BSS = 1 - mean_i (c_i - mu_hat_i)^2 / mean_i (mu_hat_i - mean mu_hat)^2          (brier_skill_score)
 
 1 = perfect, 0 = no better than the base rate, negative = worse than announcing the base rate for every
-question (unbounded below). Undefined (NaN) when every target is the same (no variance to explain).
+question (unbounded below). Undefined (NaN) when every target is the same (no variance to explain), up to
+rounding: a computed variance at most (N eps max|t|)^2 is that of equal values (``capcal_metrics.rounding``).
 
 Finite-k correction. mu_hat_i is the mean of n_i Bernoulli(mu_i) draws, Var(mu_hat_i | mu_i) =
 mu_i (1 - mu_i) / n_i = v_i, whose unbiased estimate is ``v_hat_i = mu_hat_i (1 - mu_hat_i) / (n_i - 1)``.
@@ -26,7 +27,10 @@ estimating the skill against the true mu, ``1 - mean (c - mu)^2 / mean (mu - mea
 oracle c = mu, about 0 for the constant at the base rate, negative for uniform random confidences: with
 c ~ U(0, 1), E (c - mu)^2 = (mu - 1/2)^2 + 1/12, whose mean is S + (mean mu - 1/2)^2 + 1/12 > S, so the
 expected skill is below -1/(12 S) < 0 on every task. As a ratio of unbiased estimates it has an O(1/N)
-bias. Undefined (NaN) when S_hat <= 0 (the targets' spread is all sampling noise).
+bias. Undefined (NaN) when S_hat <= 0 up to rounding (the targets' spread is all sampling noise): S_hat is
+a difference of two sums, so it counts as 0 when S_hat <= N eps (A + B) + (N eps max mu_hat)^2, A and B its
+two terms (``capcal_metrics.rounding``); on mu_hat of a k-sample grid S_hat is a rational number, and where it
+is exactly 0 the computed value is within that bound.
 """
 
 from __future__ import annotations
@@ -34,10 +38,46 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .brier import corrected_capability_brier_score
-from .validation import check_confidence_and_target, undefined_metric
+from .brier import corrected_capability_brier_score, random_baseline_brier_score
+from .rounding import summation_error_bound, variance_is_zero
+from .validation import (
+    check_confidence_and_target,
+    check_probabilities,
+    check_whole_numbers,
+    undefined_metric,
+)
 
-__all__ = ["brier_skill_score", "corrected_brier_skill_score"]
+__all__ = [
+    "base_rate_variance",
+    "brier_skill_score",
+    "corrected_brier_skill_score",
+    "random_baseline_brier_skill_score",
+]
+
+
+def base_rate_variance(target: ArrayLike, n_samples: ArrayLike | None = None) -> float:
+    """The skill scores' reference: the Brier of the constant forecast at the base rate; 0 when it is zero
+    up to rounding.
+
+    Without ``n_samples``: ``mean_i (t_i - mean t)^2``, 0 when at most (N eps max|t|)^2. With ``n_samples``
+    (n_i >= 2, mu_hat from n_i samples): ``S_hat = mean_i (mu_hat_i - mean mu_hat)^2 - (1 - 1/N) mean_i
+    mu_hat_i (1 - mu_hat_i) / (n_i - 1)``, unbiased for the variance of the true mu; 0 when at most
+    N eps (A + B) + (N eps max mu_hat)^2, A and B its two terms, and negative when the spread of mu_hat is
+    below its sampling noise. The skills are undefined where this is <= 0 (``capcal_metrics.rounding``).
+    """
+    target = check_probabilities(target, "target")
+    size = target.size
+    spread = float(np.mean((target - target.mean()) ** 2))
+    if n_samples is None:
+        return 0.0 if variance_is_zero(spread, size, np.max(np.abs(target))) else spread
+    n = np.broadcast_to(check_whole_numbers(n_samples, "n_samples").astype(np.float64), target.shape)
+    if np.any(n < 2):
+        raise ValueError(f"n_samples must be >= 2 for every query; found n = {int(np.min(n))}")
+    mean_noise = (1.0 - 1.0 / size) * float(np.mean(target * (1.0 - target) / (n - 1.0)))
+    variance = spread - mean_noise
+    rounding = float(summation_error_bound(size, spread + mean_noise))
+    rounding += float(summation_error_bound(size, np.max(np.abs(target)))) ** 2
+    return 0.0 if abs(variance) <= rounding else variance
 
 
 def brier_skill_score(confidence: ArrayLike, target: ArrayLike) -> float:
@@ -45,11 +85,12 @@ def brier_skill_score(confidence: ArrayLike, target: ArrayLike) -> float:
 
     Higher is better: 1 = perfect, 0 = no better than the base rate ``mean t``, negative = worse than the base
     rate (unbounded below). ``target`` is mu_hat (capability) or 0/1 correctness (response). NaN with an
-    UndefinedMetricWarning when all targets are equal. Reference: Murphy 1973; Wilks, "Statistical Methods in
-    the Atmospheric Sciences" (the skill score with climatology as reference).
+    UndefinedMetricWarning when all targets are equal, up to rounding (:func:`base_rate_variance`).
+    Reference: Murphy 1973; Wilks, "Statistical Methods in the Atmospheric Sciences" (the skill score with
+    climatology as reference).
     """
     confidence, target = check_confidence_and_target(confidence, target)
-    reference = float(np.mean((target - target.mean()) ** 2))
+    reference = base_rate_variance(target)
     if reference <= 0.0:
         return undefined_metric("brier_skill_score", "every target is the same (no base-rate variance)")
     return 1.0 - float(np.mean((confidence - target) ** 2)) / reference
@@ -64,17 +105,33 @@ def corrected_brier_skill_score(confidence: ArrayLike, mu_hat: ArrayLike, n_samp
     (derivation in the module docstring). Estimates the skill against the true mu over the constant forecast
     at the base rate; the oracle c = mu scores about 1 even at k = 4, where the uncorrected score cannot
     reach 1. ``n_samples`` (n_i >= 2) is a scalar or one count per query. NaN with an UndefinedMetricWarning
-    when S_hat <= 0.
+    when S_hat <= 0 up to rounding (:func:`base_rate_variance`).
     """
     corrected_brier = corrected_capability_brier_score(confidence, mu_hat, n_samples)  # validates the inputs
-    mu_hat = np.asarray(mu_hat, dtype=np.float64)
-    n = np.broadcast_to(np.asarray(n_samples, dtype=np.float64), mu_hat.shape)
-    noise = mu_hat * (1.0 - mu_hat) / (n - 1.0)
-    size = mu_hat.size
-    variance = float(np.mean((mu_hat - mu_hat.mean()) ** 2)) - (1.0 - 1.0 / size) * float(np.mean(noise))
+    variance = base_rate_variance(mu_hat, n_samples)
     if variance <= 0.0:
         return undefined_metric(
             "corrected_brier_skill_score",
             "the estimated variance of mu over the questions is <= 0 (mu_hat's spread is sampling noise)",
         )
     return 1.0 - corrected_brier / variance
+
+
+def random_baseline_brier_skill_score(target: ArrayLike, n_samples: ArrayLike | None = None) -> float:
+    """Expected skill of confidences drawn i.i.d. from U(0, 1), in the form of :func:`brier_skill_score`
+    (without ``n_samples``) or :func:`corrected_brier_skill_score` (with it).
+
+    ``1 - (mean_i (1/3 - t_i + t_i^2) - mean_i v_i) / reference``: E (c - t)^2 = 1/3 - t + t^2 for
+    c ~ U(0, 1) (:func:`capcal_metrics.random_baseline_brier_score`), less the mean noise v_i = mu_hat_i
+    (1 - mu_hat_i) / (n_i - 1) in the corrected form; the reference is :func:`base_rate_variance`. NaN
+    (with an UndefinedMetricWarning) where the reference is <= 0.
+    """
+    target = check_probabilities(target, "target")
+    reference = base_rate_variance(target, n_samples)
+    if reference <= 0.0:
+        return undefined_metric("random_baseline_brier_skill_score", "the base-rate variance is <= 0")
+    expected_brier = random_baseline_brier_score(target)
+    if n_samples is not None:
+        n = np.broadcast_to(np.asarray(n_samples, dtype=np.float64), target.shape)
+        expected_brier -= float(np.mean(target * (1.0 - target) / (n - 1.0)))
+    return 1.0 - expected_brier / reference

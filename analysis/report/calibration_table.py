@@ -102,21 +102,12 @@ def _metric_functions(confidence: np.ndarray, mu_hat: np.ndarray, z: np.ndarray,
 
 
 def _random_brier_skill(mu_hat: np.ndarray, n: np.ndarray) -> float:
-    """Expected Brier skill of c ~ U(0, 1), in the form the table reports (corrected when every n >= 2).
-
-    E (c - t)^2 = 1/3 - t + t^2 for c ~ U(0, 1), so the expected (corrected) Brier is the random baseline
-    Brier (less the mean noise mu_hat (1 - mu_hat) / (n - 1)); the reference is that of the skill score.
-    """
-    random_brier = cm.random_baseline_brier_score(mu_hat)
+    """Expected Brier skill of c ~ U(0, 1), in the form the table reports (corrected when every n >= 2)."""
     if mu_hat.size < 2:
         return float("nan")
-    if n.min() >= 2:
-        noise = mu_hat * (1.0 - mu_hat) / (n - 1.0)
-        reference = float(np.mean((mu_hat - mu_hat.mean()) ** 2)) - (1.0 - 1.0 / mu_hat.size) * noise.mean()
-        random_brier -= float(noise.mean())
-    else:
-        reference = float(np.mean((mu_hat - mu_hat.mean()) ** 2))
-    return 1.0 - random_brier / reference if reference > 0 else float("nan")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cm.UndefinedMetricWarning)
+        return cm.random_baseline_brier_skill_score(mu_hat, n if n.min() >= 2 else None)
 
 
 def calibration_table(
