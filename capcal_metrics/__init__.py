@@ -27,7 +27,7 @@ from .ece import (
     maximum_calibration_error,
     random_baseline_calibration_error,
 )
-from .jackknife import JackknifeCI, jackknife_ci, jackknife_items
+from .jackknife import JackknifeCI, jackknife_ci, jackknife_items, leave_one_out_values
 from .pass_at_k import pass_at_k, predicted_pass_at_k
 from .ranking import auroc, average_precision, random_baseline_average_precision, soft_label_auroc
 from .selective import (
@@ -71,6 +71,7 @@ __all__ = [
     "jackknife_ci",
     "jackknife_items",
     "leakage_free_consistency",
+    "leave_one_out_values",
     "maximum_calibration_error",
     "modal_count",
     "pass_at_k",

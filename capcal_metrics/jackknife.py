@@ -29,7 +29,7 @@ from scipy.special import ndtri
 from ._kernels import Workspace
 from .validation import UndefinedMetricWarning, check_fraction
 
-__all__ = ["JackknifeCI", "jackknife_ci", "jackknife_items"]
+__all__ = ["JackknifeCI", "jackknife_ci", "jackknife_items", "leave_one_out_values"]
 
 # Leave-one-out rows per kernel call = max(1, this // N) (as the bootstrap's chunks).
 _CHUNK_ELEMENTS = 500_000
@@ -44,12 +44,28 @@ class JackknifeCI(NamedTuple):
     standard_error: float
 
 
+def leave_one_out_values(statistic: Callable[..., float], *arrays: Any) -> np.ndarray:
+    """theta_(-i), the statistic without row i (rows of every array left out together), for every row i;
+    NaN where it is undefined. By the metric's weighted kernel where it has one, else N calls."""
+    arrays = tuple(np.asarray(array) for array in arrays)
+    n_rows = len(arrays[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        leave_one_out = _leave_one_out_by_kernel(statistic, arrays)
+        if leave_one_out is None:
+            leave_one_out = np.array(
+                [statistic(*(np.delete(array, i, axis=0) for array in arrays)) for i in range(n_rows)],
+                dtype=np.float64,
+            )
+    return leave_one_out
+
+
 def jackknife_items(statistic: Callable[..., float], *arrays: Any) -> np.ndarray | None:
     """Per-row jackknife influence values of ``statistic(*arrays)`` (rows = questions), or None if undefined.
 
     ``item_i = theta - (N - 1) (theta_(-i) - mean_j theta_(-j))``: mean(items) = theta and
     std(items, ddof=1) / sqrt(N) is the jackknife standard error. None when N < 2 or theta or any
-    leave-one-out value is not finite.
+    leave-one-out value (:func:`leave_one_out_values`) is not finite.
     """
     arrays = tuple(np.asarray(array) for array in arrays)
     n_rows = len(arrays[0])
@@ -58,12 +74,7 @@ def jackknife_items(statistic: Callable[..., float], *arrays: Any) -> np.ndarray
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UndefinedMetricWarning)
         theta = float(statistic(*arrays))
-        leave_one_out = _leave_one_out_by_kernel(statistic, arrays)
-        if leave_one_out is None:
-            leave_one_out = np.array(
-                [statistic(*(np.delete(array, i, axis=0) for array in arrays)) for i in range(n_rows)],
-                dtype=np.float64,
-            )
+    leave_one_out = leave_one_out_values(statistic, *arrays)
     if not (np.isfinite(theta) and np.all(np.isfinite(leave_one_out))):
         return None
     return theta - (n_rows - 1) * (leave_one_out - leave_one_out.mean())

@@ -34,11 +34,26 @@ seed 0; needs k >= 4). Beside them: ``expected_accuracy`` (higher; mean mu_hat o
 ``verbalized_parse_failure_rate`` (lower; share of questions without a parsable verbalized confidence). The
 metric functions are capcal_metrics'.
 
-Every column is present in every run. A statistic that is undefined on the run (fewer than two questions
-with the confidence, AUROC or a skill when every target is equal, P(True) not requested, consistency with
-k < 4) has the value NaN (``nan`` in lm-eval's table, ``NaN`` in the results JSON), with a warning and the
-reason in :attr:`ColumnTable.undefined` (the task writes it into the results JSON's ``configs``): a group's
-mean over tasks is then NaN as well, never a silent mean over the tasks where the column happens to exist.
+Undefined statistics, three cases (the reasons are in :class:`ColumnTable` and the results JSON's
+``configs[task]["capcal_calibration"]``):
+
+- **The targets leave nothing to measure** (``left_out``): AUROC when no question is solved or every one is
+  (every mu_hat 0, or every mu_hat 1), the skill scores when the base-rate variance is 0 (every mu_hat equal,
+  up to rounding) or, corrected, the estimated variance of mu is <= 0 (the spread of mu_hat is sampling
+  noise). That column is left out of the task's row (no item), so a group's mean of it is the mean over the
+  tasks where it is defined, and the task's configs say which columns it left out and why. A model that
+  solves no AIME question thus keeps every group AUROC and skill column: it is measured on the tasks that have
+  something to discriminate.
+- **The run cannot give it** (``undefined``): fewer than two questions with the confidence, P(True) not
+  requested, consistency with k < 4. The column is NaN in every row (``nan`` in lm-eval's table, ``NaN`` in
+  the results JSON), and so is a group's mean over it: a model that cannot be scored on a source is not
+  ranked on it.
+- **The value exists, its standard error does not** (``stderr_undefined``): the statistic is defined on all N
+  questions but not without one of them (a leave-one-out subset whose targets are degenerate), so the
+  jackknife fails. The value is kept; every question's item is the value and the column is aggregated by
+  :func:`value_without_standard_error`, which lm-eval does not know, so its standard error is "N/A" (and so
+  is a group's).
+
 Bookkeeping values (samples per question k, whether P(True) was requested) are not columns: lm-eval would
 mark them "higher is better" and average them like scores; they are in the task's ``configs`` entry.
 
@@ -52,19 +67,20 @@ with theta_(-i) the statistic without question i. The items average to theta exa
 error of their mean, sd(items) / sqrt(N), is the jackknife standard error
 sqrt((N - 1) / N sum_i (theta_(-i) - mean_j theta_(-j))^2). For a statistic that is itself a mean of
 per-question terms (Brier, corrected Brier) item_i is that term and the standard error is the usual one.
-A statistic that is undefined on the run or on a leave-one-out subset (fewer than two questions, AUROC when
-every target is 0 or every target is 1) is left out of the table with a warning.
 """
 
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from capcal_metrics import (
+    UndefinedMetricWarning,
+    base_rate_variance,
     brier_score,
     brier_skill_score,
     corrected_brier_skill_score,
@@ -72,6 +88,7 @@ from capcal_metrics import (
     debiased_expected_calibration_error,
     expected_calibration_error,
     jackknife_items,
+    leave_one_out_values,
     soft_label_auroc,
 )
 from capcal_metrics.consistency import leakage_free_consistency
@@ -86,8 +103,10 @@ __all__ = [
     "Column",
     "ColumnTable",
     "QuestionData",
+    "SourceStatistics",
     "calibration_columns",
     "source_statistics",
+    "value_without_standard_error",
 ]
 
 logger = logging.getLogger(__name__)
@@ -154,29 +173,90 @@ class QuestionData:
     verbalized: float | None
 
 
+@dataclass(frozen=True)
+class SourceStatistics:
+    """The statistics of one confidence source on its questions.
+
+    ``items``: column -> per-question items (jackknife influence values, or the value repeated where its
+    standard error is undefined); ``left_out``, ``undefined`` and ``stderr_undefined``: column -> reason
+    (see the module docstring)."""
+
+    items: dict[str, np.ndarray]
+    left_out: dict[str, str]
+    undefined: dict[str, str]
+    stderr_undefined: dict[str, str]
+
+
+def _degenerate_targets(statistic: str, mu_hat: np.ndarray, n: np.ndarray) -> str | None:
+    """Why the targets leave ``statistic`` nothing to measure, or None."""
+    size = len(mu_hat)
+    if statistic == "auroc" and (np.all(mu_hat == 0.0) or np.all(mu_hat == 1.0)):
+        solved = "no question" if mu_hat[0] == 0.0 else "every question"
+        return f"{solved} of the {size} is solved (every mu_hat is {mu_hat[0]:g}): nothing to discriminate"
+    if statistic in ("brier_skill", "corrected_brier_skill"):
+        if base_rate_variance(mu_hat) == 0.0:
+            return (
+                f"every one of the {size} questions has mu_hat = {mu_hat[0]:.4g}: the base rate explains "
+                "everything (no variance for a skill to explain)"
+            )
+        if statistic == "corrected_brier_skill" and (variance := base_rate_variance(mu_hat, n)) <= 0.0:
+            return (
+                f"the estimated variance of mu over the {size} questions is {variance:.3g} <= 0: the spread "
+                "of mu_hat is within its sampling noise (no variance for a skill to explain)"
+            )
+    return None
+
+
 def source_statistics(
     source: str, confidence: np.ndarray, mu_hat: np.ndarray, n: np.ndarray, task: str = ""
-) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """``({f"{source}_{statistic}": items}, {column: reason})``: the items of the statistics defined on these
-    questions, and why each of the others is undefined (each also logged as a warning)."""
-    columns: dict[str, np.ndarray] = {}
-    undefined: dict[str, str] = {}
-    if len(confidence) < 2:
-        reason = f"needs at least 2 questions with a {source} confidence, got {len(confidence)}"
-        undefined = {f"{source}_{name}": reason for name in STATISTICS}
-    else:
-        for name, (statistic, _) in STATISTICS.items():
-            items = jackknife_items(statistic, confidence, mu_hat, n)
-            if items is None:
-                undefined[f"{source}_{name}"] = (
-                    f"undefined on these {len(confidence)} questions or without one of them (AUROC and the "
-                    "skill scores need targets that differ)"
-                )
-            else:
-                columns[f"{source}_{name}"] = items
-    for column, reason in undefined.items():
-        logger.warning("%s: %s is NaN: %s", task or "calibration", column, reason)
-    return columns, undefined
+) -> SourceStatistics:
+    """The statistics of ``source`` defined on these questions, with the reasons of the others (each also
+    logged as a warning)."""
+    result = SourceStatistics({}, {}, {}, {})
+    size = len(confidence)
+    if size < 2:
+        reason = f"needs at least 2 questions with a {source} confidence, got {size}"
+        result.undefined.update({f"{source}_{name}": reason for name in STATISTICS})
+    for name, (statistic, _) in STATISTICS.items() if size >= 2 else ():
+        column = f"{source}_{name}"
+        items = jackknife_items(statistic, confidence, mu_hat, n)
+        if items is not None:
+            result.items[column] = items
+            continue
+        degenerate = _degenerate_targets(name, mu_hat, n)
+        if degenerate is not None:
+            result.left_out[column] = f"{degenerate}; left out of the task's row and of group means"
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UndefinedMetricWarning)
+            value = float(statistic(confidence, mu_hat, n))
+        if not np.isfinite(value):
+            result.undefined[column] = f"undefined on these {size} questions"
+            continue
+        failing = np.flatnonzero(~np.isfinite(leave_one_out_values(statistic, confidence, mu_hat, n)))
+        example = "; ".join(
+            f"without question {i}: {_degenerate_targets(name, np.delete(mu_hat, i), np.delete(n, i))}"
+            for i in failing[:1]
+        )
+        result.items[column] = np.full(size, value)
+        result.stderr_undefined[column] = (
+            f"the jackknife needs the statistic without each question, and it is undefined without "
+            f"{len(failing)} of the {size} ({example}); the value is kept, its standard error is N/A"
+        )
+    label = task or "calibration"
+    for column, reason in result.left_out.items():
+        logger.warning("%s: %s is left out: %s", label, column, reason)
+    for column, reason in result.undefined.items():
+        logger.warning("%s: %s is NaN: %s", label, column, reason)
+    for column, reason in result.stderr_undefined.items():
+        logger.warning("%s: %s has no standard error: %s", label, column, reason)
+    return result
+
+
+def value_without_standard_error(items: Sequence[float]) -> float:
+    """The mean of a column's items, as lm-eval's ``mean``, under another name: lm-eval computes standard
+    errors only for aggregations it knows, so a column aggregated by this one reports "N/A"."""
+    return float(sum(items) / len(items))
 
 
 @dataclass(frozen=True)
@@ -184,16 +264,19 @@ class ColumnTable:
     """The calibration columns of one run.
 
     ``rows``: one dict of column items per question (in order); the mean of each column's items is its value.
-    Every column of :data:`COLUMNS` is in every row, except the verbalized statistics, which only the
-    questions whose verbalized confidence parsed contribute to; an undefined column's items are NaN.
-    ``undefined``: column -> why it is NaN. ``samples_per_question`` (k) and ``ptrue_requested``: bookkeeping
-    for the task's config, not columns.
+    Every column of :data:`COLUMNS` is in every row except those in ``left_out`` (in no row) and the
+    verbalized statistics, which only the questions whose verbalized confidence parsed contribute to; an
+    ``undefined`` column's items are NaN. ``left_out``, ``undefined`` and ``stderr_undefined``: column ->
+    reason (module docstring). ``samples_per_question`` (k) and ``ptrue_requested``: bookkeeping for the
+    task's config, not columns.
     """
 
     rows: list[dict[str, float]]
     undefined: dict[str, str]
     samples_per_question: int
     ptrue_requested: bool
+    left_out: dict[str, str]
+    stderr_undefined: dict[str, str]
 
 
 def _answer_labels(questions: Sequence[QuestionData]) -> np.ndarray:
@@ -239,13 +322,16 @@ def calibration_columns(questions: Sequence[QuestionData], task: str = "") -> Co
         for i in range(len(questions))
     ]
     undefined: dict[str, str] = {}
+    left_out: dict[str, str] = {}
+    stderr_undefined: dict[str, str] = {}
 
-    def add(source: str, statistics: tuple[dict[str, np.ndarray], dict[str, str]], positions: np.ndarray):
-        columns, reasons = statistics
-        for name, items in columns.items():
+    def add(source: str, statistics: SourceStatistics, positions: np.ndarray):
+        for name, items in statistics.items.items():
             for position, item in zip(positions, items, strict=True):
                 rows[position][name] = float(item)
-        undefined.update(reasons)
+        undefined.update(statistics.undefined)
+        left_out.update(statistics.left_out)
+        stderr_undefined.update(statistics.stderr_undefined)
 
     everyone = np.arange(len(questions))
     if all(with_ptrue):
@@ -273,4 +359,11 @@ def calibration_columns(questions: Sequence[QuestionData], task: str = "") -> Co
     for column in undefined:  # NaN in every row: the column exists, and so does every mean over it
         for row in rows:
             row[column] = float("nan")
-    return ColumnTable(rows, dict(sorted(undefined.items())), k, all(with_ptrue))
+    return ColumnTable(
+        rows,
+        dict(sorted(undefined.items())),
+        k,
+        all(with_ptrue),
+        dict(sorted(left_out.items())),
+        dict(sorted(stderr_undefined.items())),
+    )

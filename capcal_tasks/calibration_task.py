@@ -51,6 +51,7 @@ from capcal_tasks.calibration_columns import (
     STDERR_DOES_NOT_COVER,
     QuestionData,
     calibration_columns,
+    value_without_standard_error,
 )
 from capcal_tasks.confidence import ptrue, verbalized
 from capcal_tasks.settings import parse_bool
@@ -230,6 +231,14 @@ class CalibrationTask(ConfigurableTask):
 
     # --- results ------------------------------------------------------------------------------------------
 
+    def aggregation(self) -> dict[str, Callable]:
+        """As lm-eval's (``mean`` for every column), except for the columns whose standard error is undefined
+        on this run: :func:`value_without_standard_error`, the same mean, for which lm-eval reports "N/A"."""
+        aggregations = dict(super().aggregation())
+        for column in (self._bookkeeping or {}).get("stderr_undefined", {}):
+            aggregations[column] = value_without_standard_error
+        return aggregations
+
     def process_results(self, doc: dict, results: list) -> dict[str, float]:
         """The question's column items. ``results[0]`` is the question's list of k responses; the items are
         computed for all questions at the first call (from the task's instances, after lm-eval's filters)."""
@@ -275,6 +284,8 @@ class CalibrationTask(ConfigurableTask):
             "samples_per_question": table.samples_per_question,
             "ptrue_requested": table.ptrue_requested,
             "undefined_columns": table.undefined,
+            "left_out_columns": table.left_out,
+            "stderr_undefined": table.stderr_undefined,
             "stderr_does_not_cover": dict(STDERR_DOES_NOT_COVER),
         }
         return dict(zip(keys, table.rows, strict=True))

@@ -14,6 +14,8 @@ from lm_eval.api.metrics import mean, mean_stderr
 from analysis.estimators.consistency import encode_answer_classes, leakage_free_consistency
 from capcal_metrics import (
     brier_score,
+    brier_skill_score,
+    corrected_brier_skill_score,
     corrected_capability_brier_score,
     debiased_expected_calibration_error,
     expected_calibration_error,
@@ -27,6 +29,7 @@ from capcal_tasks.calibration_columns import (
     STDERR_DOES_NOT_COVER,
     QuestionData,
     calibration_columns,
+    value_without_standard_error,
 )
 
 K = 8
@@ -150,11 +153,20 @@ def test_undefined_columns_are_nan_with_their_reason(caplog):
     short_table = calibration_columns(short)
     assert "k >= 4" in short_table.undefined["consistency_auroc"]
     assert all(math.isnan(row["consistency_brier"]) for row in short_table.rows)
-    # every target equal (a model that never solves a question): AUROC and both skills are undefined
+    # every target equal (a model that never solves a question): AUROC and both skills have nothing to
+    # measure; they are left out of the row (so a group mean skips this task), never NaN
     zeros = [QuestionData([0] * K, ["w"] * K, 0.1 * (i % 9), None) for i in range(10)]
-    undefined = calibration_columns(zeros).undefined
-    assert {"ptrue_auroc", "ptrue_brier_skill", "ptrue_corrected_brier_skill"} <= set(undefined)
-    assert "ptrue_brier" not in undefined
+    degenerate = calibration_columns(zeros)
+    measured_nothing = {
+        f"{source}_{name}" for source in ("ptrue", "consistency") for name in ("auroc", "brier_skill")
+    } | {"ptrue_corrected_brier_skill", "consistency_corrected_brier_skill"}
+    assert set(degenerate.left_out) == measured_nothing
+    assert not measured_nothing & set(degenerate.undefined)
+    assert "no question of the 10 is solved" in degenerate.left_out["ptrue_auroc"]
+    assert "mu_hat = 0" in degenerate.left_out["ptrue_corrected_brier_skill"]
+    for row in degenerate.rows:
+        assert not measured_nothing & set(row)
+        assert math.isfinite(row["ptrue_brier"]) and math.isfinite(row["ptrue_ece_debiased"])
     with pytest.raises(ValueError, match="same k >= 2"):
         calibration_columns([QuestionData([1], ["a"], 0.5, 0.5)] * 3)
     with pytest.raises(ValueError, match="some questions only"):
@@ -169,16 +181,17 @@ def test_group_and_templates_agree_with_the_columns():
         assert [entry["metric"] for entry in group["aggregate_metric_list"]] == [c.name for c in COLUMNS]
         assert all(entry["weight_by_size"] is False for entry in group["aggregate_metric_list"])
         assert all(next(Path(root).rglob(f"{task}.yaml"), None) for task in group["task"]), name
-        assert str(group["metadata"]["version"]) == "2.0"
+        assert str(group["metadata"]["version"]) == "3.0"
     assert len(groups["capcal_calibration"]["task"]) == 8
     # the open group: every task but the gated one (GPQA)
     assert groups["capcal_calibration_open"]["task"] == [
         task for task in groups["capcal_calibration"]["task"] if task != "capcal_gpqa_calibration"
     ]
-    # version 2.0 of every calibration task: its columns must never be averaged with 1.0's
+    # version 3.0 of every calibration task (2.0 kept degenerate columns as NaN; 1.0's skill had another
+    # reference): results of different versions must never be averaged
     for task in groups["capcal_calibration"]["task"]:
         (path,) = Path(root).rglob(f"{task}.yaml")
-        assert str(yaml.safe_load(path.read_text())["metadata"]["version"]) == "2.0", task
+        assert str(yaml.safe_load(path.read_text())["metadata"]["version"]) == "3.0", task
 
     def template(name: str) -> dict:
         text = (root / name).read_text().replace("!function", "")
@@ -186,3 +199,44 @@ def test_group_and_templates_agree_with_the_columns():
 
     verbalized = template("_verbalized_template_yaml")["generation_kwargs"]
     assert template("_calibration_template_yaml")["verbalized_generation_kwargs"] == verbalized
+
+
+def test_a_failing_jackknife_keeps_the_value_and_drops_only_the_standard_error():
+    # question 0 is the only one solved at all: without it every mu_hat is 0, so the skill and AUROC are
+    # undefined on that leave-one-out subset, while on all 6 questions they exist (the issue's MMLU case:
+    # -53.04 computed, NaN reported)
+    correctness = [[1, 1, 0, 0]] + [[0, 0, 0, 0]] * 5
+    questions = [
+        QuestionData(z, [str(j) for j in range(4)], p, None)
+        for z, p in zip(correctness, [0.9, 0.2, 0.3, 0.1, 0.6, 0.4], strict=True)
+    ]
+    table = calibration_columns(questions, task="toy")
+    p_true = np.array([q.p_true for q in questions])
+    mu_hat = np.array([np.mean(z) for z in correctness])
+    for column, expected in (
+        ("ptrue_auroc", soft_label_auroc(p_true, mu_hat)),
+        ("ptrue_brier_skill", brier_skill_score(p_true, mu_hat)),
+        ("ptrue_corrected_brier_skill", corrected_brier_skill_score(p_true, mu_hat, 4)),
+    ):
+        assert math.isfinite(expected)
+        assert column in table.stderr_undefined and column not in table.undefined, column
+        assert (
+            "without 1 of the 6 (without question 0: no question of the 5" in table.stderr_undefined[column]
+            or "without 1 of the 6 (without question 0: every one of the 5" in table.stderr_undefined[column]
+        )
+        items = _column(table.rows, column)
+        assert mean(items) == pytest.approx(expected)  # the value, not NaN
+        assert len(set(items)) == 1  # every item is the value: no made-up spread
+    assert "ptrue_brier" not in table.stderr_undefined and math.isfinite(
+        mean(_column(table.rows, "ptrue_brier"))
+    )
+
+
+def test_value_without_standard_error_has_no_standard_error_in_lm_eval():
+    from lm_eval.api.metrics import mean as lm_eval_mean
+    from lm_eval.api.metrics import stderr_for_metric
+
+    items = [0.25, 0.25, 0.25]
+    assert value_without_standard_error(items) == lm_eval_mean(items)
+    assert stderr_for_metric(value_without_standard_error, bootstrap_iters=100000) is None
+    assert stderr_for_metric(lm_eval_mean, bootstrap_iters=100000) is not None
