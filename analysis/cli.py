@@ -367,6 +367,26 @@ def _table(args: argparse.Namespace) -> int:
     return 0
 
 
+def _leaderboard(args: argparse.Namespace) -> int:
+    from analysis.leaderboard import leaderboard_rows, template_tasks, write_leaderboard_results
+
+    rows = leaderboard_rows(args.output_dirs, args.benchmark)
+    for path, row in zip(write_leaderboard_results(rows, args.output), rows, strict=True):
+        print(f"leaderboard: {row.model_name}: {path} ({len(row.values)} columns, version {row.version})")
+        for column, reason in row.missing.items():
+            print(
+                terminal_text(
+                    f"capcal leaderboard: warning: {row.model_name}: {column} is undefined ({reason}); "
+                    "the template drops this model's row unless the column is left off the board"
+                ),
+                file=sys.stderr,
+            )
+    print("template Tasks (src/about.py):")
+    for benchmark, metric, label in template_tasks(args.benchmark):
+        print(f'    Task("{benchmark}", "{metric}", "{label}")')
+    return 0
+
+
 def _rescore(args: argparse.Namespace) -> int:
     from analysis.evaluation.rescore import rescore
 
@@ -653,6 +673,18 @@ def build_parser(selfcal_actions: bool = True) -> argparse.ArgumentParser:
     )
     table.add_argument("--run", action="append", default=[], metavar="RUN", help="as capcal report")
 
+    board = commands.add_parser(
+        "leaderboard",
+        help="export calibration columns as results files the Hugging Face leaderboard template reads",
+    )
+    board.add_argument("output_dirs", nargs="+", metavar="OUTPUT_DIR", help="lm-eval output folders")
+    board.add_argument("--output", required=True, help="folder for the template's results files")
+    board.add_argument(
+        "--benchmark",
+        default="capcal_calibration_open",
+        help="the calibration task or group to export (default capcal_calibration_open)",
+    )
+
     rescoring = commands.add_parser(
         "rescore", help="re-score a run's logged responses with another checker (no model run)"
     )
@@ -704,7 +736,7 @@ def build_parser(selfcal_actions: bool = True) -> argparse.ArgumentParser:
 
 # The commands whose parsing does not need ``capcal selfcal``'s actions (``build_parser``).
 COMMANDS_WITHOUT_SELFCAL = frozenset(
-    {"eval", "tasks-dir", "models", "analyze", "check", "report", "demo", "rescore"}
+    {"eval", "tasks-dir", "models", "analyze", "check", "report", "demo", "rescore", "leaderboard"}
 )
 
 
@@ -732,6 +764,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "check": _check,
         "report": _report,
         "table": _table,
+        "leaderboard": _leaderboard,
         "demo": _demo,
         "rescore": _rescore,
         "selfcal": _selfcal,

@@ -30,6 +30,8 @@ __all__ = [
     "HIGHER_IS_BETTER",
     "INTERVAL_NOTES",
     "JACKKNIFE_METRICS",
+    "interval_label",
+    "intervals_note",
     "RESPONSE_METRICS",
     "calibration_table",
     "first_response_correctness",
@@ -74,6 +76,23 @@ INTERVAL_NOTES: dict[str, str] = {
         "interval does not cover: binned ECE is biased upward (docs/methods.md, The bias of binned ECE)"
     ),
 }
+
+
+def interval_label(metric: str, confidence_level: float = 0.95) -> str:
+    """What made ``metric``'s interval in these tables: "95% jackknife interval" (estimate +- 1.96 jackknife
+    SE) for :data:`JACKKNIFE_METRICS`, "95% bootstrap interval" (percentile) for the others."""
+    method = "jackknife" if metric in JACKKNIFE_METRICS else "bootstrap"
+    return f"{confidence_level:.0%} {method} interval"
+
+
+def intervals_note(metrics: Sequence[str], n_resamples: int) -> str:
+    """One phrase naming the interval method of each of ``metrics``: bootstrap (with its resamples) for
+    most, the jackknife for the debiased ECE."""
+    jackknifed = [metric for metric in metrics if metric in JACKKNIFE_METRICS]
+    text = f"95% intervals: percentile bootstrap over questions ({n_resamples} resamples)"
+    if jackknifed:
+        text += f", but estimate +- 1.96 jackknife SE for {', '.join(jackknifed)}"
+    return text
 
 
 def first_response_correctness(table: pd.DataFrame) -> np.ndarray:
@@ -187,7 +206,7 @@ def calibration_table(
                 "high": float("nan"),
                 "questions": len(table),
                 "questions_missing": 0,
-                "interval_method": "",
+                "interval_method": "",  # an expectation: no interval
                 "interval_note": "",
             }
         )

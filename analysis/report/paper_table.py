@@ -1,7 +1,8 @@
 """Estimator x task (x model) tables of the headline metrics, the layout of a paper's central tables.
 
 :func:`paper_table` reads lm-eval output folders exactly as ``capcal report`` does (``analyze_runs``) and
-returns one row per (model, task, estimator, metric) with the estimate and its 95% bootstrap interval: the
+returns one row per (model, task, estimator, metric) with the estimate and its 95% interval (percentile
+bootstrap; for the debiased ECE the jackknife's, ``interval_method``): the
 numbers of the report's per-section tables. :func:`metric_grid` turns those rows into the grid of one metric
 (rows: estimators; columns: tasks, or ``model · task`` with several models; cells ``estimate [low, high]``)
 and :func:`format_table` writes the grids as Markdown or LaTeX, or the rows as CSV or JSON. ``capcal table``
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.report.calibration_table import interval_label
 from analysis.report.render import ReportSection, format_interval, markdown_table
 from analysis.report.sections import higher_is_better, metric_header
 from analysis.report.summary import LEAKY
@@ -42,8 +44,8 @@ HEADLINE_METRICS = (
 )
 FORMATS = ("markdown", "latex", "csv", "json")
 ROW_COLUMNS = [
-    "model", "task", "estimator", "metric", "estimate", "low", "high", "questions", "leaky",
-    "higher_is_better",
+    "model", "task", "estimator", "metric", "estimate", "low", "high", "interval_method", "questions",
+    "leaky", "higher_is_better",
 ]  # fmt: skip
 
 
@@ -130,11 +132,19 @@ def grid_section(rows: pd.DataFrame, metrics: Sequence[str] | None = None) -> Re
     return ReportSection(
         title="Across models and tasks",
         notes=[
-            "Each cell: estimate [95% bootstrap interval], the same numbers as the per-task sections; "
+            "Each cell: estimate [95% interval], the same numbers as the per-task sections: a percentile "
+            "bootstrap interval over questions, except the debiased ECE's (estimate +- 1.96 jackknife SE; "
+            "its bootstrap interval does not cover); "
             "↓ lower is better, ↑ higher. Export: capcal table OUTPUT_DIR... --metric METRIC --format "
             "csv|latex|markdown|json."
         ],
-        tables=[(f"{metric_header(m)}: estimators x tasks", metric_grid(rows, m)) for m in chosen],
+        tables=[
+            (
+                f"{metric_header(m)}: estimators x tasks, each cell with its {interval_label(m)}",
+                metric_grid(rows, m),
+            )
+            for m in chosen
+        ],
     )
 
 
@@ -179,7 +189,7 @@ def format_table(rows: pd.DataFrame, metrics: Sequence[str] | None = None, fmt: 
         return json.dumps(records, indent=2) + "\n"
     blocks = []
     for metric in chosen:
-        caption = f"{metric_header(metric)} (estimate [95% bootstrap interval])"
+        caption = f"{metric_header(metric)} (estimate [{interval_label(metric)}])"
         grid = metric_grid(rows, metric)
         if fmt == "latex":
             blocks.append(_latex_grid(grid, caption))

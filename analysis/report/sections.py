@@ -25,6 +25,7 @@ from analysis.report.calibration_table import (
     RESPONSE_METRICS,
     calibration_table,
     first_response_correctness,
+    intervals_note,
 )
 from analysis.report.figures import Curve, curves_figure, reliability_figure, target_scatter_figure
 from analysis.report.registry import BUDGET, CALIBRATION_TABLES, PASS_AT_K, ComputedEstimators
@@ -207,14 +208,13 @@ def metric_tables_part(inputs: SectionInputs) -> SectionPart:
     """Capability metrics (target mu_hat) and response metrics (target z) of every calibration-table
     estimator, with bootstrap intervals over questions."""
     metrics = inputs.metrics
-    intervals = f"{inputs.n_resamples} bootstrap resamples over questions, 95% intervals"
     targets = {
         "Capability calibration (target: mu_hat)": CAPABILITY_METRICS,
         "Response calibration (target: the first response's correctness z)": RESPONSE_METRICS,
     }
     tables = []
     for target, names in targets.items():
-        caption = f"{target}; {intervals}"
+        caption = f"{target}; {intervals_note(names, inputs.n_resamples)}"
         caption += "".join(f"; † {m}: {INTERVAL_NOTES[m]}" for m in names if INTERVAL_NOTES.get(m))
         tables.append((caption, _metric_table(metrics[metrics["metric"].isin(names)])))
     return SectionPart(tables=tables)

@@ -469,12 +469,19 @@ def test_grid_of_two_tasks_matches_every_section_cell_and_exports(tmp_path, repo
     assert set(rows["task"]) == {"toy_eval", "toy_eval_b"} and set(rows["model"]) == {"toy-model"}
     assert report_markdown.assert_grid_matches_sections(markdown, rows) >= 4 * 2 * 2
     grids = report_markdown.tables(report_markdown.section_of(markdown, "## Across models and tasks"))
-    assert list(grids["corrected_capability_brier ↓: estimators x tasks"][0]) == [
+    bootstrap = ": estimators x tasks, each cell with its 95% bootstrap interval"
+    assert list(grids[f"corrected_capability_brier ↓{bootstrap}"][0]) == [
         "estimator",
         "toy_eval",
         "toy_eval_b",
     ]
-    assert "consistency_k2 \\(leaky\\)" in {r["estimator"] for r in grids["soft_auroc ↑: estimators x tasks"]}
+    assert "consistency_k2 \\(leaky\\)" in {r["estimator"] for r in grids[f"soft_auroc ↑{bootstrap}"]}
+    # each grid names the method of its intervals: the debiased ECE's are the jackknife's
+    assert "capability_ece_debiased ↓: estimators x tasks, each cell with its 95% jackknife interval" in grids
+    assert not [title for title in grids if "ece_debiased" in title and "bootstrap" in title]
+    methods = rows[rows["estimator"] != "random (expected)"].groupby("metric")["interval_method"].agg(set)
+    assert methods["capability_ece_debiased"] == {"jackknife normal"}
+    assert methods["soft_auroc"] == {"bootstrap percentile"}
 
     csv = format_table(rows, ["soft_auroc"], "csv")
     back = pd.read_csv(__import__("io").StringIO(csv))
@@ -483,6 +490,8 @@ def test_grid_of_two_tasks_matches_every_section_cell_and_exports(tmp_path, repo
     np.testing.assert_allclose(back["estimate"], chosen["estimate"])
     records = json.loads(format_table(rows, ["soft_auroc"], "json"))
     assert len(records) == len(chosen) and {"low", "high", "higher_is_better"} <= set(records[0])
+    assert "(estimate [95% jackknife interval])" in format_table(rows, ["capability_ece_debiased"])
+    assert "(estimate [95% bootstrap interval])" in format_table(rows, ["soft_auroc"])
     latex = format_table(rows, ["corrected_capability_brier"], "latex")
     assert "\\begin{tabular}{lcc}" in latex and "toy\\_eval\\_b" in latex and "$\\downarrow$" in latex
     with pytest.raises(ValueError, match="format"):

@@ -76,7 +76,8 @@ def test_every_lattice_data_set_matches_exact_arithmetic():
             where = f"k={k} mu_hat*k={numerators} c*k={confidence_numerators}"
             zeros += exact_variance(mu, k) == 0
             check(cm.brier_skill_score(c_float, mu_float), exact_skill(c, mu, None), f"skill {where}")
-            check(cm.corrected_brier_skill_score(c_float, mu_float, k), exact_skill(c, mu, k), f"corr {where}")
+            corrected = cm.corrected_brier_skill_score(c_float, mu_float, k)
+            check(corrected, exact_skill(c, mu, k), f"corrected {where}")
             check(cm.soft_label_auroc(c_float, mu_float), exact_soft_auroc(c, mu), f"auroc {where}")
             variance = exact_variance(mu, k)
             assert cm.base_rate_variance(mu_float, k) == pytest.approx(float(variance), abs=1e-15), where
