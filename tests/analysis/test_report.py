@@ -527,7 +527,13 @@ def test_pass_at_k_bands_are_clipped_to_the_unit_interval():
     n, c = np.full(2, 8), np.array([0, 4])
     confidence = np.array([0.05, 0.5])  # N = 2: the normal band at k = 1 is 0.275 +- 0.534
     raw = dataset_curve(confidence, n, c)
-    assert raw["band_low"].min() < 0 or raw["band_high"].max() > 1  # the unclipped band leaves [0, 1]
+    # the unclipped band at k = 1 is the formula's and leaves [0, 1]: predicted 0.275, half width
+    # 1.96 sqrt(0.05 * 0.95 + 0.5 * 0.5) / 2 = 0.534
+    first = raw.iloc[0]
+    half_width = 1.96 * np.sqrt(0.05 * 0.95 + 0.5 * 0.5) / 2
+    assert first["k"] == 1 and first["predicted"] == pytest.approx(0.275)
+    assert first["band_low"] == pytest.approx(0.275 - half_width) and first["band_low"] < 0
+    assert first["band_high"] == pytest.approx(0.275 + half_width)
     curves = pass_at_k_curves({"c": confidence}, n, c)
     assert np.min(curves[0].band_low) >= 0 and np.max(curves[0].band_high) <= 1
     assert curves[-1].color == "black" and curves[-1].band_low is None
