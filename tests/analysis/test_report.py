@@ -130,15 +130,17 @@ def _ptrue_line(doc_id: int, question_id: str, p: float) -> dict:
     return {"doc_id": doc_id, "doc": {"question_id": question_id}, "metrics": list(record), **record}
 
 
-def _write(root, task: str, metadata: dict, lines: list[dict], date: str = DATE) -> None:
+def _write(
+    root, task: str, metadata: dict, lines: list[dict], date: str = DATE, model: str = MODEL_FOLDER
+) -> None:
     """A samples file and its entry in the run's results file (one results file per run, as lm-eval)."""
     import json
 
-    folder = root / MODEL_FOLDER
+    folder = root / model
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"samples_{task}_{date}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     path = folder / f"results_{date}.json"
-    results = json.loads(path.read_text()) if path.exists() else {"model_name": "toy-model"}
+    results = json.loads(path.read_text()) if path.exists() else {"model_name": model}
     results.setdefault("results", {})[task] = {}
     results.setdefault("configs", {})[task] = {"metadata": metadata}
     results.setdefault("n-samples", {})[task] = {"original": len(lines), "effective": len(lines)}
@@ -395,7 +397,10 @@ def test_report_opens_with_a_summary_that_ranks_concludes_and_warns(tmp_path, re
         n_resamples=20,
         seed=0,
     )[second]
-    advantage = rows[1]["best's advantage ↑ \\(paired\\)"]
+    from analysis.report import markdown_text
+    from analysis.report.summary import DIFFERENCE
+
+    advantage = rows[1][markdown_text(DIFFERENCE)]
     assert advantage == format_interval(*difference).replace("[", "\\[").replace("]", "\\]")
     summary = report_markdown.section_of(markdown, "### Summary · toy-model · toy_eval")
     if difference.low > 0:
