@@ -57,6 +57,7 @@ __all__ = [
     "DIFFERENCE",
     "compares_several",
     "conclusion",
+    "forest_intervals",
     "measured",
     "order_rankings",
     "rank_estimators",
@@ -236,7 +237,7 @@ def verdict(
     best = str(ranked.iloc[0].estimator)
     side = _skill_side(skills.get(best))
     if side == "worse":
-        text = f"Use none of them: even the best on {metric_name}, {best}, is worse than the base rate"
+        text = f"Use none of them: {best} is best on {metric_name} but worse than the base rate"
     elif side == "tied":
         text = f"Use {best}, tentatively: best on {metric_name}"
     else:
@@ -476,15 +477,12 @@ def measured(model: str, task: str, evaluation: pd.DataFrame, estimators: bool) 
     return Measured(model, task, len(evaluation), samples, estimators)
 
 
-def _forest(ranking: Ranking) -> Figure | None:
-    """The ranking as a forest plot: each ranked estimator's primary metric with its interval, best on top
-    and marked, the base rate as a reference line (None without a ranked estimator)."""
-    ranked = ranking.long
-    if ranked is None or ranked.empty:
-        return None
-    metric = str(ranked["metric"].iloc[0])
-    other_target = [str(t) for t in ranked["target"] if t == "mu_hat_lf"]
-    rows = [
+def forest_intervals(ranking: Ranking) -> list[Interval]:
+    """The rows of a ranking's forest plot, in rank order: each ranked estimator's primary metric with its
+    interval, the best highlighted, those scored against mu_hat_lf hollow (and named so)."""
+    if ranking.long is None:
+        return []
+    return [
         Interval(
             f"{row.estimator} (vs mu_hat_lf)" if row.target == "mu_hat_lf" else str(row.estimator),
             row.estimate,
@@ -493,8 +491,18 @@ def _forest(ranking: Ranking) -> Figure | None:
             highlight=row.rank == 1,
             hollow=row.target == "mu_hat_lf",
         )
-        for row in ranked.itertuples(index=False)
+        for row in ranking.long.itertuples(index=False)
     ]
+
+
+def _forest(ranking: Ranking) -> Figure | None:
+    """The ranking as a forest plot (:func:`forest_intervals`), the base rate as a reference line, with its
+    reading guide (None without a ranked estimator)."""
+    rows = forest_intervals(ranking)
+    if not rows:
+        return None
+    metric = str(ranking.long["metric"].iloc[0])
+    other_target = [row for row in rows if row.hollow]
     name = PRIMARY_NAME if metric == PRIMARY_METRIC else "capability Brier"
     reference = ("base rate: the mean mu_hat for every question (skill 0)", ranking.base_rate)
     png = forest_figure(rows, f"{name} (lower is better)", reference, zero_floor=metric == PRIMARY_METRIC)
