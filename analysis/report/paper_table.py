@@ -27,6 +27,7 @@ from analysis.report.render import ReportSection, markdown_table
 from analysis.report.sections import higher_is_better, metric_header
 
 __all__ = [
+    "BLANK_NOTE",
     "FORMATS",
     "HEADLINE_METRICS",
     "format_table",

@@ -52,6 +52,9 @@ __all__ = [
     "section_inputs",
     "examples_table",
     "judge_agreement_section",
+    "RANDOM_ROW_NOTE",
+    "routing_guide",
+    "routing_lines",
     "routing_section",
 ]
 

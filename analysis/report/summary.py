@@ -15,6 +15,14 @@ percentile bootstrap and its paired differences behave as for a mean.
 resamples of the questions both estimators have a confidence for, so what is common to the questions cancels.
 An interval above 0 means b is better; one containing 0 means the two are not distinguishable at this N.
 
+**Verdict.** One sentence per (model, evaluation task) says which confidence to use and how sure
+(:func:`verdict`), from the ranking alone: the best, the estimators its paired interval cannot tell from it
+and those it is ahead of, and where each stands against the base rate (the mean mu_hat announced for every
+question) by its Brier skill's interval (above 0, containing 0, below 0). The summary opens with these
+sentences and a forest plot of each ranking that compares several estimators (:func:`forest_intervals`;
+the base rate drawn where the skill is 0, ``capcal_metrics.base_rate_variance``); rankings that compare
+several estimators come first (:func:`order_rankings`).
+
 **Leakage.** The paper-form consistency ``consistency_k{k}`` draws its k responses from the n samples that
 also define mu_hat, so it is scored partly against itself; it is never ranked. Its leakage-free form
 ``consistency_lf_k{k}`` (drawn from a pool disjoint from the samples of its target mu_hat_lf) is ranked, its
