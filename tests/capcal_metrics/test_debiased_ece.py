@@ -25,28 +25,55 @@ CASES = {
 
 def loop_debiased_ece(confidence, target, n_bins=10):
     """The module docstring's estimator, bin by bin, with E|N(m, s^2)| from scipy's folded normal."""
-    bins: dict[int, list[float]] = {}
+    bins: dict[int, list[tuple[float, float]]] = {}
     for c, t in zip(confidence, target, strict=True):
-        bins.setdefault(min(int(math.floor(c * n_bins)), n_bins - 1), []).append(t - c)
-    squares = {b: sum((d - sum(ds) / len(ds)) ** 2 for d in ds) for b, ds in bins.items()}
-    degrees = len(confidence) - len(bins)
-    pooled = sum(squares.values()) / degrees if degrees > 0 else 0.0
+        bins.setdefault(min(int(math.floor(c * n_bins)), n_bins - 1), []).append((c, t))
+    sizes = {b: len(rows) for b, rows in bins.items()}
+    gaps = {b: sum(t - c for c, t in rows) / sizes[b] for b, rows in bins.items()}
+    squares = {b: sum((t - c - gaps[b]) ** 2 for c, t in rows) for b, rows in bins.items()}
+    success = {
+        b: (sum(t for _, t in rows) + 2 * sum(c for c, _ in rows) / sizes[b]) / (sizes[b] + 2)
+        for b, rows in bins.items()
+    }
+    reference = sum((sizes[b] - 1) * success[b] * (1 - success[b]) for b in bins)
+    dispersion = sum(squares.values()) / reference if reference > 0 else 0.0
     total = 0.0
-    for b, differences in bins.items():
-        size = len(differences)
-        gap = sum(differences) / size
-        sd = math.sqrt((squares[b] + 2 * pooled) / (size + 1) / size)
-        folded = stats.foldnorm.mean(abs(gap) / sd, scale=sd) if sd > 0 else abs(gap)
-        total += size * (2 * abs(gap) - folded)
+    for b in bins:
+        prior = dispersion * success[b] * (1 - success[b])
+        sd = math.sqrt((squares[b] + 2 * prior) / (sizes[b] + 1) / sizes[b])
+        folded = stats.foldnorm.mean(abs(gaps[b]) / sd, scale=sd) if sd > 0 else abs(gaps[b])
+        total += sizes[b] * (2 * abs(gaps[b]) - folded)
     return total / len(confidence)
 
 
-@pytest.mark.parametrize(("seed", "n_questions", "n_bins"), [(0, 200, 10), (1, 37, 10), (2, 300, 15)])
-def test_matches_a_loop(make_data, seed, n_questions, n_bins):
-    data = make_data(n_queries=n_questions, seed=seed, n_samples=4, decimals=2)
+@pytest.mark.parametrize(
+    ("seed", "n_questions", "n_bins", "n_samples"),
+    [(0, 200, 10, 4), (1, 37, 10, 4), (2, 300, 15, 4), (3, 50, 10, 1), (4, 120, 10, 32)],
+)
+def test_matches_a_loop(make_data, seed, n_questions, n_bins, n_samples):
+    data = make_data(n_queries=n_questions, seed=seed, n_samples=n_samples, decimals=2)
     assert cm.debiased_expected_calibration_error(
         data.confidence, data.mu_hat, n_bins=n_bins
     ) == pytest.approx(loop_debiased_ece(data.confidence, data.mu_hat, n_bins), abs=1e-12)
+
+
+def test_a_hand_computed_case():
+    """Two bins, 0/1 targets, worked by hand: bin 0 (c = 0.1, 0.1, 0.1; t = 0, 0, 1) and bin 9 (c = 0.9; t = 1).
+
+    gap_0 = 1/3 - 0.1 = 0.2333..., SS_0 = 2/3, p_0 = (1 + 0.2) / 5 = 0.24, rho = (2/3) / (2 * 0.24 * 0.76),
+    v_0 = (2/3 + 2 rho 0.24 0.76) / 4 = 1/3, s_0^2 = v_0 / 3 = 1/9; bin 9 (one question): gap = 0.1, SS = 0,
+    p_9 = (1 + 2 * 0.9) / 3, v_9 = (0 + 2 rho p_9 (1 - p_9)) / 2, s_9^2 = v_9 / 1."""
+    confidence = np.array([0.1, 0.1, 0.1, 0.9])
+    target = np.array([0.0, 0.0, 1.0, 1.0])
+    rho = (2 / 3) / (2 * 0.24 * 0.76)
+    p_9 = (1 + 2 * 0.9) / 3
+    s_0, s_9 = 1 / 3, math.sqrt(rho * p_9 * (1 - p_9))
+    gap_0, gap_9 = 1 / 3 - 0.1, 0.1
+    expected = (
+        3 * (2 * gap_0 - stats.foldnorm.mean(gap_0 / s_0, scale=s_0))
+        + (2 * gap_9 - stats.foldnorm.mean(gap_9 / s_9, scale=s_9))
+    ) / 4
+    assert cm.debiased_expected_calibration_error(confidence, target) == pytest.approx(expected, abs=1e-12)
 
 
 def test_without_bin_noise_it_is_the_binned_ece():
