@@ -64,6 +64,7 @@ from capcal_metrics import (  # noqa: E402
     debiased_expected_calibration_error,
     expected_calibration_error,
     jackknife_items,
+    soft_label_auroc,
 )
 
 CONCENTRATION = 10.0
@@ -218,6 +219,74 @@ def ece_cell(
     return row
 
 
+def population_skill_and_auroc(case: str, shape: str) -> tuple[float, float]:
+    """(1 - E(c - mu)^2 / Var(mu), P-weighted AUROC of c against mu over independent question pairs): the
+    population values of ``corrected_brier_skill_score`` and ``soft_label_auroc`` (exact sums over the signal;
+    a 4,000-point midpoint grid for ``beta22``)."""
+    if shape == "beta22":
+        confidence = (np.arange(4000) + 0.5) / 4000
+        weight = stats.beta.pdf(confidence, 2, 2) / 4000
+        mean = np.clip(CASES[case](confidence), 0.001, 0.999)
+        mu_second = float(weight @ (mean * (CONCENTRATION * mean + 1) / (CONCENTRATION + 1)))  # E[mu^2]
+    else:
+        weight, mean = signal_table(shape)
+        confidence = DISTORTIONS[case](mean)
+        # E[mu^2]: Beta(0.3, 0.3), or 0.2 (the mass at 1) + 0.4 E[U^2]
+        mu_second = 0.3 * 1.3 / (0.6 * 1.6) if shape == "u_shaped" else 0.2 + 0.4 / 3
+    mu_mean = float(weight @ mean)
+    brier = float(weight @ (confidence**2 - 2 * confidence * mean)) + mu_second
+    skill = 1.0 - brier / (mu_second - mu_mean**2)
+    above = (confidence[:, None] > confidence[None, :]) + 0.5 * (confidence[:, None] == confidence[None, :])
+    auroc = float((weight * mean) @ above @ (weight * (1.0 - mean))) / (mu_mean * (1.0 - mu_mean))
+    return skill, auroc
+
+
+def corrected_skill_items(confidence: np.ndarray, mu_hat: np.ndarray, k: int) -> np.ndarray | None:
+    """Jackknife influence values of ``corrected_brier_skill_score`` (n_i = k) from closed-form
+    leave-one-out means (the library's jackknife evaluates the metric N times); None where a value is
+    undefined (S_hat <= 0)."""
+    n_questions = confidence.size
+    noise = mu_hat * (1.0 - mu_hat) / (k - 1)
+    brier = (confidence - mu_hat) ** 2 - noise
+    size = n_questions - 1
+    loo_brier = (brier.sum() - brier) / size
+    loo_mean = (mu_hat.sum() - mu_hat) / size
+    loo_spread = ((mu_hat**2).sum() - mu_hat**2) / size - loo_mean**2
+    loo_variance = loo_spread - (1.0 - 1.0 / size) * (noise.sum() - noise) / size
+    full = corrected_brier_skill_score(confidence, mu_hat, k)
+    if not np.isfinite(full) or np.any(loo_variance <= 1e-12):
+        return None
+    leave_one_out = 1.0 - loo_brier / loo_variance
+    return full - size * (leave_one_out - leave_one_out.mean())
+
+
+def interval_cell(case: str, k: int, n_questions: int, repetitions: int, seed: int, shape: str) -> dict:
+    """Bias and coverage of estimate +- 1.96 jackknife SE for the corrected Brier skill (k >= 2) and the
+    soft-label AUROC against their population values; the share of data sets where the interval is defined."""
+    rng = np.random.default_rng(seed)
+    skill_truth, auroc_truth = population_skill_and_auroc(case, shape)
+    found: dict[str, list[tuple[float, bool]]] = {"corrected_skill": [], "soft_auroc": []}
+    for _ in range(repetitions):
+        confidence, _, mu_hat = draw(rng, case, n_questions, k, shape)
+        items = {"soft_auroc": jackknife_items(soft_label_auroc, confidence, mu_hat)}
+        if k >= 2:
+            items["corrected_skill"] = corrected_skill_items(confidence, mu_hat, k)
+        for name, truth in (("corrected_skill", skill_truth), ("soft_auroc", auroc_truth)):
+            if items.get(name) is not None:
+                estimate = float(items[name].mean())
+                half_width = 1.96 * items[name].std(ddof=1) / np.sqrt(n_questions)
+                found[name].append((estimate, abs(estimate - truth) <= half_width))
+    row: dict[str, float | int | str] = {"shape": shape, "case": case, "k": k, "N": n_questions}
+    for name, truth in (("corrected_skill", skill_truth), ("soft_auroc", auroc_truth)):
+        row[f"{name}_population"] = truth
+        row[f"{name}_defined"] = len(found[name]) / repetitions
+        if found[name]:
+            estimates = np.array([estimate for estimate, _ in found[name]])
+            row[f"{name}_median_bias"] = float(np.median(estimates) - truth)
+            row[f"{name}_jackknife_coverage"] = float(np.mean([cover for _, cover in found[name]]))
+    return row
+
+
 def skill_cell(k: int, n_questions: int, repetitions: int, seed: int) -> dict:
     """Mean (and MC SE) of both Brier skill scores of the constant at the base rate, the oracle and random."""
     rng = np.random.default_rng(seed)
@@ -248,13 +317,16 @@ def main() -> None:
     parser.add_argument("--repetitions-large", type=int, default=200, help="data sets per cell at N > 400")
     parser.add_argument("--resamples", type=int, default=500, help="bootstrap resamples (0: no bootstrap)")
     parser.add_argument("--skill-repetitions", type=int, default=4000, help="data sets per Brier-skill cell")
+    parser.add_argument(
+        "--interval-repetitions", type=int, default=0, help="data sets per skill/AUROC coverage cell"
+    )
     parser.add_argument("--k", type=int, nargs="+", default=[4, 16], help="samples per question")
     parser.add_argument("--n", type=int, nargs="+", default=[30, 100, 400, 2000], help="questions per task")
     parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=["beta22"], help="shapes of mu")
     parser.add_argument("--output", type=Path, help="write the tables as JSON here")
     args = parser.parse_args()
     started = time.time()
-    ece_rows, skill_rows = [], []
+    ece_rows, skill_rows, interval_rows = [], [], []
     for shape in args.shapes:
         shape_index = SHAPES.index(shape)
         for k in args.k:
@@ -264,6 +336,20 @@ def main() -> None:
                         skill_cell(k, n_questions, args.skill_repetitions, seed=k * 10_000 + n_questions)
                     )
                 for case_index, case in enumerate(CASES):
+                    if args.interval_repetitions > 0:
+                        interval_rows.append(
+                            interval_cell(
+                                case,
+                                k,
+                                n_questions,
+                                args.interval_repetitions,
+                                seed=shape_index * 100_000 + case_index * 1000 + k * 7 + n_questions + 1,
+                                shape=shape,
+                            )
+                        )
+                        print(interval_rows[-1], flush=True)
+                    if args.repetitions <= 0:
+                        continue
                     repetitions = args.repetitions if n_questions <= 400 else args.repetitions_large
                     row = ece_cell(
                         case,
@@ -286,7 +372,12 @@ def main() -> None:
                         ),
                         flush=True,
                     )
-    result = {"ece": ece_rows, "skill": skill_rows, "arguments": vars(args) | {"output": str(args.output)}}
+    result = {
+        "ece": ece_rows,
+        "skill": skill_rows,
+        "intervals": interval_rows,
+        "arguments": vars(args) | {"output": str(args.output)},
+    }
     result["seconds"] = time.time() - started
     if args.output:
         args.output.write_text(json.dumps(result, indent=1) + "\n")
