@@ -29,6 +29,10 @@ mu_hat = Binomial(k, mu) / k:
   before issue 31 (within-bin variance shrunk to the pooled variance by 2 pseudo-observations), and
   ``pretest``, the debiased ECE with a bin's term set to 0 when |gap_b| <= 1.5 s_hat_b (a pre-test estimator).
   k = 1 (mu_hat 0/1) is included: both ECE estimators need no n >= 2.
+* skill and AUROC intervals (``--interval-repetitions`` > 0): per (shape, case, k, N) the coverage of
+  estimate +- 1.96 jackknife SE for ``corrected_brier_skill_score`` (k >= 2; its leave-one-out values in
+  closed form, equal to ``jackknife_items``'s to 1e-13) and ``soft_label_auroc`` against their population
+  values 1 - E(c - mu)^2 / Var(mu) and the mu_1 (1 - mu_2)-weighted AUROC over independent question pairs.
 * Brier skill (``--skill-repetitions`` > 0, ``beta22`` only): per (k, N) the mean and Monte-Carlo SE over
   repetitions of ``brier_skill_score`` and ``corrected_brier_skill_score`` for the constant at the base rate
   (the in-sample mean mu_hat), the oracle c = mu and c ~ U(0, 1), on the overconfident case's mu; skipped at
@@ -40,6 +44,10 @@ Run (the tables of docs/methods.md):
         --shapes u_shaped point_mass_mixture beta22 --k 1 4 16 32 --n 50 100 200 400 \
         --repetitions 400 --resamples 0 --skill-repetitions 0 \
         --output benchmarks/results/ece_bias_simulation_shapes.json
+
+(``--repetitions 100 --resamples 200``: ..._shapes_bootstrap.json; ``--repetitions 0 --interval-repetitions
+300``: ..._shapes_intervals.json; the Brier skill table: ``--k 4 16 --repetitions 400 --repetitions-large 60
+--resamples 500 --skill-repetitions 4000``, ..._k4.json and ..._k16.json, whose ECE rows predate issue 31.)
 """
 
 from __future__ import annotations
