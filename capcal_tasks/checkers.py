@@ -180,8 +180,12 @@ def _scorer(
     extract: Callable[[str], str | None],
     judge: Callable[[str | None, dict], bool],
     key: Callable[[str], Hashable],
+    task: str,
 ) -> Scorer:
-    """process_results of a rule: majority voting groups correct answers into one class, others by ``key``."""
+    """process_results of a rule on ``task``: the text a response repeats of the task's prompt (its
+    ``doc_to_text``) is not read as its answer, as in the task's own checker; majority voting groups correct
+    answers into one class, others by ``key``."""
+    prompt_of = _task_module(task).doc_to_text
 
     def process_results(doc: dict, results: list) -> dict:
         def judged(answer: str | None) -> bool:
@@ -192,7 +196,9 @@ def _scorer(
                 return None
             return ("correct",) if judged(answer) else ("answer", key(answer))
 
-        return score_responses(results[0], extract=extract, judge=judged, answer_class=answer_class)
+        return score_responses(
+            results[0], extract=extract, judge=judged, answer_class=answer_class, prompt=prompt_of(doc)
+        )
 
     return process_results
 
@@ -211,14 +217,18 @@ def _whitespace_free(answer: str) -> str:
     return "".join(answer.split())
 
 
-_ALIAS_SCORER = _scorer(
-    extract_short_answer, lambda answer, doc: matches_an_alias(answer, doc["gold_aliases"]), normalize_answer
-)
-_EXACT_SCORER = _scorer(
-    extract_short_answer, lambda answer, doc: equals_an_alias(answer, doc["gold_aliases"]), normalize_answer
-)
-_MATH_VERIFY_SCORER = _scorer(last_boxed, _math_verify_equal, _whitespace_free)
-_MATH_STRING_SCORER = _scorer(last_boxed, _strings_equal, _whitespace_free)
+def _alias_matched(answer: str | None, doc: dict) -> bool:
+    return matches_an_alias(answer, doc["gold_aliases"], doc.get("question_text", ""))
+
+
+def _alias_equal(answer: str | None, doc: dict) -> bool:
+    return equals_an_alias(answer, doc["gold_aliases"])
+
+
+_ALIAS_SCORER = functools.partial(_scorer, extract_short_answer, _alias_matched, normalize_answer)
+_EXACT_SCORER = functools.partial(_scorer, extract_short_answer, _alias_equal, normalize_answer)
+_MATH_VERIFY_SCORER = functools.partial(_scorer, last_boxed, _math_verify_equal, _whitespace_free)
+_MATH_STRING_SCORER = functools.partial(_scorer, last_boxed, _strings_equal, _whitespace_free)
 
 
 def _math_verify_version() -> str:
@@ -228,8 +238,9 @@ def _math_verify_version() -> str:
         return "not installed"
 
 
-def _when(applies: Callable[[str], bool], scorer: Scorer) -> Callable[[str], Scorer | None]:
-    return lambda task: scorer if applies(task) else None
+def _when(applies: Callable[[str], bool], scorer: Callable[[str], Scorer]) -> Callable[[str], Scorer | None]:
+    """The scorer of each task the rule applies to, built once per task."""
+    return functools.cache(lambda task: scorer(task) if applies(task) else None)
 
 
 @functools.cache

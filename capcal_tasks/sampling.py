@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from capcal_metrics.pass_at_k import pass_at_k
+from capcal_tasks.answers.prompt_echo import remove_prompt_text
 from capcal_tasks.question_id import fallback_question_id
 from capcal_tasks.records import RunFormatError, check_binary, check_count, check_finite
 
@@ -107,6 +108,7 @@ def score_responses(
     extract: Callable[[str], str | None],
     judge: Callable[[str | None], bool],
     answer_class: Callable[[str | None], Hashable | None] = lambda answer: answer,
+    prompt: str = "",
 ) -> dict:
     """The per-question record of a sampling task from its k responses.
 
@@ -117,12 +119,14 @@ def score_responses(
     judge : extracted answer -> whether it is correct.
     answer_class : extracted answer -> the key under which equal answers are grouped for majority voting
         (for example the parsed number, so "18" and "18.0" vote together); None means "no vote".
+    prompt : the prompt the responses answer; the text a response repeats of it is removed before
+        extraction (``capcal_tasks.answers.prompt_echo.remove_prompt_text``), so an echo is never an answer.
     """
     if isinstance(responses, str) or len(responses) == 0:
         raise ValueError(
             "score_responses: expected a non-empty list of responses (is the keep-all filter set?)"
         )
-    extracted = [extract(response) for response in responses]
+    extracted = [extract(remove_prompt_text(response, prompt)) for response in responses]
     correctness = [int(bool(judge(answer))) for answer in extracted]
     n, c = len(correctness), sum(correctness)
     record: dict = {

@@ -80,5 +80,9 @@ def is_correct(answer: str | None, gold: int) -> bool:
 def process_results(doc: dict, results: list) -> dict:
     gold = int(doc["gold_answer"])
     return score_responses(
-        results[0], extract=extract_answer, judge=lambda a: is_correct(a, gold), answer_class=parse_integer
+        results[0],
+        extract=extract_answer,
+        judge=lambda a: is_correct(a, gold),
+        answer_class=parse_integer,
+        prompt=doc_to_text(doc),
     )

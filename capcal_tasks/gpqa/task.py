@@ -71,4 +71,6 @@ def extract_answer(response: str) -> str | None:
 
 def process_results(doc: dict, results: list) -> dict:
     gold = doc["gold_answer"]
-    return score_responses(results[0], extract=extract_answer, judge=lambda a: a == gold)
+    return score_responses(
+        results[0], extract=extract_answer, judge=lambda a: a == gold, prompt=doc_to_text(doc)
+    )

@@ -48,4 +48,4 @@ is_correct = number_is_correct
 
 
 def process_results(doc: dict, results: list) -> dict:
-    return score_number_responses(results[0], doc["gold_answer"], extract_answer)
+    return score_number_responses(results[0], doc["gold_answer"], extract_answer, prompt=doc_to_text(doc))

@@ -93,5 +93,9 @@ def process_results(doc: dict, results: list) -> dict:
         return ("correct",) if is_correct(answer, gold) else ("answer", "".join(answer.split()))
 
     return score_responses(
-        results[0], extract=extract_answer, judge=lambda a: is_correct(a, gold), answer_class=answer_class
+        results[0],
+        extract=extract_answer,
+        judge=lambda a: is_correct(a, gold),
+        answer_class=answer_class,
+        prompt=doc_to_text(doc),
     )

@@ -90,4 +90,6 @@ def is_correct(answer: str | None, gold: str) -> bool:
 
 def process_results(doc: dict, results: list) -> dict:
     gold = doc["gold_answer"]
-    return score_responses(results[0], extract=extract_answer, judge=lambda a: is_correct(a, gold))
+    return score_responses(
+        results[0], extract=extract_answer, judge=lambda a: is_correct(a, gold), prompt=doc_to_text(doc)
+    )
