@@ -38,7 +38,7 @@ from capcal_tasks.answers.aliases import (
 )
 from capcal_tasks.answers.boxed import last_boxed
 from capcal_tasks.records import RunFormatError
-from capcal_tasks.sampling import score_responses, task_checker, task_process_results
+from capcal_tasks.sampling import score_responses, task_checker, task_process_results, task_version
 
 __all__ = [
     "RULE_CHECKERS",
@@ -49,6 +49,7 @@ __all__ = [
     "Verdict",
     "capcal_version",
     "describe_labels",
+    "labels_of_an_earlier_version",
     "parse_rescore_provenance",
     "recheck_scorer",
     "rule_checker",
@@ -302,21 +303,38 @@ def parse_rescore_provenance(value: Any, where: str) -> dict | None:
     return value
 
 
-def describe_labels(rescore: dict | None) -> str:
-    """Which labels a run holds: "task checker" (its task's own), or "rescored: <checker> <version>" with
+def describe_labels(rescore: dict | None, task: str = "", run_version: Any = None) -> str:
+    """Which labels a run holds: "task checker" (its task's own; with the task version that wrote them when
+    it is an earlier one, ``labels_of_an_earlier_version``), or "rescored: <checker> <version>" with
     ", judge <model>" for a model-based checker."""
     if rescore is None:
+        if labels_of_an_earlier_version(task, run_version):
+            return f"{TASK_LABELS} of version {run_version} (installed: {task_version(task)})"
         return TASK_LABELS
     judge = f", judge {rescore['judge_model']}" if rescore.get("judge_model") else ""
     return f"rescored: {rescore['checker']} ({rescore['checker_version']}){judge}"
 
 
-def recheck_scorer(task: str, rescore: dict | None) -> Scorer | None:
+def labels_of_an_earlier_version(task: str, run_version: Any) -> bool:
+    """Whether a run's labels were written by an earlier version of its task's checker: the task version
+    logged in its results file (``configs[task].metadata.version``) differs from the installed task's
+    (``task_version``). Such labels are read as written; ``capcal rescore --checker task`` relabels them."""
+    current = task_version(task)
+    if current is None or run_version is None:
+        return False
+    try:
+        return float(run_version) != current
+    except (TypeError, ValueError):
+        return True
+
+
+def recheck_scorer(task: str, rescore: dict | None, run_version: Any = None) -> Scorer | None:
     """The scoring function a reader re-runs on a run's records: the task's own (``task_checker``) for a run
-    with its task's labels, the recorded rule checker's for a re-scored run when it is cheap; None when there
-    is none (a model-based checker such as the LLM judge, or a slow rule such as math-verify)."""
+    with its task's labels (unless they are of an earlier task version, ``labels_of_an_earlier_version``),
+    the recorded rule checker's for a re-scored run when it is cheap; None when there is none (a model-based
+    checker such as the LLM judge, or a slow rule such as math-verify)."""
     if rescore is None:
-        return task_checker(task)
+        return None if labels_of_an_earlier_version(task, run_version) else task_checker(task)
     if rescore["checker"] not in RULE_CHECKERS:
         return None
     return rule_checker(rescore["checker"]).recheck_scorer(task)

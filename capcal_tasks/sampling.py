@@ -48,6 +48,7 @@ __all__ = [
     "parse_sampling_record",
     "task_checker",
     "task_process_results",
+    "task_version",
     "pass_at_k_levels",
     "recheck_sampling_record",
     "response_accuracy",
@@ -387,18 +388,34 @@ _TASK_LINE = re.compile(r"^task:\s*(\S+)\s*$", re.MULTILINE)
 _PROCESS_RESULTS_LINE = re.compile(
     r"^process_results:\s*!function\s+(capcal_tasks\.[\w.]+)\s*$", re.MULTILINE
 )
+_VERSION_LINE = re.compile(r"^\s+version:\s*([0-9.]+)", re.MULTILINE)
+
+
+@functools.cache
+def _sampling_yamls() -> dict[str, str]:
+    """task name -> the text of its YAML, for capcal's own sampling tasks that name a ``process_results``."""
+    found = {}
+    for path in sorted(Path(__file__).resolve().parent.glob("*/*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        task = _TASK_LINE.search(text)
+        if task and _PROCESS_RESULTS_LINE.search(text) and "capcal_task: sampling" in text:
+            found[task.group(1)] = text
+    return found
 
 
 @functools.cache
 def _checkers() -> dict[str, str]:
     """task name -> dotted path of its ``process_results``, for capcal's own sampling task YAMLs."""
-    found = {}
-    for path in sorted(Path(__file__).resolve().parent.glob("*/*.yaml")):
-        text = path.read_text(encoding="utf-8")
-        task, function = _TASK_LINE.search(text), _PROCESS_RESULTS_LINE.search(text)
-        if task and function and "capcal_task: sampling" in text:
-            found[task.group(1)] = function.group(1)
-    return found
+    return {task: _PROCESS_RESULTS_LINE.search(text).group(1) for task, text in _sampling_yamls().items()}
+
+
+def task_version(task: str) -> float | None:
+    """The ``metadata: version`` of capcal's sampling task ``task`` (None for another task). It changes
+    whenever the task's checker labels some response differently, so that a run's results file (where
+    lm-eval copies the task config) says which checker wrote its labels."""
+    text = _sampling_yamls().get(task)
+    found = None if text is None else _VERSION_LINE.search(text)
+    return None if found is None else float(found.group(1))
 
 
 def task_process_results(task: str) -> tuple[Callable[[dict, list], dict], Any] | None:
