@@ -37,6 +37,7 @@ from capcal_tasks.answers.aliases import (
     normalize_answer,
 )
 from capcal_tasks.answers.boxed import last_boxed
+from capcal_tasks.answers.prompt_echo import remove_prompt_text
 from capcal_tasks.records import RunFormatError
 from capcal_tasks.sampling import score_responses, task_checker, task_process_results, task_version
 
@@ -53,6 +54,7 @@ __all__ = [
     "parse_rescore_provenance",
     "recheck_scorer",
     "rule_checker",
+    "task_answer",
 ]
 
 Scorer = Callable[[dict, list], dict]  # process_results(doc, [responses]) -> per-question record
@@ -278,6 +280,16 @@ def rule_checker(name: str) -> RuleChecker:
     if name not in checkers:
         raise ValueError(f"unknown rule checker {name!r} (known: {', '.join(RULE_CHECKERS)})")
     return checkers[name]
+
+
+def task_answer(task: str, doc: dict, response: str) -> str | None:
+    """The answer the installed checker of ``task`` extracts from ``response``: its ``extract_answer`` on
+    the response without the text it repeats of the task's prompt (``doc_to_text``); None when it states
+    none, or when ``task`` is not one of capcal's sampling tasks."""
+    module = _task_module(task)
+    if module is None:
+        return None
+    return module.extract_answer(remove_prompt_text(response, module.doc_to_text(doc)))
 
 
 # ---------------------------------------------------------------- provenance of a re-scored run
