@@ -18,7 +18,7 @@ from capcal_tasks.answers.aliases import (
     matches_an_alias,
     normalize_answer,
 )
-from capcal_tasks.prompts import SHORT_ANSWER_INSTRUCTION, sampling_prompt
+from capcal_tasks.prompts import SHORT_ANSWER_INSTRUCTION, logged_sampling_prompt
 from capcal_tasks.sampling import score_responses
 
 __all__ = ["process_alias_results", "score_alias_responses"]
@@ -55,7 +55,9 @@ def process_alias_results(doc: dict, results: list) -> dict:
     """The ``process_results`` of an alias-matched task: its k responses against ``doc["gold_aliases"]``,
     the prompt being the question with the short-answer instruction (TriviaQA's and SimpleQA's
     ``doc_to_text``)."""
-    question = doc["question_text"]
     return score_alias_responses(
-        results[0], doc["gold_aliases"], question, sampling_prompt(question, SHORT_ANSWER_INSTRUCTION)
+        results[0],
+        doc["gold_aliases"],
+        str(doc.get("question_text") or ""),
+        logged_sampling_prompt(doc, SHORT_ANSWER_INSTRUCTION),
     )

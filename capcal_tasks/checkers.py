@@ -38,6 +38,7 @@ from capcal_tasks.answers.aliases import (
 )
 from capcal_tasks.answers.boxed import last_boxed
 from capcal_tasks.answers.prompt_echo import remove_prompt_text
+from capcal_tasks.prompts import logged_sampling_prompt
 from capcal_tasks.records import RunFormatError
 from capcal_tasks.sampling import score_responses, task_checker, task_process_results, task_version
 
@@ -185,10 +186,10 @@ def _scorer(
     key: Callable[[str], Hashable],
     task: str,
 ) -> Scorer:
-    """process_results of a rule on ``task``: the text a response repeats of the task's prompt (its
-    ``doc_to_text``) is not read as its answer, as in the task's own checker; majority voting groups correct
-    answers into one class, others by ``key``."""
-    prompt_of = _task_module(task).doc_to_text
+    """process_results of a rule on ``task``: the text a response repeats of the task's prompt
+    (``logged_sampling_prompt``) is not read as its answer, as in the task's own checker; majority voting
+    groups correct answers into one class, others by ``key``."""
+    instruction = _task_module(task).INSTRUCTION
 
     def process_results(doc: dict, results: list) -> dict:
         def judged(answer: str | None) -> bool:
@@ -200,7 +201,11 @@ def _scorer(
             return ("correct",) if judged(answer) else ("answer", key(answer))
 
         return score_responses(
-            results[0], extract=extract, judge=judged, answer_class=answer_class, prompt=prompt_of(doc)
+            results[0],
+            extract=extract,
+            judge=judged,
+            answer_class=answer_class,
+            prompt=logged_sampling_prompt(doc, instruction),
         )
 
     return process_results
@@ -284,12 +289,14 @@ def rule_checker(name: str) -> RuleChecker:
 
 def task_answer(task: str, doc: dict, response: str) -> str | None:
     """The answer the installed checker of ``task`` extracts from ``response``: its ``extract_answer`` on
-    the response without the text it repeats of the task's prompt (``doc_to_text``); None when it states
-    none, or when ``task`` is not one of capcal's sampling tasks."""
+    the response without the text it repeats of the task's prompt (``logged_sampling_prompt``); None when
+    it states none, or when ``task`` is not one of capcal's sampling tasks."""
     module = _task_module(task)
     if module is None:
         return None
-    return module.extract_answer(remove_prompt_text(response, module.doc_to_text(doc)))
+    return module.extract_answer(
+        remove_prompt_text(response, logged_sampling_prompt(doc, module.INSTRUCTION))
+    )
 
 
 # ---------------------------------------------------------------- provenance of a re-scored run

@@ -16,7 +16,7 @@ import datasets
 from capcal_tasks.answers.boxed import last_boxed
 from capcal_tasks.answers.integer import parse_integer
 from capcal_tasks.data_sources import HubSplit, add_question_fields, load_split, read_csv
-from capcal_tasks.prompts import NUMBER_INSTRUCTION, sampling_prompt
+from capcal_tasks.prompts import NUMBER_INSTRUCTION, logged_sampling_prompt, sampling_prompt
 from capcal_tasks.sampling import score_responses
 
 DATASET = "aime"
@@ -84,5 +84,5 @@ def process_results(doc: dict, results: list) -> dict:
         extract=extract_answer,
         judge=lambda a: is_correct(a, gold),
         answer_class=parse_integer,
-        prompt=doc_to_text(doc),
+        prompt=logged_sampling_prompt(doc, INSTRUCTION),
     )

@@ -18,7 +18,7 @@ import datasets
 from capcal_tasks.answers.boxed import last_boxed
 from capcal_tasks.answers.math_equivalence import math_answers_equal
 from capcal_tasks.data_sources import HubSplit, add_question_fields, load_split, read_jsonl
-from capcal_tasks.prompts import MATH_INSTRUCTION, sampling_prompt
+from capcal_tasks.prompts import MATH_INSTRUCTION, logged_sampling_prompt, sampling_prompt
 from capcal_tasks.sampling import score_responses
 
 DATASET = "math"
@@ -97,5 +97,5 @@ def process_results(doc: dict, results: list) -> dict:
         extract=extract_answer,
         judge=lambda a: is_correct(a, gold),
         answer_class=answer_class,
-        prompt=doc_to_text(doc),
+        prompt=logged_sampling_prompt(doc, INSTRUCTION),
     )
