@@ -110,16 +110,16 @@ class JudgeChecker:
             if answer is None or not answer.strip():
                 self.counts["not_sent"] += 1
                 continue
-            if is_non_answer(answer, str(item.gold)):
-                self.counts["refused"] += 1
-                verdicts[position] = Verdict(0, None, answer)
-                continue
             question = item.question or item.doc.get("question_text")
             if not question or item.gold is None:
                 raise ValueError(
                     f"{item.task} {item.question_id}: the judge needs the question text and the gold answer "
                     "(question_text and gold_answer in the logged doc)"
                 )
+            if is_non_answer(answer, str(item.gold)):
+                self.counts["refused"] += 1
+                verdicts[position] = Verdict(0, None, answer)
+                continue
             prompt = judge_prompt(item.task)
             prompts.append(JudgeRequest(prompt, str(question), str(item.gold), answer))
             asked.append((position, prompt))
