@@ -197,7 +197,7 @@ def _item(task: str, qid: str, gold: str, answer: str | None, index: int = 0) ->
     doc = {"question_text": f"question {qid}?", "gold_answer": gold}
     if answer is None:
         response = ""
-    elif task.startswith("capcal_math"):
+    elif task.startswith(("capcal_math", "capcal_gsm8k", "capcal_aime")):  # a boxed answer
         response = f"So the answer is \\boxed{{{answer}}}."
     else:
         response = f"... {answer}"
