@@ -370,9 +370,12 @@ def _lm_tokenizer_source(model: Any) -> dict[str, Any]:
     return {"tokenizer": source} if isinstance(source, str) and source else {}
 
 
-def saved_files(output_path: str | Path, tracker: Any, task_names: Sequence[str]) -> dict[str, Any]:
+def saved_files(
+    output_path: str | Path, tracker: Any, task_names: Sequence[str], existing: bool = True
+) -> dict[str, Any]:
     """Where lm-eval's ``EvaluationTracker`` saved a run: ``{"results": path, "samples": {task: path}}``
-    (the layout of ``lm_eval --output_path``: ``<output>/<model_sanitized>/results_<time>.json``)."""
+    (the layout of ``lm_eval --output_path``: ``<output>/<model_sanitized>/results_<time>.json``); with
+    ``existing`` false also the samples files it should have written but did not."""
     path = Path(output_path)
     model_folder = str(tracker.general_config_tracker.model_name_sanitized)
     folder = path.parent if path.suffix == ".json" else path / model_folder
@@ -382,7 +385,7 @@ def saved_files(output_path: str | Path, tracker: Any, task_names: Sequence[str]
         else folder / f"results_{tracker.date_id}.json"
     )
     samples = {task: folder / f"samples_{task}_{tracker.date_id}.jsonl" for task in task_names}
-    return {"results": results, "samples": {task: p for task, p in samples.items() if p.is_file()}}
+    return {"results": results, "samples": {t: p for t, p in samples.items() if p.is_file() or not existing}}
 
 
 def _capcal_model(model: Any, model_args: dict[str, Any]) -> dict[str, Any]:
@@ -434,6 +437,17 @@ def evaluate(
     Returns lm-eval's results dictionary (with ``samples`` when ``log_samples``); after a save it also holds
     ``"capcal_files"``: ``{"results": Path, "samples": {task: Path}}`` (not written to the results file).
     """
+    from capcal_models.batch_size import default_batch_size
+
+    if simple_evaluate_kwargs.get("batch_size") is None:  # capcal's engines: a batch size fast here
+        choice = default_batch_size(model, parse_key_values(model_args), device)
+        logging.getLogger("capcal_models.batch_size").info(
+            "batch size %s: %s (--batch_size N sets another)", choice.value, choice.reason
+        )
+        simple_evaluate_kwargs["batch_size"] = choice.value
+        batch_size_record = choice.record()
+    else:
+        batch_size_record = {"value": simple_evaluate_kwargs["batch_size"], "chosen_by": "batch_size"}
     checked = check_inputs(
         model,
         tasks,
@@ -453,6 +467,7 @@ def evaluate(
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
 
+    from analysis.checks.output_checks import lm_eval_save_errors
     from analysis.checks.response_checks import aggregate_notices, response_notices
     from analysis.evaluation.lm_eval_messages import filtered_lm_eval_logs, git_notice
 
@@ -493,13 +508,48 @@ def evaluate(
         return results
     samples = results.pop("samples", None) if log_samples else None
     results["capcal_model"] = _capcal_model(model, checked.model_args)
-    tracker.save_results_aggregated(results=results, samples=samples)
+    results.setdefault("config", {})["capcal_batch_size"] = batch_size_record
+    with lm_eval_save_errors() as save_errors:  # lm-eval logs and swallows its write errors
+        tracker.save_results_aggregated(results=results, samples=samples)
+        if samples is not None:
+            for task_name in results["configs"]:
+                tracker.save_results_samples(task_name=task_name, samples=samples[task_name])
     if samples is not None:
-        for task_name in results["configs"]:
-            tracker.save_results_samples(task_name=task_name, samples=samples[task_name])
         results["samples"] = samples
+    expected = saved_files(output_path, tracker, list(results["configs"]), existing=False)
+    _check_saved(results, expected, save_errors, model, checked.model_args if isinstance(model, str) else {})
     results["capcal_files"] = saved_files(output_path, tracker, list(results["configs"]))
     return results
+
+
+def _check_saved(
+    results: dict, files: dict, save_errors: list[str], model: Any, model_args: dict[str, Any]
+) -> None:
+    """Raise ``IncompleteOutputError`` (one line, the run's files renamed ``*.incomplete``) when the saved
+    run is not complete (``analysis.checks.output_checks``)."""
+    from analysis.checks.output_checks import (
+        IncompleteOutputError,
+        mark_incomplete,
+        sample_cache_note,
+        saved_run_problems,
+    )
+
+    logged = "samples" in results
+    questions = (
+        {task: int(results["n-samples"][task]["effective"]) for task in files["samples"]} if logged else {}
+    )
+    problems = saved_run_problems(files["results"], files["samples"], questions)
+    if not problems:
+        return
+    renamed = mark_incomplete([files["results"], *files["samples"].values()])
+    why = "; ".join(save_errors) or "no write error was reported"
+    configs = results.get("configs") or {}
+    output_types = {task: str(configs.get(task, {}).get("output_type")) for task in files["samples"]}
+    cache = sample_cache_note(model, model_args, output_types)
+    moved = f"; renamed {len(renamed)} file(s) *.incomplete" if renamed else ""
+    raise IncompleteOutputError(
+        f"the run's output is incomplete: {', '.join(problems)} ({why}){moved}; {cache}"
+    )
 
 
 def format_results(results: Mapping[str, Any], num_fewshot: int | None = None) -> str:
