@@ -5,7 +5,7 @@ max_gen_toks 16, chat template, activations, samples logged) as ``capcal eval`` 
 ``--batch_size`` (capcal's default, ``capcal_models.batch_size``) and once per batch size in
 ``--batch_sizes``, in rounds (every setting once per round, so a change in the machine's load hits all of
 them), with ``--limit`` questions per task and the sample cache off (every run decodes every sample). Times
-each whole command (model load included: what a user waits for), reads the batch size the default chose from
+each whole command (model load included: what a user waits for), wall and CPU seconds, reads the batch size the default chose from
 the results file (``config.capcal_batch_size``), and writes the times, each setting's best round, the ratio of
 the default's best to the best setting's best, and the machine (``benchmarks/machine_info.py``) to a JSON
 file.
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -44,15 +45,21 @@ def step_one(model_path: str, work: Path, limit: int, batch_size: str) -> list[s
     return command if batch_size == DEFAULT else [*command, "--batch_size", batch_size]
 
 
-def run_once(model_path: str, limit: int, batch_size: str) -> tuple[float, object]:
-    """Wall seconds of one command, and the batch size its results file records."""
+def _children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_once(model_path: str, limit: int, batch_size: str) -> tuple[float, float, object]:
+    """Wall seconds and CPU seconds (user + system) of one command, and the batch size its results file
+    records. With one thread per process the CPU seconds hardly change with other processes' load."""
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), _children_cpu_seconds()
         subprocess.run(step_one(model_path, work, limit, batch_size), check=True, capture_output=True)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, _children_cpu_seconds() - cpu_start
         results = json.loads(next((work / "out").rglob("results_*.json")).read_text())
-        return seconds, results["config"].get("capcal_batch_size", {}).get("value")
+        return seconds, cpu, results["config"].get("capcal_batch_size", {}).get("value")
 
 
 def main() -> None:
@@ -71,16 +78,22 @@ def main() -> None:
     settings = [DEFAULT, *args.batch_sizes.split(",")]
     once = [size for size in args.once.split(",") if size]
     times: dict[str, list[float]] = {setting: [] for setting in [*settings, *once]}
+    cpu_times: dict[str, list[float]] = {setting: [] for setting in [*settings, *once]}
     chosen = None
     for round_index in range(args.rounds):
         for setting in settings + (once if round_index == 0 else []):
-            seconds, recorded = run_once(path, args.limit, setting)
+            seconds, cpu, recorded = run_once(path, args.limit, setting)
             times[setting].append(round(seconds, 2))
+            cpu_times[setting].append(round(cpu, 2))
             if setting == DEFAULT:
                 chosen = recorded
-            print(f"round {round_index + 1}: batch size {setting}: {seconds:.1f} s", flush=True)
+            print(
+                f"round {round_index + 1}: batch size {setting}: {seconds:.1f} s, {cpu:.1f} s CPU", flush=True
+            )
     best = {setting: min(values) for setting, values in times.items()}
+    best_cpu = {setting: min(values) for setting, values in cpu_times.items()}
     fastest = min(best, key=best.get)
+    fastest_cpu = min(best_cpu, key=best_cpu.get)
     record = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(step_one("$M", Path("$WORK"), args.limit, "<batch size>")[1:]),
@@ -92,10 +105,22 @@ def main() -> None:
         "fastest": fastest,
         "default_over_fastest": round(best[DEFAULT] / best[fastest], 3),
         "one_over_default": round(best["1"] / best[DEFAULT], 2) if "1" in best else None,
+        "cpu_seconds": cpu_times,
+        "best_cpu_seconds": best_cpu,
+        "fastest_cpu": fastest_cpu,
+        "default_over_fastest_cpu": round(best_cpu[DEFAULT] / best_cpu[fastest_cpu], 3),
+        "one_over_default_cpu": round(best_cpu["1"] / best_cpu[DEFAULT], 2) if "1" in best_cpu else None,
         "machine": machine(["torch", "transformers", "lm_eval"]),
     }
     Path(args.output).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps({key: record[key] for key in ("default_chose", "best_seconds", "default_over_fastest")}))
+    keys = (
+        "default_chose",
+        "best_seconds",
+        "default_over_fastest",
+        "best_cpu_seconds",
+        "default_over_fastest_cpu",
+    )
+    print(json.dumps({key: record[key] for key in keys}))
 
 
 if __name__ == "__main__":
