@@ -5,10 +5,10 @@ max_gen_toks 16, chat template, activations, samples logged) as ``capcal eval`` 
 ``--batch_size`` (capcal's default, ``capcal_models.batch_size``) and once per batch size in
 ``--batch_sizes``, in rounds (every setting once per round, so a change in the machine's load hits all of
 them), with ``--limit`` questions per task and the sample cache off (every run decodes every sample). Times
-each whole command (model load included: what a user waits for), wall and CPU seconds, reads the batch size the default chose from
-the results file (``config.capcal_batch_size``), and writes the times, each setting's best round, the ratio of
-the default's best to the best setting's best, and the machine (``benchmarks/machine_info.py``) to a JSON
-file.
+each whole command in wall and CPU seconds (model load included: what a user waits for), reads the batch
+size the default chose from the results file (``config.capcal_batch_size``), and writes the times, each
+setting's best round, the ratio of the default's best to the best setting's best, and the machine
+(``benchmarks/machine_info.py``) to a JSON file.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/default_batch_size.py --limit 4 --rounds 2
 """
