@@ -239,8 +239,10 @@ def run_eval(args: argparse.Namespace) -> int:
     except EvaluationInputError as error:
         return fail(str(error), 2)
     except IncompleteOutputError as error:  # a failed write is a failed run (analysis.checks.output_checks)
-        command = shlex.join(["capcal", "eval", *getattr(args, "argv", [])])
-        return fail(f"{error}; write them again with: {command}", 1)
+        command = shlex.join(["capcal", *getattr(args, "argv", ["eval", "..."])])
+        return fail(
+            f"{error}; free space (or choose another --output_path) and write them again: {command}", 1
+        )
     except Exception as error:  # noqa: BLE001 - one line (the traceback with --debug)
         if _api_requests_failed(error):  # the report says what finished, what did not, how to resume
             return fail(str(error), 3)

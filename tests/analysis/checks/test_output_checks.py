@@ -186,9 +186,9 @@ def full_disk_eval(tmp_path_factory, smollm2_path):
     finally:
         _unmount(disk)
     errors = [line for line in stderr.getvalue().splitlines() if "capcal eval: error" in line]
-    command = shlex.split(errors[0].split("write them again with: ", 1)[1]) if len(errors) == 1 else []
+    command = shlex.split(errors[0].split("write them again: ", 1)[1]) if len(errors) == 1 else []
     roomy = work / "out"
-    rerun = [*command[2:-3], str(roomy), *command[-2:]]  # the same command, --output_path with room
+    rerun = [*command[1:-3], str(roomy), *command[-2:]]  # the same command, --output_path with room
     rerun_status = main(rerun) if command else None
     return {
         "status": status, "errors": errors, "argv": argv, "command": command, "left": left,
@@ -205,7 +205,7 @@ def test_capcal_eval_on_a_full_disk_exits_1_in_one_line(full_disk_eval):
     assert f"of {QUESTIONS} questions" in line and "samples_capcal_arithmetic_" in line
     assert "No space left on device" in line and "Could not save sample results" in line
     assert f"in the sample cache {run['cache']}" in line and "reads them back without decoding" in line
-    assert run["command"][:2] == ["capcal", "eval"] and run["command"][2:] == run["argv"]
+    assert run["command"][:2] == ["capcal", "eval"] and run["command"][1:] == run["argv"]
     incomplete = sorted(run["left"].glob("*.incomplete"))
     assert [path.name.split("_")[0] for path in incomplete] == ["results", "samples"]
     assert not list(run["left"].glob("samples_*.jsonl")) and not list(run["left"].glob("results_*.json"))
