@@ -398,6 +398,23 @@ def _capcal_model(model: Any, model_args: dict[str, Any]) -> dict[str, Any]:
     return model_fingerprint_from_args(type(model).__name__, arguments)
 
 
+def _choose_batch_size(model: Any, model_args: dict[str, Any], device: str | None, kwargs: dict) -> dict:
+    """Without a ``batch_size`` (argument or model argument), set ``kwargs["batch_size"]`` to
+    ``capcal_models.batch_size.default_batch_size`` and log it; return the results' ``capcal_batch_size``."""
+    from capcal_models.batch_size import default_batch_size
+
+    if kwargs.get("batch_size") is not None:
+        return {"value": kwargs["batch_size"], "chosen_by": "--batch_size"}
+    if "batch_size" in model_args:
+        return {"value": model_args["batch_size"], "chosen_by": "model_args"}
+    choice = default_batch_size(model, model_args, device)
+    logging.getLogger("capcal_models.batch_size").info(
+        "batch size %s: %s (--batch_size N sets another)", choice.value, choice.reason
+    )
+    kwargs["batch_size"] = choice.value
+    return choice.record()
+
+
 def evaluate(
     model: Any,
     tasks: str | Sequence[Any],
@@ -429,25 +446,20 @@ def evaluate(
     will print one (``lm_eval_messages.git_notice``); after it, tasks whose responses came back mostly empty
     or unreadable, with the likely cause (``analysis.checks.response_checks.response_notices``; from the
     samples, so with ``log_samples``); default: a warning of the ``analysis.evaluation`` logger. lm-eval's
-    misleading log lines are filtered while it runs (``analysis.evaluation.lm_eval_messages``). Other keyword
-    arguments go to ``simple_evaluate`` unchanged.
+    misleading log lines are filtered while it runs (``analysis.evaluation.lm_eval_messages``). Without a
+    ``batch_size`` one fast on this machine is chosen (``capcal_models.batch_size.default_batch_size``),
+    logged, and recorded with the results (``config.capcal_batch_size``). Other keyword arguments go to
+    ``simple_evaluate`` unchanged.
 
     With ``output_path`` the run is saved as ``lm_eval --output_path [--log_samples]`` saves it, plus the
     top-level key ``"capcal_model"`` (``capcal_models.model_identity.model_fingerprint_from_args``).
     Returns lm-eval's results dictionary (with ``samples`` when ``log_samples``); after a save it also holds
     ``"capcal_files"``: ``{"results": Path, "samples": {task: Path}}`` (not written to the results file).
+    What was saved is read back (``analysis.checks.output_checks``): a results file that does not parse or a
+    samples file without one complete line per question (a full disk: lm-eval only logs the error) raises
+    ``IncompleteOutputError`` (one line: which file, the OS error, whether the sample cache holds the
+    samples), the run's files renamed ``*.incomplete``.
     """
-    from capcal_models.batch_size import default_batch_size
-
-    if simple_evaluate_kwargs.get("batch_size") is None:  # capcal's engines: a batch size fast here
-        choice = default_batch_size(model, parse_key_values(model_args), device)
-        logging.getLogger("capcal_models.batch_size").info(
-            "batch size %s: %s (--batch_size N sets another)", choice.value, choice.reason
-        )
-        simple_evaluate_kwargs["batch_size"] = choice.value
-        batch_size_record = choice.record()
-    else:
-        batch_size_record = {"value": simple_evaluate_kwargs["batch_size"], "chosen_by": "batch_size"}
     checked = check_inputs(
         model,
         tasks,
@@ -464,6 +476,7 @@ def evaluate(
         num_fewshot=simple_evaluate_kwargs.get("num_fewshot"),
         batch_size=simple_evaluate_kwargs.get("batch_size"),
     )
+    batch_size_record = _choose_batch_size(model, checked.model_args, device, simple_evaluate_kwargs)
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
 
