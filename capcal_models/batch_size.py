@@ -1,12 +1,12 @@
 """The batch size ``capcal eval`` uses when the user gives none: one that is fast on this machine.
 
 lm-eval's default ``--batch_size 1`` makes capcal-hf decode one sample at a time (its batch size is the
-number of samples decoded at once): 7.6x slower than 64 rows on a 2-core AMD EPYC (issue 36). So each
-capcal engine gets a default of its own, stated in the run's log line and recorded in the results
-(``config.capcal_batch_size``):
+number of samples decoded at once): 7.6x slower than 64 rows on a 2-core AMD EPYC (issue 36), and 128 rows
+were faster still (docs/benchmarks.md). So each capcal engine gets a default of its own, stated in the run's
+log line and recorded in the results (``config.capcal_batch_size``):
 
-- ``capcal-hf``: ``rows = min(cap, budget // kv_bytes_per_row)``, the most rows whose KV cache fits a quarter
-  of the free memory (GPU memory on CUDA, else available RAM), where
+- ``capcal-hf``: ``rows = min(cap, budget // kv_bytes_per_row)``, the most rows whose KV cache fits half of
+  the free memory (GPU memory on CUDA, else available RAM), where
   ``kv_bytes_per_row = 2 * layers * kv_heads * head_dim * dtype_bytes * CONTEXT_TOKENS`` (keys and values of
   every layer for a row of ``CONTEXT_TOKENS`` tokens), read from the model's ``config.json``. ``cap`` is
   ``CPU_ROW_CAP`` on a CPU (on the benchmark machine more rows are no faster: docs/benchmarks.md) and
@@ -29,9 +29,9 @@ from typing import Any
 __all__ = ["BatchSizeChoice", "CONTEXT_TOKENS", "CPU_ROW_CAP", "GPU_ROW_CAP", "default_batch_size"]
 
 CONTEXT_TOKENS = 1024  # prompt plus generated tokens of one row, for the memory estimate
-CPU_ROW_CAP = 64  # rows decoded at once on a CPU (docs/benchmarks.md: "The default batch size")
+CPU_ROW_CAP = 128  # rows decoded at once on a CPU (docs/benchmarks.md: "The default batch size")
 GPU_ROW_CAP = 256
-MEMORY_SHARE = 0.25  # share of the free memory the rows' KV caches may take
+MEMORY_SHARE = 0.5  # share of the free memory the rows' KV caches may take
 
 _DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float64": 8}
 
@@ -113,7 +113,7 @@ def capcal_hf_rows(model_args: Mapping[str, Any], device: str | None) -> BatchSi
     why = (
         f"the {where} cap"
         if rows == cap
-        else f"KV cache of {per_row / 2**20:.0f} MiB per {CONTEXT_TOKENS}-token row in a quarter of "
+        else f"KV cache of {per_row / 2**20:.0f} MiB per {CONTEXT_TOKENS}-token row in half of "
         f"{free / 2**30:.1f} GiB free"
     )
     return BatchSizeChoice(rows, f"capcal-hf on the {where}: {rows} samples decoded at once ({why})")
