@@ -547,10 +547,8 @@ def _check_saved(
         saved_run_problems,
     )
 
-    logged = "samples" in results
-    questions = (
-        {task: int(results["n-samples"][task]["effective"]) for task in files["samples"]} if logged else {}
-    )
+    logged = results.get("samples") or {}  # one line per question (lm-eval's n-samples "effective")
+    questions = {task: len(logged[task]) for task in files["samples"] if task in logged}
     problems = saved_run_problems(files["results"], files["samples"], questions)
     if not problems:
         return
