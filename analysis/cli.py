@@ -24,6 +24,7 @@ import argparse
 import json
 import logging
 import re
+import shlex
 import sys
 import traceback
 from collections.abc import Sequence
@@ -95,7 +96,9 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     lm.add_argument("--limit", "-L", type=float, help="questions per task (a count, or a fraction below 1)")
     lm.add_argument("--samples", "-E", help="JSON (or a JSON file): task -> doc indices (not with --limit)")
     lm.add_argument("--num_fewshot", "-f", type=int)
-    lm.add_argument("--batch_size", "-b", default=1, help="integer, auto or auto:N (default 1)")
+    lm.add_argument(
+        "--batch_size", "-b", help="integer, auto or auto:N (default: capcal_models.batch_size chooses)"
+    )
     lm.add_argument("--max_batch_size", type=int)
     lm.add_argument("--device", default="cuda:0", help="default cuda:0 (the CPU when there is no GPU)")
     lm.add_argument("--gen_kwargs", nargs="+", help="generation settings, e.g. max_gen_toks=64")
@@ -206,6 +209,7 @@ def run_eval(args: argparse.Namespace) -> int:
     Exit status 0 on success; 2 for an input that cannot work (one line, before any model is loaded); 3 when
     API requests still failed after their retries; 1 when the run failed otherwise (one line; the traceback
     with ``--debug``)."""
+    from analysis.checks.output_checks import IncompleteOutputError
     from analysis.evaluation import EvaluationInputError, evaluate, format_results
 
     def fail(message: str, status: int) -> int:
@@ -234,6 +238,11 @@ def run_eval(args: argparse.Namespace) -> int:
         results = evaluate(**request, notify=warn)
     except EvaluationInputError as error:
         return fail(str(error), 2)
+    except IncompleteOutputError as error:  # a failed write is a failed run (analysis.checks.output_checks)
+        command = shlex.join(["capcal", *getattr(args, "argv", ["eval", "..."])])
+        return fail(
+            f"{error}; free space (or choose another --output_path) and write them again: {command}", 1
+        )
     except Exception as error:  # noqa: BLE001 - one line (the traceback with --debug)
         if _api_requests_failed(error):  # the report says what finished, what did not, how to resume
             return fail(str(error), 3)
@@ -752,6 +761,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit:
         return int(exit.code or 0)
     if args.command == "eval":
+        args.argv = argv  # for the command that writes an incomplete run again
         return run_eval(args)
     if args.command == "tasks-dir":
         from capcal_tasks import tasks_dir
@@ -769,12 +779,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         "rescore": _rescore,
         "selfcal": _selfcal,
     }
+    from analysis.checks.output_checks import (
+        failed_write_message,
+        recording_written_files,
+        remove_partial_files,
+    )
+
     try:
-        return handlers[args.command](args)
+        with recording_written_files() as written:
+            return handlers[args.command](args)
     except (FileNotFoundError, ValueError, KeyError, RuntimeError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(terminal_text(f"capcal {args.command}: error: {message}"), file=sys.stderr)
         return 2
+    except OSError as error:  # a failed write (a full disk): one line, the partial files removed
+        outputs = [getattr(args, name, None) for name in ("output", "output_dir")]
+        roots = [
+            path for value in outputs if value for path in ([value] if isinstance(value, str) else value)
+        ]
+        removed = remove_partial_files(written, roots)
+        print(terminal_text(failed_write_message(args.command, error, written, removed)), file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -370,9 +370,12 @@ def _lm_tokenizer_source(model: Any) -> dict[str, Any]:
     return {"tokenizer": source} if isinstance(source, str) and source else {}
 
 
-def saved_files(output_path: str | Path, tracker: Any, task_names: Sequence[str]) -> dict[str, Any]:
+def saved_files(
+    output_path: str | Path, tracker: Any, task_names: Sequence[str], existing: bool = True
+) -> dict[str, Any]:
     """Where lm-eval's ``EvaluationTracker`` saved a run: ``{"results": path, "samples": {task: path}}``
-    (the layout of ``lm_eval --output_path``: ``<output>/<model_sanitized>/results_<time>.json``)."""
+    (the layout of ``lm_eval --output_path``: ``<output>/<model_sanitized>/results_<time>.json``); with
+    ``existing`` false also the samples files it should have written but did not."""
     path = Path(output_path)
     model_folder = str(tracker.general_config_tracker.model_name_sanitized)
     folder = path.parent if path.suffix == ".json" else path / model_folder
@@ -382,7 +385,7 @@ def saved_files(output_path: str | Path, tracker: Any, task_names: Sequence[str]
         else folder / f"results_{tracker.date_id}.json"
     )
     samples = {task: folder / f"samples_{task}_{tracker.date_id}.jsonl" for task in task_names}
-    return {"results": results, "samples": {task: p for task, p in samples.items() if p.is_file()}}
+    return {"results": results, "samples": {t: p for t, p in samples.items() if p.is_file() or not existing}}
 
 
 def _capcal_model(model: Any, model_args: dict[str, Any]) -> dict[str, Any]:
@@ -393,6 +396,23 @@ def _capcal_model(model: Any, model_args: dict[str, Any]) -> dict[str, Any]:
     pretrained = getattr(model, "pretrained", None)
     arguments = {"pretrained": pretrained} if isinstance(pretrained, str) else {}
     return model_fingerprint_from_args(type(model).__name__, arguments)
+
+
+def _choose_batch_size(model: Any, model_args: dict[str, Any], device: str | None, kwargs: dict) -> dict:
+    """Without a ``batch_size`` (argument or model argument), set ``kwargs["batch_size"]`` to
+    ``capcal_models.batch_size.default_batch_size`` and log it; return the results' ``capcal_batch_size``."""
+    from capcal_models.batch_size import default_batch_size
+
+    if kwargs.get("batch_size") is not None:
+        return {"value": kwargs["batch_size"], "chosen_by": "--batch_size"}
+    if "batch_size" in model_args:
+        return {"value": model_args["batch_size"], "chosen_by": "model_args"}
+    choice = default_batch_size(model, model_args, device)
+    logging.getLogger("capcal_models.batch_size").info(
+        "batch size %s: %s (--batch_size N sets another)", choice.value, choice.reason
+    )
+    kwargs["batch_size"] = choice.value
+    return choice.record()
 
 
 def evaluate(
@@ -426,13 +446,19 @@ def evaluate(
     will print one (``lm_eval_messages.git_notice``); after it, tasks whose responses came back mostly empty
     or unreadable, with the likely cause (``analysis.checks.response_checks.response_notices``; from the
     samples, so with ``log_samples``); default: a warning of the ``analysis.evaluation`` logger. lm-eval's
-    misleading log lines are filtered while it runs (``analysis.evaluation.lm_eval_messages``). Other keyword
-    arguments go to ``simple_evaluate`` unchanged.
+    misleading log lines are filtered while it runs (``analysis.evaluation.lm_eval_messages``). Without a
+    ``batch_size`` one fast on this machine is chosen (``capcal_models.batch_size.default_batch_size``),
+    logged, and recorded with the results (``config.capcal_batch_size``). Other keyword arguments go to
+    ``simple_evaluate`` unchanged.
 
     With ``output_path`` the run is saved as ``lm_eval --output_path [--log_samples]`` saves it, plus the
     top-level key ``"capcal_model"`` (``capcal_models.model_identity.model_fingerprint_from_args``).
     Returns lm-eval's results dictionary (with ``samples`` when ``log_samples``); after a save it also holds
     ``"capcal_files"``: ``{"results": Path, "samples": {task: Path}}`` (not written to the results file).
+    What was saved is read back (``analysis.checks.output_checks``): a results file that does not parse or a
+    samples file without one complete line per question (a full disk: lm-eval only logs the error) raises
+    ``IncompleteOutputError`` (one line: which file, the OS error, whether the sample cache holds the
+    samples), the run's files renamed ``*.incomplete``.
     """
     checked = check_inputs(
         model,
@@ -450,9 +476,11 @@ def evaluate(
         num_fewshot=simple_evaluate_kwargs.get("num_fewshot"),
         batch_size=simple_evaluate_kwargs.get("batch_size"),
     )
+    batch_size_record = _choose_batch_size(model, checked.model_args, device, simple_evaluate_kwargs)
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
 
+    from analysis.checks.output_checks import lm_eval_save_errors
     from analysis.checks.response_checks import aggregate_notices, response_notices
     from analysis.evaluation.lm_eval_messages import filtered_lm_eval_logs, git_notice
 
@@ -493,13 +521,46 @@ def evaluate(
         return results
     samples = results.pop("samples", None) if log_samples else None
     results["capcal_model"] = _capcal_model(model, checked.model_args)
-    tracker.save_results_aggregated(results=results, samples=samples)
+    results.setdefault("config", {})["capcal_batch_size"] = batch_size_record
+    with lm_eval_save_errors() as save_errors:  # lm-eval logs and swallows its write errors
+        tracker.save_results_aggregated(results=results, samples=samples)
+        if samples is not None:
+            for task_name in results["configs"]:
+                tracker.save_results_samples(task_name=task_name, samples=samples[task_name])
     if samples is not None:
-        for task_name in results["configs"]:
-            tracker.save_results_samples(task_name=task_name, samples=samples[task_name])
         results["samples"] = samples
+    expected = saved_files(output_path, tracker, list(results["configs"]), existing=False)
+    _check_saved(results, expected, save_errors, model, checked.model_args if isinstance(model, str) else {})
     results["capcal_files"] = saved_files(output_path, tracker, list(results["configs"]))
     return results
+
+
+def _check_saved(
+    results: dict, files: dict, save_errors: list[str], model: Any, model_args: dict[str, Any]
+) -> None:
+    """Raise ``IncompleteOutputError`` (one line, the run's files renamed ``*.incomplete``) when the saved
+    run is not complete (``analysis.checks.output_checks``)."""
+    from analysis.checks.output_checks import (
+        IncompleteOutputError,
+        mark_incomplete,
+        sample_cache_note,
+        saved_run_problems,
+    )
+
+    logged = results.get("samples") or {}  # one line per question (lm-eval's n-samples "effective")
+    questions = {task: len(logged[task]) for task in files["samples"] if task in logged}
+    problems = saved_run_problems(files["results"], files["samples"], questions)
+    if not problems:
+        return
+    renamed = mark_incomplete([files["results"], *files["samples"].values()])
+    why = "; ".join(save_errors) or "no write error was reported"
+    configs = results.get("configs") or {}
+    output_types = {task: str(configs.get(task, {}).get("output_type")) for task in files["samples"]}
+    cache = sample_cache_note(model, model_args, output_types)
+    moved = f"; renamed {len(renamed)} file(s) *.incomplete" if renamed else ""
+    raise IncompleteOutputError(
+        f"the run's output is incomplete: {', '.join(problems)} ({why}){moved}; {cache}"
+    )
 
 
 def format_results(results: Mapping[str, Any], num_fewshot: int | None = None) -> str:

@@ -294,7 +294,8 @@ def test_eval_flags_become_one_evaluate_call():
         and request["rewrite_requests_cache"]
         and not request["delete_requests_cache"]
     )
-    assert (request["device"], request["batch_size"]) == ("cuda:0", 1)  # lm_eval's defaults
+    assert request["device"] == "cuda:0"  # lm_eval's default
+    assert request["batch_size"] is None  # evaluate chooses one per engine (capcal_models.batch_size)
 
 
 def test_lm_eval_dictionary_flags_and_seeds():
