@@ -11,20 +11,23 @@
   and workers as processes of their own, which outlived a killed run (parent 1) holding the model's memory.
   ``end_descendants_at_exit`` starts one watchdog process per capcal process (stdlib only, its own session,
   so a terminal's Ctrl-C does not reach it first): it follows the descendants of the watched process by
-  reading ``/proc`` every ``POLL_SECONDS`` (each one's start time too, against PID reuse), keeps following a
-  descendant whose parent ended (an orphan, re-parented to init, stays on its list, and so do its children),
-  and when the watched process ends, whatever the reason, sends SIGTERM to every descendant still running,
+  reading ``/proc`` every ``POLL_SECONDS`` (each one's start time too, against PID reuse); the watched process
+  is made a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``), so a descendant whose parent ends stays its
+  descendant, and the watchdog keeps following every process it has seen (and its children); when the
+  watched process ends, whatever the reason, sends SIGTERM to every descendant still running,
   SIGKILL after ``GRACE_SECONDS``, and exits. A parent-death signal (``prctl(PR_SET_PDEATHSIG)``) would have
   to be set inside every process, including those that vLLM starts itself, and fires on the death of the
   thread that forked, not of the process; a process group cannot be used either, since capcal shares its
   group with the shell's job (Ctrl-C) and with whoever started it. Limit: a process started less than
-  ``POLL_SECONDS`` before a SIGKILL is not seen; capcal's children (the engine) start long before sampling.
+  ``POLL_SECONDS`` before a SIGKILL may not be seen (capcal's children, the engine, start long before
+  sampling), and an orphan re-parented to the run stays a zombie until the run ends (nothing reaps it).
   Linux only (``/proc``); elsewhere ``end_descendants_at_exit`` does nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import select
 import shlex
@@ -49,6 +52,7 @@ __all__ = [
 POLL_SECONDS = 0.25
 GRACE_SECONDS = 2.0
 PROC = Path("/proc")
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 _watchdogs: dict[int, subprocess.Popen] = {}  # watched process id -> its watchdog
 
 
@@ -105,6 +109,7 @@ def end_descendants_at_exit() -> int | None:
     pid = os.getpid()
     if not (PROC / str(pid) / "stat").is_file():
         return None
+    _become_subreaper()
     watchdog = _watchdogs.get(pid)
     if watchdog is None or watchdog.poll() is not None:
         watchdog = subprocess.Popen(
@@ -117,6 +122,13 @@ def end_descendants_at_exit() -> int | None:
         )
         _watchdogs[pid] = watchdog
     return watchdog.pid
+
+
+def _become_subreaper() -> None:
+    """``prctl(PR_SET_CHILD_SUBREAPER, 1)``: a descendant orphaned while this process runs (its parent ended)
+    is re-parented to this process instead of init, so it stays a descendant that the watchdog can see."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
