@@ -40,6 +40,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 __all__ = [
+    "WATCHDOG_VARIABLE",
     "GRACE_SECONDS",
     "POLL_SECONDS",
     "RunStopped",
@@ -53,6 +54,7 @@ POLL_SECONDS = 0.5
 GRACE_SECONDS = 2.0
 PROC = Path("/proc")
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+WATCHDOG_VARIABLE = "CAPCAL_WATCHDOG"  # "0": no watchdog (a process whose children must outlive it)
 _watchdogs: dict[int, subprocess.Popen] = {}  # watched process id -> its watchdog
 
 
@@ -105,9 +107,11 @@ def stop_message(command: str, stopped: RunStopped, argv: Sequence[str], saved: 
 
 def end_descendants_at_exit() -> int | None:
     """Start (once per process) a watchdog that ends this process's descendants when it ends, however it
-    ends (see the module); returns the watchdog's process id, None where ``/proc`` is missing."""
+    ends (see the module); returns the watchdog's process id, None where ``/proc`` is missing or the
+    environment variable ``CAPCAL_WATCHDOG`` is "0" (the test session sets it: one watchdog of the whole
+    session, since a worker's children, such as the session's shared vLLM server, must outlive the worker)."""
     pid = os.getpid()
-    if not (PROC / str(pid) / "stat").is_file():
+    if os.environ.get(WATCHDOG_VARIABLE, "1") == "0" or not (PROC / str(pid) / "stat").is_file():
         return None
     _become_subreaper()
     watchdog = _watchdogs.get(pid)

@@ -36,9 +36,11 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[SESSION_DIR] = tempfile.mkdtemp(prefix="capcal-session-")
         # a session ended by SIGTERM or SIGKILL leaves nothing running: its workers, the shared vLLM server
         # (in a session of its own) and the runs the tests started are ended by capcal's watchdog
-        from capcal_models.stopping import end_descendants_at_exit
+        # (only this one: a worker's watchdog would end the shared server when that worker is done first)
+        from capcal_models.stopping import WATCHDOG_VARIABLE, end_descendants_at_exit
 
         end_descendants_at_exit()
+        os.environ[WATCHDOG_VARIABLE] = "0"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import psutil
 
+from capcal_models.stopping import WATCHDOG_VARIABLE
+
 CHECK_AFTER_S = 5.0
 
 
@@ -78,6 +80,10 @@ def stop_run(
 ) -> StoppedRun:
     """Run ``command``, send ``sig`` to it once it has committed a sample, and report (see the module)."""
     start = len(committed(cache))
+    env = {
+        **env,
+        WATCHDOG_VARIABLE: "1",
+    }  # the run's own watchdog (the test session turns it off for its own)
     with open(log, "w", encoding="utf-8") as handle:
         run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=handle, env=env, cwd=cwd)
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from capcal_models.stopping import RunStopped, descendants, stop_message
+from capcal_models.stopping import WATCHDOG_VARIABLE, RunStopped, descendants, stop_message
 
 # a parent that starts the watchdog, a child in a session of its own that starts a grandchild, and an orphan
 # (a child whose parent exits at once); it prints the pids and waits to be signalled
@@ -49,7 +49,8 @@ def _alive(pids: list[int]) -> list[int]:
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_the_watchdog_ends_every_descendant_of_a_signalled_process(sig: int) -> None:
-    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    env = {**os.environ, WATCHDOG_VARIABLE: "1"}  # (the test session turns it off for its own processes)
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True, env=env)
     try:
         pids = json.loads(parent.stdout.readline())
         tree = sorted(process.pid for process in psutil.Process(parent.pid).children(recursive=True))
