@@ -101,7 +101,7 @@ def stop_message(command: str, stopped: RunStopped, argv: Sequence[str], saved: 
         files = ", ".join(f"{count} in {path}" for path, count in saved.items())
         what = f"samples this run committed are saved ({files})"
     else:
-        what = "no sample was committed to a sample cache by this run (stock models keep none)"
+        what = "no sample was committed to a sample cache by this run (stock lm-eval models keep none)"
     return f"capcal {command}: stopped by {stopped.signal_name}; {what}; resume with: {resume}"
 
 
