@@ -21,6 +21,7 @@ capcal selfcal data|train|compare|run [options]               -> analysis.self_c
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import re
@@ -749,6 +750,9 @@ COMMANDS_WITHOUT_SELFCAL = frozenset(
 )
 
 
+STOPPABLE_COMMANDS = ("eval", "demo", "selfcal")  # the commands that run models (capcal_models.stopping)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``capcal`` command; returns its exit status (argument errors: one line, exit status 2)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -760,6 +764,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             command_parser.error(unrecognized_arguments(command_parser, unknown))
     except SystemExit as exit:
         return int(exit.code or 0)
+    if args.command in STOPPABLE_COMMANDS:  # children end with capcal; SIGTERM and Ctrl-C stop cleanly
+        from capcal_models.sample_cache import committed_samples
+        from capcal_models.stopping import RunStopped, end_descendants_at_exit, stop_message, stop_on_signals
+
+        end_descendants_at_exit()
+        try:
+            with stop_on_signals():
+                return _run_command(args)
+        except RunStopped as stopped:
+            stopped.__traceback__ = None  # frees the run (its progress bars print their last line, vLLM's
+            gc.collect()  # engine shuts down) before the message, which is then the last line
+            message = stop_message(args.command, stopped, argv, committed_samples())
+            print(terminal_text(message), file=sys.stderr)
+            return stopped.exit_status
+    return _run_command(args)
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    """Run the parsed command ``args.command``; returns its exit status."""
     if args.command == "eval":
         args.argv = argv  # for the command that writes an incomplete run again
         return run_eval(args)

