@@ -307,6 +307,8 @@ def _check(args: argparse.Namespace) -> int:
             print(terminal_text(f"labels: {model} {task} {run_id}: {labels}"))
     for path, same_as in checks.attrs.get("duplicates", []):
         print(terminal_text(f"read once: {path} (the same run as {same_as})"))
+    for note in checks.attrs.get("notes", []):  # ran as asked, but left something out of the report
+        print(terminal_text(f"note: {note}"))
     incomplete = checks[~checks["complete"]]
     for row in incomplete.itertuples():
         print(terminal_text(f"incomplete: {row.model} {row.task} {row.run_id}: {row.problems}"))

@@ -10,14 +10,18 @@ results file) say so on stderr, with the likely cause:
   start of the response, or an end-of-text token), or requests that failed (``capcal-api`` with
   ``allow_failures``);
 - non-empty responses without an answer (``extracted_answers`` None) or a verbalized confidence that did not
-  parse (``parse_success`` 0): a ``max_gen_toks`` below ``SHORT_GENERATION_TOKENS`` cuts responses before
-  their final answer; otherwise the responses do not give it in the form the task reads.
+  parse (``parse_success`` 0): when most of them reach ``max_gen_toks`` (their length counted with the
+  model's own tokenizer, ``responses_cut_by_limit``), the limit cut them before their final answer (raise
+  it); when they end before it, the responses are complete and do not give it in the form the task reads
+  (SmolLM2-135M-Instruct never writes ``\boxed{P}``: raising ``max_gen_toks`` changes nothing). Without the
+  tokenizer, a ``max_gen_toks`` below ``SHORT_GENERATION_TOKENS`` is named as the possible cause.
 
 "Most" is more than ``MOSTLY`` of a task's responses.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +33,8 @@ __all__ = [
     "aggregate_notices",
     "empty_response_cause",
     "response_notices",
+    "responses_cut_by_limit",
+    "tokenizer_source",
     "unreadable_cause",
 ]
 
@@ -74,15 +80,61 @@ def empty_response_cause(
     )
 
 
-def unreadable_cause(config: Mapping[str, Any], confidence: bool) -> str:
+def tokenizer_source(model_args: Mapping[str, Any] | str | None) -> str | None:
+    """The local tokenizer folder of a run's ``model_args`` (``tokenizer``, else ``pretrained``), or None."""
+    if isinstance(model_args, str):
+        model_args = dict(item.split("=", 1) for item in model_args.split(",") if "=" in item)
+    if not isinstance(model_args, Mapping):
+        return None
+    source = model_args.get("tokenizer") or model_args.get("pretrained")
+    return source if isinstance(source, str) and source else None
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(source: str) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(source, local_files_only=True)
+
+
+def responses_cut_by_limit(texts: Sequence[str], max_gen_toks: Any, source: str | None) -> int | None:
+    """How many of ``texts`` reached ``max_gen_toks`` tokens (re-encoded with the tokenizer at ``source``;
+    one token of slack for re-encoding), i.e. were cut by the limit rather than ended by the model; None
+    when that cannot be told (no integer limit, no local tokenizer)."""
+    if not isinstance(max_gen_toks, int) or isinstance(max_gen_toks, bool) or source is None:
+        return None
+    try:
+        tokenizer = _tokenizer(source)
+    except Exception:  # noqa: BLE001 - a hub id offline, a folder without tokenizer files: cannot tell
+        return None
+    lengths = [len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in texts]
+    return sum(length >= max_gen_toks - 1 for length in lengths)
+
+
+def unreadable_cause(
+    config: Mapping[str, Any],
+    confidence: bool,
+    texts: Sequence[str] = (),
+    source: str | None = None,
+) -> str:
     """The likely cause, as a phrase, of non-empty responses without an answer (``confidence``: without a
-    verbalized confidence), from the task's ``config`` (its ``generation_kwargs.max_gen_toks``)."""
+    verbalized confidence), from the task's ``config`` (its ``generation_kwargs.max_gen_toks``) and the
+    responses ``texts`` counted with the tokenizer at ``source`` (``responses_cut_by_limit``)."""
     tokens = (config.get("generation_kwargs") or {}).get("max_gen_toks")
-    if isinstance(tokens, int) and tokens < SHORT_GENERATION_TOKENS:
-        return f"max_gen_toks={tokens} likely cuts the responses before their final answer (raise it)"
     what = (
         "a confidence as \\boxed{P}" if confidence else "an answer in the form the task reads (\\boxed{...})"
     )
+    cut = responses_cut_by_limit(texts, tokens, source) if texts else None
+    if cut is not None and cut > MOSTLY * len(texts):
+        return f"max_gen_toks={tokens} cut {cut} of {len(texts)} responses before their end (raise it)"
+    if cut is not None:
+        return (
+            f"the responses are complete ({len(texts) - cut} of {len(texts)} end before max_gen_toks={tokens}) "
+            f"but do not state {what}: the model does not answer in that form (raising max_gen_toks will not "
+            "help); look at a few with capcal analyze --responses"
+        )
+    if isinstance(tokens, int) and tokens < SHORT_GENERATION_TOKENS:
+        return f"max_gen_toks={tokens} may cut the responses before their final answer (raise it)"
     return f"the responses do not state {what}; look at a few with capcal analyze --responses"
 
 
@@ -117,13 +169,13 @@ def response_notices(
             missing = sum(a is None for a in answers)
             notices.append(
                 f"task {task}: no answer could be read from {missing} of {len(answers)} responses; likely "
-                f"cause: {unreadable_cause(config, confidence=False)}"
+                f"cause: {unreadable_cause(config, False, texts, tokenizer_source(model_args))}"
             )
         elif parsed and sum(not value for value in parsed) > MOSTLY * len(parsed):
             missing = sum(not value for value in parsed)
             notices.append(
                 f"task {task}: no confidence could be read from {missing} of {len(parsed)} responses; likely "
-                f"cause: {unreadable_cause(config, confidence=True)}"
+                f"cause: {unreadable_cause(config, True, texts, tokenizer_source(model_args))}"
             )
     return notices
 

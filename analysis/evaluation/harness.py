@@ -309,7 +309,11 @@ def check_inputs(
     problem = run_settings_problem(output_path, settings, num_fewshot, batch_size)
     if problem is not None:
         raise EvaluationInputError(problem)
-    arguments = parse_key_values(model_args)
+    from analysis.runs.recorded_paths import absolute_recorded_paths
+
+    # recorded paths (activations=, samples_file) absolute: the results file then means the same from anywhere
+    arguments = absolute_recorded_paths(parse_key_values(model_args))
+    metadata = absolute_recorded_paths(metadata) if metadata is not None else None
     paths = (
         []
         if include_path is None

@@ -46,6 +46,7 @@ from analysis.report.sections import (
 from analysis.report.summary import Ranking, measured, rank_estimators, summary_sections
 from analysis.runs import RunCollection, load_runs
 from analysis.runs.joins import JoinReport, join_questions, join_report
+from analysis.runs.recorded_paths import resolve_recorded_path
 from capcal_tasks.relations import EVALUATION, TaskRelations, task_relations
 
 __all__ = [
@@ -83,8 +84,9 @@ class ReportData:
     collection: RunCollection
     configs: dict[str, tuple[dict, str]]  # task -> (config from a results file, that file)
     activations: dict[
-        tuple[str, str], str
-    ]  # (model_id, task) -> activations folder named in the run's metadata
+        tuple[str, str], Path
+    ]  # (model_id, task) -> activations folder named in the run's metadata, found (recorded_paths)
+    path_notes: list[str] = field(default_factory=list)  # how a relative recorded path was resolved
 
     @property
     def questions(self) -> pd.DataFrame:
@@ -107,7 +109,8 @@ def load_report_data(output_dirs: Sequence[str | Path], select=None) -> ReportDa
     (model, task); the others are listed as left out), with the task configs of the runs used."""
     collection = load_runs(output_dirs, select)
     configs: dict[str, tuple[dict, str]] = {}
-    activations: dict[tuple[str, str], str] = {}
+    activations: dict[tuple[str, str], Path] = {}
+    notes: list[str] = []
     for file in collection.files:
         results = file.results_path
         if file.task_config:
@@ -115,8 +118,12 @@ def load_report_data(output_dirs: Sequence[str | Path], select=None) -> ReportDa
             configs[file.task] = (file.task_config, where)
         folder = (file.task_config.get("metadata") or {}).get("activations")
         if isinstance(folder, str) and folder:
-            activations[(file.model_id, file.task)] = folder
-    return ReportData(collection, configs, activations)
+            found = resolve_recorded_path(folder, results if results is not None else file.path, "activations")
+            if found.note is not None and found.note not in notes:
+                notes.append(found.note)
+            if found.path is not None:
+                activations[(file.model_id, file.task)] = found.path
+    return ReportData(collection, configs, activations, notes)
 
 
 def _join_row(report: JoinReport) -> dict:
@@ -257,9 +264,7 @@ def _section(
     evaluation = questions[questions["task"] == task].reset_index(drop=True)
     evaluation = _with_confidences(evaluation, task, own, targets, joins, notes)
     calibration = calibration_data(questions, evaluation, task, relations, own, targets, joins, notes)
-    folder = activations_dir or (
-        Path(data.activations[(model, task)]) if (model, task) in data.activations else None
-    )
+    folder = activations_dir or data.activations.get((model, task))
     if folder is not None:
         frames = [evaluation] + ([calibration.table] if calibration is not None else [])
         _activation_joins(folder, frames, joins)

@@ -59,7 +59,7 @@ def test_responses_without_an_answer_name_a_short_max_gen_toks():
     short = {"output_type": "generate_until", "generation_kwargs": {"max_gen_toks": 16}}
     assert response_notices(samples, {"capcal_toy": short}) == [
         "task capcal_toy: no answer could be read from 2 of 3 responses; likely cause: max_gen_toks=16 "
-        "likely cuts the responses before their final answer (raise it)"
+        "may cut the responses before their final answer (raise it)"
     ]
     (notice,) = response_notices(samples, {"capcal_toy": SAMPLING})
     assert notice.endswith("the responses do not state an answer in the form the task reads (\\boxed{...}); "
@@ -100,9 +100,38 @@ def test_without_logged_samples_the_aggregates_are_read():
     }
     assert aggregate_notices(results) == [
         "task capcal_arithmetic: an answer could be read from only 0% of the responses (empty or unreadable; "
-        "--log_samples keeps them); likely cause: max_gen_toks=8 likely cuts the responses before their "
+        "--log_samples keeps them); likely cause: max_gen_toks=8 may cut the responses before their "
         "final answer (raise it)",
         "task capcal_arithmetic_verbalized: a confidence could be read from only 25% of the responses (empty "
         "or unreadable; --log_samples keeps them); likely cause: the responses do not state a confidence as "
         "\\boxed{P}; look at a few with capcal analyze --responses",
     ]
+
+
+def test_complete_responses_without_a_box_are_not_blamed_on_max_gen_toks(smollm2_path):
+    """SmolLM2's verbalized answers end on their own well before max_gen_toks=48 and never state \\boxed{P}:
+    the cause is the answer's form, not the limit (issue 32: the check said "raise max_gen_toks")."""
+    short = {"output_type": "generate_until", "generation_kwargs": {"max_gen_toks": 48}}
+    texts = ["I am fairly sure the answer is 12.", "Confidence: high.", "The answer is 7."]
+    samples = {"capcal_toy_verbalized": [_verbalized(text) for text in texts]}
+    (notice,) = response_notices(
+        samples, {"capcal_toy_verbalized": short}, model_args={"pretrained": str(smollm2_path)}
+    )
+    assert notice.endswith(
+        "likely cause: the responses are complete (3 of 3 end before max_gen_toks=48) but do not state a "
+        "confidence as \\boxed{P}: the model does not answer in that form (raising max_gen_toks will not "
+        "help); look at a few with capcal analyze --responses"
+    ), notice
+
+
+def test_responses_that_reach_max_gen_toks_are_cut(smollm2_path):
+    """Responses at least max_gen_toks tokens long (SmolLM2's tokenizer) were cut: raise it."""
+    from analysis.checks.response_checks import responses_cut_by_limit
+
+    long = "Let me work this out step by step, adding the tens first and then the units " * 3
+    texts = [long, long, "\\boxed{0.5}"]
+    assert responses_cut_by_limit(texts, 16, str(smollm2_path)) == 2
+    assert responses_cut_by_limit(texts, 1024, str(smollm2_path)) == 0
+    assert responses_cut_by_limit(texts, 16, "/no/such/tokenizer") is None
+    cause = unreadable_cause({"generation_kwargs": {"max_gen_toks": 16}}, True, texts, str(smollm2_path))
+    assert cause == "max_gen_toks=16 cut 2 of 3 responses before their end (raise it)"
