@@ -118,7 +118,8 @@ def load_report_data(output_dirs: Sequence[str | Path], select=None) -> ReportDa
             configs[file.task] = (file.task_config, where)
         folder = (file.task_config.get("metadata") or {}).get("activations")
         if isinstance(folder, str) and folder:
-            found = resolve_recorded_path(folder, results if results is not None else file.path, "activations")
+            recorded_in = results if results is not None else file.path
+            found = resolve_recorded_path(folder, recorded_in, "activations")
             if found.note is not None and found.note not in notes:
                 notes.append(found.note)
             if found.path is not None:

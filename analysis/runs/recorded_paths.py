@@ -56,12 +56,16 @@ def resolve_recorded_path(recorded: str, recorded_in: str | Path, what: str = "p
     if given.is_absolute():
         if given.exists():
             return ResolvedPath(recorded, given, None)
-        return ResolvedPath(recorded, None, f"{what} {recorded} recorded in {recorded_in}: no such file or folder")
+        note = f"{what} {recorded} recorded in {recorded_in}: no such file or folder"
+        return ResolvedPath(recorded, None, note)
     source = Path(recorded_in).expanduser().resolve()
     for folder in source.parents:
         candidate = folder / given
         if candidate.exists():
-            note = f"{what} {recorded} (relative) recorded in {source.name}: read from {candidate}, relative to the run's folder {folder}"
+            note = (
+                f"{what} {recorded} (relative) recorded in {source.name}: read from {candidate}, relative "
+                f"to the run's folder {folder}"
+            )
             return ResolvedPath(recorded, candidate, note)
     here = Path.cwd() / given
     if here.exists():
