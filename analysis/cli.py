@@ -128,6 +128,11 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run a chat model on capcal's chat prompts without --apply_chat_template (refused otherwise)",
     )
+    own.add_argument(
+        "--allow_large",
+        action="store_true",
+        help="allow --repeats above 1000 or a run above 500,000 responses (refused otherwise)",
+    )
     own.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
 
@@ -180,6 +185,7 @@ def eval_request(args: argparse.Namespace) -> dict[str, Any]:
         "predict_only": args.predict_only,
         "confirm_run_unsafe_code": args.confirm_run_unsafe_code,
         "plain_prompts": args.plain_prompts,
+        "allow_large": args.allow_large,
     }
     if args.seed is not None:
         for key, seed in zip(
@@ -230,8 +236,11 @@ def run_eval(args: argparse.Namespace) -> int:
     def warn(message: str) -> None:
         print(terminal_text(f"capcal eval: warning: {message}"), file=sys.stderr)
 
+    def inform(message: str) -> None:
+        print(terminal_text(f"capcal eval: {message}"), file=sys.stderr, flush=True)
+
     try:
-        results = evaluate(**request, notify=warn)
+        results = evaluate(**request, notify=warn, inform=inform)
     except EvaluationInputError as error:
         return fail(str(error), 2)
     except Exception as error:  # noqa: BLE001 - one line (the traceback with --debug)
@@ -317,9 +326,13 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from analysis.checks.input_checks import writable_folder_problem
     from analysis.report import ReportOptions, build_report
     from capcal_tasks.relations import parse_calibration_overrides
 
+    problem = writable_folder_problem(args.output)  # before any run is read or anything computed
+    if problem is not None:
+        raise ValueError(f"--output {args.output}: {problem}")
     calibration = parse_calibration_overrides(args.calibration)
     notices = _report_notices(args, calibration)
     files = build_report(
@@ -347,10 +360,14 @@ def _report_notices(args: argparse.Namespace, calibration: dict[str, list[str]])
 
 
 def _table(args: argparse.Namespace) -> int:
+    from analysis.checks.input_checks import writable_file_problem
     from analysis.report import ReportOptions
     from analysis.report.paper_table import format_table, paper_table
     from capcal_tasks.relations import parse_calibration_overrides
 
+    problem = writable_file_problem(args.output) if args.output else None  # before anything is computed
+    if problem is not None:
+        raise ValueError(f"--output {args.output}: {problem}")
     options = ReportOptions(
         n_resamples=args.resamples,
         seed=args.seed,

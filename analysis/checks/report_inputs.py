@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.checks.input_checks import CONSISTENCY_MIN_K
+from analysis.runs.versions import run_versions, version_mix_warnings
 from capcal_tasks.relations import RelationError, task_relations
 
 __all__ = ["NothingToScoreError", "k_notices", "report_notices"]
@@ -101,6 +102,7 @@ def report_notices(
         relations = task_relations(data.configs, calibration)
     except RelationError:
         relations = None  # the report says what is wrong with the declarations
+    notices += version_mix_warnings(run_versions(collection.files))
     notices += k_notices(questions)
     for (model_id, model, task), _ in questions.groupby(["model_id", "model", "task"], sort=True):
         if relations is None or task not in relations or not relations.is_evaluation(task):

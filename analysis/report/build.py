@@ -47,6 +47,7 @@ from analysis.report.summary import Ranking, measured, rank_estimators, summary_
 from analysis.runs import RunCollection, load_runs
 from analysis.runs.joins import JoinReport, join_questions, join_report
 from analysis.runs.recorded_paths import resolve_recorded_path
+from analysis.runs.versions import run_versions, version_mix_warnings
 from capcal_tasks.relations import EVALUATION, TaskRelations, task_relations
 
 __all__ = [
@@ -398,6 +399,7 @@ def overview_section(
     section.notes += [
         f"skipped: {_relative(path, roots)}: {reason}" for path, reason in data.collection.skipped
     ]
+    section.tables.append(("Versions: task, lm-eval, capcal", run_versions(data.collection.files)))
     section.notes += rescore_notes(data.collection.files)
     section.notes += [
         f"model {label} is known only by its label (no checkpoint fingerprint)"
@@ -502,6 +504,8 @@ def build_report(
     analysis = analyze_runs(output_dirs, activations_dir, options)
     rankings = [r.ranking for r in analysis.results if r.ranking is not None]
     what = [measured(r.model, r.task, r.computed.evaluation, r.inputs is not None) for r in analysis.results]
+    mixed = version_mix_warnings(run_versions(analysis.data.collection.files))
+    notices = [*notices, *(line for line in mixed if line not in notices)]
     sections = summary_sections(rankings, notices, options.n_resamples, what)
     grid = grid_section(metric_rows(analysis.results))
     if grid is not None:
