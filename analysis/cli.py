@@ -327,12 +327,13 @@ def _check(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from analysis.checks.input_checks import writable_folder_problem
-    from analysis.report import ReportOptions, build_report
-    from capcal_tasks.relations import parse_calibration_overrides
 
     problem = writable_folder_problem(args.output)  # before any run is read or anything computed
     if problem is not None:
         raise ValueError(f"--output {args.output}: {problem}")
+    from analysis.report import ReportOptions, build_report
+    from capcal_tasks.relations import parse_calibration_overrides
+
     calibration = parse_calibration_overrides(args.calibration)
     notices = _report_notices(args, calibration)
     files = build_report(
@@ -361,13 +362,14 @@ def _report_notices(args: argparse.Namespace, calibration: dict[str, list[str]])
 
 def _table(args: argparse.Namespace) -> int:
     from analysis.checks.input_checks import writable_file_problem
-    from analysis.report import ReportOptions
-    from analysis.report.paper_table import format_table, paper_table
-    from capcal_tasks.relations import parse_calibration_overrides
 
     problem = writable_file_problem(args.output) if args.output else None  # before anything is computed
     if problem is not None:
         raise ValueError(f"--output {args.output}: {problem}")
+    from analysis.report import ReportOptions
+    from analysis.report.paper_table import format_table, paper_table
+    from capcal_tasks.relations import parse_calibration_overrides
+
     options = ReportOptions(
         n_resamples=args.resamples,
         seed=args.seed,

@@ -129,8 +129,8 @@ def unreadable_cause(
         return f"max_gen_toks={tokens} cut {cut} of {len(texts)} responses before their end (raise it)"
     if cut is not None:
         return (
-            f"the responses are complete ({len(texts) - cut} of {len(texts)} end before "
-            f"max_gen_toks={tokens}) but do not state {what}: the model does not answer in that form "
+            f"most responses end on their own ({len(texts) - cut} of {len(texts)} before "
+            f"max_gen_toks={tokens}) and do not state {what}: the model does not answer in that form "
             "(raising max_gen_toks will not help); look at a few with capcal analyze --responses"
         )
     if isinstance(tokens, int) and tokens < SHORT_GENERATION_TOKENS:

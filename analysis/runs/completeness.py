@@ -35,11 +35,10 @@ from analysis.checks.response_checks import (
     tokenizer_source,
     unreadable_cause,
 )
-from analysis.runs.files import iter_sample_records
+from analysis.runs.files import iter_sample_records, read_results
 from analysis.runs.identity import SamplesFile
 from analysis.runs.joins import JoinReport, join_report
 from analysis.runs.tables import load_runs
-from capcal_tasks.records import read_json_file
 from capcal_tasks.sampling import is_sampling_config
 
 __all__ = ["CHECK_COLUMNS", "check_run"]
@@ -281,10 +280,10 @@ def _results_file(file: SamplesFile) -> dict:
     if file.results_path is None:
         return {}
     try:
-        loaded = read_json_file(file.results_path)
+        loaded, _ = read_results(file.results_path)  # NaN aggregates (every parse failed) are lm-eval's own
     except (OSError, ValueError):
         return {}
-    return loaded if isinstance(loaded, dict) else {}
+    return loaded
 
 
 def _results_config(file: SamplesFile) -> dict:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.runs.files import read_results
 from analysis.runs.identity import SamplesFile
-from capcal_tasks.records import read_json_file
 
 __all__ = ["NOT_RECORDED", "VERSION_COLUMNS", "run_versions", "version_mix_warnings"]
 
@@ -27,10 +27,10 @@ def _results(path: Path | None, cache: dict[Path, dict]) -> dict:
         return {}
     if path not in cache:
         try:
-            loaded = read_json_file(path)
+            loaded, _ = read_results(path)  # NaN aggregates are lm-eval's own (read_results accepts them)
         except (OSError, ValueError):
             loaded = {}
-        cache[path] = loaded if isinstance(loaded, dict) else {}
+        cache[path] = loaded
     return cache[path]
 
 

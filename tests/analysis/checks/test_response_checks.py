@@ -118,7 +118,7 @@ def test_complete_responses_without_a_box_are_not_blamed_on_max_gen_toks(smollm2
         samples, {"capcal_toy_verbalized": short}, model_args={"pretrained": str(smollm2_path)}
     )
     assert notice.endswith(
-        "likely cause: the responses are complete (3 of 3 end before max_gen_toks=48) but do not state a "
+        "likely cause: most responses end on their own (3 of 3 before max_gen_toks=48) and do not state a "
         "confidence as \\boxed{P}: the model does not answer in that form (raising max_gen_toks will not "
         "help); look at a few with capcal analyze --responses"
     ), notice
