@@ -36,6 +36,7 @@ __all__ = [
     "responses_cut_by_limit",
     "tokenizer_source",
     "unreadable_cause",
+    "unreadable_diagnosis",
 ]
 
 #: A task's responses are "mostly" empty or unreadable above this share.
@@ -97,10 +98,10 @@ def _tokenizer(source: str) -> Any:
     return AutoTokenizer.from_pretrained(source, local_files_only=True)
 
 
-def responses_cut_by_limit(texts: Sequence[str], max_gen_toks: Any, source: str | None) -> int | None:
-    """How many of ``texts`` reached ``max_gen_toks`` tokens (re-encoded with the tokenizer at ``source``;
-    one token of slack for re-encoding), i.e. were cut by the limit rather than ended by the model; None
-    when that cannot be told (no integer limit, no local tokenizer)."""
+def responses_cut_by_limit(texts: Sequence[str], max_gen_toks: Any, source: str | None) -> list[bool] | None:
+    """For each of ``texts``, whether it reached ``max_gen_toks`` tokens (re-encoded with the tokenizer at
+    ``source``; one token of slack for re-encoding), i.e. was cut by the limit rather than ended by the
+    model; None when that cannot be told (no integer limit, no local tokenizer)."""
     if not isinstance(max_gen_toks, int) or isinstance(max_gen_toks, bool) or source is None:
         return None
     try:
@@ -108,7 +109,54 @@ def responses_cut_by_limit(texts: Sequence[str], max_gen_toks: Any, source: str 
     except Exception:  # noqa: BLE001 - a hub id offline, a folder without tokenizer files: cannot tell
         return None
     lengths = [len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in texts]
-    return sum(length >= max_gen_toks - 1 for length in lengths)
+    return [length >= max_gen_toks - 1 for length in lengths]
+
+
+def unreadable_diagnosis(
+    config: Mapping[str, Any],
+    confidence: bool,
+    texts: Sequence[str] = (),
+    source: str | None = None,
+    readable: Sequence[bool] = (),
+) -> tuple[str, bool]:
+    """(the likely cause, as a phrase, of non-empty responses without an answer (``confidence``: without a
+    verbalized confidence); whether the run's settings are to blame). From the task's ``config`` (its
+    ``generation_kwargs.max_gen_toks``), the responses ``texts`` counted with the tokenizer at ``source``
+    (``responses_cut_by_limit``) and whether each was read (``readable``, aligned with ``texts``):
+
+    - the responses that ended on their own (before the limit) mostly unread as well: the model does not
+      state it in that form, whatever the limit (not the run's fault: SmolLM2-135M-Instruct, whose
+      verbalized responses either stop early without ``\\boxed{P}`` or run on to the limit);
+    - else most responses cut by the limit: ``max_gen_toks`` (the run's fault: raise it);
+    - without a tokenizer: a ``max_gen_toks`` below ``SHORT_GENERATION_TOKENS`` as the possible cause."""
+    tokens = (config.get("generation_kwargs") or {}).get("max_gen_toks")
+    what = (
+        "a confidence as \\boxed{P}" if confidence else "an answer in the form the task reads (\\boxed{...})"
+    )
+    cut = responses_cut_by_limit(texts, tokens, source) if texts else None
+    if cut is not None:
+        ended = [bool(read) for read, was_cut in zip(readable, cut, strict=False) if not was_cut]
+        if ended and sum(ended) <= MOSTLY * len(ended):
+            return (
+                f"the model does not state {what}: only {sum(ended)} of the {len(ended)} responses that "
+                f"ended on their own before max_gen_toks={tokens} do, so raising the limit ({sum(cut)} "
+                "responses reached it) is unlikely to help; look at a few with capcal analyze --responses",
+                False,
+            )
+        if sum(cut) > MOSTLY * len(texts):
+            return (
+                f"max_gen_toks={tokens} cut {sum(cut)} of {len(texts)} responses before their end (raise it)",
+                True,
+            )
+        return (
+            f"{len(texts) - sum(cut)} of {len(texts)} responses end on their own before "
+            f"max_gen_toks={tokens} and some do not state {what}; look at a few with capcal analyze "
+            "--responses",
+            True,
+        )
+    if isinstance(tokens, int) and tokens < SHORT_GENERATION_TOKENS:
+        return f"max_gen_toks={tokens} may cut the responses before their final answer (raise it)", True
+    return f"the responses do not state {what}; look at a few with capcal analyze --responses", True
 
 
 def unreadable_cause(
@@ -116,26 +164,16 @@ def unreadable_cause(
     confidence: bool,
     texts: Sequence[str] = (),
     source: str | None = None,
+    readable: Sequence[bool] = (),
 ) -> str:
-    """The likely cause, as a phrase, of non-empty responses without an answer (``confidence``: without a
-    verbalized confidence), from the task's ``config`` (its ``generation_kwargs.max_gen_toks``) and the
-    responses ``texts`` counted with the tokenizer at ``source`` (``responses_cut_by_limit``)."""
-    tokens = (config.get("generation_kwargs") or {}).get("max_gen_toks")
-    what = (
-        "a confidence as \\boxed{P}" if confidence else "an answer in the form the task reads (\\boxed{...})"
-    )
-    cut = responses_cut_by_limit(texts, tokens, source) if texts else None
-    if cut is not None and cut > MOSTLY * len(texts):
-        return f"max_gen_toks={tokens} cut {cut} of {len(texts)} responses before their end (raise it)"
-    if cut is not None:
-        return (
-            f"most responses end on their own ({len(texts) - cut} of {len(texts)} before "
-            f"max_gen_toks={tokens}) and do not state {what}: the model does not answer in that form "
-            "(raising max_gen_toks will not help); look at a few with capcal analyze --responses"
-        )
-    if isinstance(tokens, int) and tokens < SHORT_GENERATION_TOKENS:
-        return f"max_gen_toks={tokens} may cut the responses before their final answer (raise it)"
-    return f"the responses do not state {what}; look at a few with capcal analyze --responses"
+    """The likely cause of ``unreadable_diagnosis``, as a phrase."""
+    return unreadable_diagnosis(config, confidence, texts, source, readable)[0]
+
+
+def _flags_per_response(records: Sequence[Mapping[str, Any]]) -> list[bool]:
+    """Whether each response of verbalized-confidence ``records`` parsed (``parse_success``, one per record,
+    repeated over the record's responses), aligned with their flattened ``resps``."""
+    return [bool(record.get("parse_success")) for record in records for _ in _texts(record.get("resps"))]
 
 
 def response_notices(
@@ -165,17 +203,18 @@ def response_notices(
             continue
         answers = [a for record in records for a in record.get("extracted_answers") or []]
         parsed = [record["parse_success"] for record in records if "parse_success" in record]
+        source = tokenizer_source(model_args)
         if answers and sum(a is None for a in answers) > MOSTLY * len(answers):
             missing = sum(a is None for a in answers)
             notices.append(
                 f"task {task}: no answer could be read from {missing} of {len(answers)} responses; likely "
-                f"cause: {unreadable_cause(config, False, texts, tokenizer_source(model_args))}"
+                f"cause: {unreadable_cause(config, False, texts, source, [a is not None for a in answers])}"
             )
         elif parsed and sum(not value for value in parsed) > MOSTLY * len(parsed):
             missing = sum(not value for value in parsed)
             notices.append(
                 f"task {task}: no confidence could be read from {missing} of {len(parsed)} responses; likely "
-                f"cause: {unreadable_cause(config, True, texts, tokenizer_source(model_args))}"
+                f"cause: {unreadable_cause(config, True, texts, source, _flags_per_response(records))}"
             )
     return notices
 

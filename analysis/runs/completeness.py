@@ -29,11 +29,9 @@ from typing import Any
 import pandas as pd
 
 from analysis.checks.response_checks import (
-    MOSTLY,
     empty_response_cause,
-    responses_cut_by_limit,
     tokenizer_source,
-    unreadable_cause,
+    unreadable_diagnosis,
 )
 from analysis.runs.files import iter_sample_records, read_results
 from analysis.runs.identity import SamplesFile
@@ -215,13 +213,17 @@ def _confidence_join(
     )
 
 
-def _response_texts(file: SamplesFile) -> list[str]:
-    """Every response string of a samples file (its records' ``resps``)."""
+def _responses(file: SamplesFile) -> tuple[list[str], list[bool]]:
+    """Every response string of a verbalized-confidence samples file (its records' ``resps``) and whether
+    each parsed (its record's ``parse_success``)."""
     texts: list[str] = []
+    readable: list[bool] = []
     for _, record in iter_sample_records(file.path):
         for item in record.get("resps") or []:
-            texts += [text for text in (item if isinstance(item, list) else [item]) if isinstance(text, str)]
-    return texts
+            found = [text for text in (item if isinstance(item, list) else [item]) if isinstance(text, str)]
+            texts += found
+            readable += [bool(record.get("parse_success"))] * len(found)
+    return texts, readable
 
 
 def _confidence_row(
@@ -229,7 +231,7 @@ def _confidence_row(
 ) -> dict:
     """The check of one confidence run: the results file, records without a question (``report``), and
     confidences that did not parse: a problem, or a note in ``notes`` when a verbalized run's responses are
-    complete but never state the confidence (module docstring)."""
+    not to blame (``unreadable_diagnosis``: the model does not state the confidence), module docstring."""
     problems = _file_problems(file, len(group), "records", sampling=False)
     if report.unmatched_left:
         problems.append(report.summary())
@@ -239,19 +241,17 @@ def _confidence_row(
     if parsed < MIN_PARSED_SHARE * len(group):
         kind = str(group["kind"].iloc[0])
         verbalized = kind.startswith("verbalized")
-        texts = _response_texts(file) if verbalized else []
+        texts, readable = _responses(file) if verbalized else ([], [])
         source = tokenizer_source(_results_config(file).get("model_args"))
-        cause = unreadable_cause(file.task_config, verbalized, texts, source)
+        cause, run_fault = unreadable_diagnosis(file.task_config, verbalized, texts, source, readable)
         line = (
             f"{kind} confidence parsed for {parsed} of {len(group)} records, fewer than half "
             f"(likely cause: {cause})"
         )
-        tokens = (file.task_config.get("generation_kwargs") or {}).get("max_gen_toks")
-        cut = responses_cut_by_limit(texts, tokens, source) if texts else None
-        if cut is not None and cut <= MOSTLY * len(texts):  # ran as asked: the model's answer, not the run
-            notes.append(f"{file.model} {task} {run_id}: {line}; the run is complete")
-        else:
+        if run_fault:
             problems.append(line)
+        else:  # ran as asked: the model's answer, not the run
+            notes.append(f"{file.model} {task} {run_id}: {line}; the run is complete")
     return _row(
         file,
         task,
