@@ -8,6 +8,7 @@ from analysis.checks.response_checks import (
     empty_response_cause,
     response_notices,
     unreadable_cause,
+    unreadable_diagnosis,
 )
 from capcal_tasks.confidence.verbalized import process_results
 from capcal_tasks.sampling import score_responses
@@ -118,9 +119,9 @@ def test_complete_responses_without_a_box_are_not_blamed_on_max_gen_toks(smollm2
         samples, {"capcal_toy_verbalized": short}, model_args={"pretrained": str(smollm2_path)}
     )
     assert notice.endswith(
-        "likely cause: most responses end on their own (3 of 3 before max_gen_toks=48) and do not state a "
-        "confidence as \\boxed{P}: the model does not answer in that form (raising max_gen_toks will not "
-        "help); look at a few with capcal analyze --responses"
+        "likely cause: the model does not state a confidence as \\boxed{P}: only 0 of the 3 responses that "
+        "ended on their own before max_gen_toks=48 do, so raising the limit (0 responses reached it) is "
+        "unlikely to help; look at a few with capcal analyze --responses"
     ), notice
 
 
@@ -130,8 +131,15 @@ def test_responses_that_reach_max_gen_toks_are_cut(smollm2_path):
 
     long = "Let me work this out step by step, adding the tens first and then the units " * 3
     texts = [long, long, "\\boxed{0.5}"]
-    assert responses_cut_by_limit(texts, 16, str(smollm2_path)) == 2
-    assert responses_cut_by_limit(texts, 1024, str(smollm2_path)) == 0
+    assert responses_cut_by_limit(texts, 16, str(smollm2_path)) == [True, True, False]
+    assert responses_cut_by_limit(texts, 1024, str(smollm2_path)) == [False, False, False]
     assert responses_cut_by_limit(texts, 16, "/no/such/tokenizer") is None
-    cause = unreadable_cause({"generation_kwargs": {"max_gen_toks": 16}}, True, texts, str(smollm2_path))
-    assert cause == "max_gen_toks=16 cut 2 of 3 responses before their end (raise it)"
+    config = {"generation_kwargs": {"max_gen_toks": 16}}
+    # the one that ended parsed: the limit is to blame
+    diagnosis = unreadable_diagnosis(config, True, texts, str(smollm2_path), [False, False, True])
+    assert diagnosis == ("max_gen_toks=16 cut 2 of 3 responses before their end (raise it)", True)
+    # the one that ended did not parse either: the model's form, not the run
+    cause, run_fault = unreadable_diagnosis(config, True, texts, str(smollm2_path), [False, False, False])
+    assert not run_fault and cause.startswith(
+        "the model does not state a confidence as \\boxed{P}: only 0 of the 1"
+    )
