@@ -77,11 +77,10 @@ def test_the_worked_example_runs_as_written_and_ends_in_a_complete_check_and_a_r
     folder, _, run = worked_example
     assert run.returncode == 0, run.stderr[-4000:] + run.stdout[-2000:]
     assert re.search(r"^(\d+) of \1 run\(s\) complete$", run.stdout, re.MULTILINE), run.stdout[-3000:]
-    # SmolLM2 never states \boxed{P}, in complete responses: a note, not "raise max_gen_toks"
+    # SmolLM2 never states \boxed{P}, even where it ends before the limit: a note, not "raise max_gen_toks"
     notes = [line for line in run.stdout.splitlines() if line.startswith("note: ")]
-    assert any(
-        "capcal_arithmetic_verbalized" in n and "raising max_gen_toks will not help" in n for n in notes
-    )
+    verbalized = [n for n in notes if "capcal_arithmetic_verbalized" in n]
+    assert verbalized and all("raising the limit" in n for n in verbalized), notes
     assert "may cut" not in run.stdout and "cut " not in "\n".join(notes)
     report = (folder / "report" / "report.md").read_text(encoding="utf-8")
     assert "probe" in report and "no activations index" not in report
