@@ -276,13 +276,18 @@ def repeats_problem(repeats: int | None, allow_large: bool = False) -> str | Non
     )
 
 
-def planned_samples(tasks: Mapping[str, Any], limit: float | None) -> list[tuple[str, int, int]]:
+def planned_samples(
+    tasks: Mapping[str, Any], limit: float | None, samples: Mapping[str, Sequence[int]] | None = None
+) -> list[tuple[str, int, int]]:
     """(task, questions, k) for each loaded lm-eval task: its evaluation documents cut by ``limit`` as
-    lm-eval cuts them (a fraction below 1 rounded up, else a count) and its ``repeats``."""
+    lm-eval cuts them (a fraction below 1 rounded up, else a count), or the documents ``samples`` names for
+    it (lm-eval's ``--samples``), and its ``repeats``."""
     rows = []
     for name, task in tasks.items():
         questions = len(task.eval_docs)
-        if limit is not None:
+        if samples and name in samples:
+            questions = min(questions, len(samples[name]))
+        elif limit is not None:
             questions = min(questions, math.ceil(questions * limit) if limit < 1 else int(limit))
         rows.append((str(name), questions, int(getattr(task.config, "repeats", None) or 1)))
     return rows

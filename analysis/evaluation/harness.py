@@ -530,7 +530,7 @@ def evaluate(
     inform = inform or logging.getLogger("analysis.evaluation").info
 
     def plan(tasks: dict[str, Any]) -> None:  # the tasks are loaded, nothing is sampled yet
-        rows = planned_samples(tasks, limit)
+        rows = planned_samples(tasks, limit, simple_evaluate_kwargs.get("samples"))
         inform(sample_plan_line(rows))
         problem = sample_count_problem(rows, allow_large)
         if problem is not None:
