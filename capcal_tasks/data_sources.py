@@ -239,7 +239,8 @@ def load_split(
         cause = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
         if shipped_with_capcal(local_path):
             fix = (
-                f"capcal ships this dataset: set {DATA_DIR_ENV}={BUNDLED} (capcal eval --data_dir {BUNDLED})"
+                f"capcal ships this dataset ({local_path}): set {DATA_DIR_ENV}={BUNDLED} (capcal eval "
+                f"--data_dir {BUNDLED})"
             )
         else:
             fix = (

@@ -126,7 +126,8 @@ def test_stock_lm_eval_offline_says_the_data_is_bundled_in_one_line(tmp_path):
     last = run.stderr.strip().splitlines()[-1]
     assert last.startswith("lm_eval: error: could not load openai/gsm8k"), last
     assert last.endswith(
-        "capcal ships this dataset: set CAPCAL_DATA_DIR=bundled (capcal eval --data_dir bundled)"
+        "capcal ships this dataset (gsm8k/test.jsonl): set CAPCAL_DATA_DIR=bundled (capcal eval --data_dir "
+        "bundled)"
     )
 
 
