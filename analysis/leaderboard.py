@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.runs.files import RESULTS_NAME, read_results, walk_folders
+from capcal_models.prepare import MANIFEST_NAME, MODELS
 
 __all__ = [
     "BOARD_COLUMNS",
@@ -98,20 +99,24 @@ class LeaderboardRow:
 
 
 def _model_name(results: dict) -> str:
-    """The model's name: the upstream repository of a model capcal prepared (its manifest), else lm-eval's
+    """The model's name: the upstream repository of a model capcal prepared (its manifest, or capcal's list
+    of models for a folder named like one of them: the same name on every machine), else lm-eval's
     ``model_name`` (``pretrained=`` of the model arguments), a local folder shortened to its name."""
     name = str(results.get("model_name") or "")
     if not name:
         match = re.search(r"pretrained=([^,]+)", str((results.get("config") or {}).get("model_args") or ""))
         name = match[1] if match else "unknown-model"
-    manifest = Path(name) / "capcal_model.json"
+    manifest = Path(name) / MANIFEST_NAME
+    upstream = ""
     if manifest.is_file():
         try:
             upstream = str(json.loads(manifest.read_text(encoding="utf-8")).get("upstream") or "")
         except (OSError, ValueError):
             upstream = ""
-        if upstream:
-            return upstream.split(" (")[0]
+    elif os.path.isabs(name) and Path(name).name in MODELS:
+        upstream = MODELS[Path(name).name].upstream
+    if upstream:
+        return upstream.split(" (")[0]
     if os.path.isabs(name) or name.startswith("."):
         return Path(name).name
     return name

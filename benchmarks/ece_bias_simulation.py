@@ -1,29 +1,53 @@
 """Bias and interval coverage of binned vs debiased capability ECE; Brier skill of reference forecasts.
 
-Simulation (seeded; the tables of docs/methods.md, "The bias of binned ECE" and "Brier skill score"):
+Simulation (seeded; the tables of docs/methods.md, "The bias of binned ECE" and "Brier skill score"). Three
+shapes of the true capability mu, three cases of the confidence c, k samples per question and N questions;
+mu_hat = Binomial(k, mu) / k:
 
-* confidence c ~ Beta(2, 2); true capability mu | c ~ Beta(10 g(c), 10 (1 - g(c))), so E[mu | c] = g(c) with
-  a question-to-question spread; mu_hat = Binomial(k, mu) / k;
-* cases: calibrated g(c) = c; overconfident g(c) = 0.5 + 0.6 (c - 0.5) (confidence too extreme);
-  underconfident g(c) = clip(0.5 + 1.5 (c - 0.5), 0.001, 0.999) (confidence too timid);
-* population ECE: 10 equal-width bins, sum_b P(c in b) |E[g(c) - c | c in b]| by quadrature (the ECE of c
-  against the true mu with infinitely many questions);
-* per cell (case, k, N): ``--repetitions`` data sets; binned ECE (``expected_calibration_error``) and debiased
-  ECE (``debiased_expected_calibration_error``); bias = mean estimate - population, with its Monte-Carlo
-  standard error; coverage of the population value by the 95% percentile bootstrap interval
-  (``bootstrap_ci``, ``--resamples`` resamples) and by estimate +- 1.96 jackknife SE (the leaderboard
-  columns' standard error, ``capcal_metrics.jackknife_items``).
-* Brier skill: per (k, N) the mean and Monte-Carlo SE over repetitions of ``brier_skill_score`` and
-  ``corrected_brier_skill_score`` for the constant at the base rate (the in-sample mean mu_hat), the oracle
-  c = mu and c ~ U(0, 1), on the overconfident case's mu.
+* ``beta22`` (smooth; the design of the first table): c ~ Beta(2, 2); mu | c ~ Beta(10 g(c), 10 (1 - g(c))),
+  so E[mu | c] = g(c); calibrated g(c) = c; overconfident g(c) = 0.5 + 0.6 (c - 0.5) (confidence too
+  extreme); underconfident g(c) = clip(0.5 + 1.5 (c - 0.5), 0.001, 0.999) (confidence too timid).
+* ``u_shaped``: mu ~ Beta(0.3, 0.3) (most questions nearly always or nearly never solved).
+* ``point_mass_mixture``: mu = 0 with probability 0.4, mu = 1 with probability 0.2, else mu ~ U(0, 1).
 
-Run (the tables of docs/methods.md; about 25 minutes per k on a loaded 2-core machine):
+  For these two, mu is drawn first and the calibrated confidence is the posterior mean m = E[mu | s] of a
+  signal s ~ Binomial(10, mu) under the shape as prior (exact: (s + 0.3) / 10.6 for Beta(0.3, 0.3), the
+  mixture's posterior weights for the point-mass mixture), so "calibrated" means E[mu | c] = c exactly while
+  mu keeps the stated distribution (point masses included); c takes 11 values, like a stated confidence.
+  Miscalibrated cases distort it with the inverse of the same g: overconfident c = clip(0.5 + (m - 0.5) / 0.6,
+  0, 1), underconfident c = 0.5 + (m - 0.5) / 1.5, so E[mu | c] = g(c) wherever the clip does not bind (at
+  c = 0 or 1 of the overconfident case E[mu | c] is the mean of the clipped m).
+* population ECE: 10 equal-width bins, sum_b |sum_{c in b} P(c) (E[mu | c] - c)| (the ECE against the true mu
+  with infinitely many questions); by quadrature for ``beta22``, an exact sum over the 11 values of s
+  otherwise.
+* per cell (shape, case, k, N): ``--repetitions`` data sets; binned ECE (``expected_calibration_error``) and
+  debiased ECE (``debiased_expected_calibration_error``); bias = mean estimate - population, with its
+  Monte-Carlo standard error; coverage of the population value by estimate +- 1.96 jackknife SE (the
+  leaderboard columns' standard error, ``capcal_metrics.jackknife_items``) and, with ``--resamples`` > 0, by
+  the 95% percentile bootstrap interval (``bootstrap_ci``). Two comparison estimators defined here only (not
+  in capcal_metrics), with their jackknife SE: ``pooled``, the debiased ECE with the bin noise of capcal
+  before issue 31 (within-bin variance shrunk to the pooled variance by 2 pseudo-observations), and
+  ``pretest``, the debiased ECE with a bin's term set to 0 when |gap_b| <= 1.5 s_hat_b (a pre-test estimator).
+  k = 1 (mu_hat 0/1) is included: both ECE estimators need no n >= 2.
+* skill and AUROC intervals (``--interval-repetitions`` > 0): per (shape, case, k, N) the coverage of
+  estimate +- 1.96 jackknife SE for ``corrected_brier_skill_score`` (k >= 2; its leave-one-out values in
+  closed form, equal to ``jackknife_items``'s to 1e-13) and ``soft_label_auroc`` against their population
+  values 1 - E(c - mu)^2 / Var(mu) and the mu_1 (1 - mu_2)-weighted AUROC over independent question pairs.
+* Brier skill (``--skill-repetitions`` > 0, ``beta22`` only): per (k, N) the mean and Monte-Carlo SE over
+  repetitions of ``brier_skill_score`` and ``corrected_brier_skill_score`` for the constant at the base rate
+  (the in-sample mean mu_hat), the oracle c = mu and c ~ U(0, 1), on the overconfident case's mu; skipped at
+  k = 1, where the corrected forms (they need n >= 2 samples per question) are undefined.
 
-    for k in 4 16; do
-      OMP_NUM_THREADS=1 .venv/bin/python benchmarks/ece_bias_simulation.py --k $k --repetitions 400 \
-          --repetitions-large 60 --resamples 500 --skill-repetitions 4000 \
-          --output benchmarks/results/ece_bias_simulation_k$k.json
-    done
+Run (the tables of docs/methods.md):
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/ece_bias_simulation.py \
+        --shapes u_shaped point_mass_mixture beta22 --k 1 4 16 32 --n 50 100 200 400 \
+        --repetitions 400 --resamples 0 --skill-repetitions 0 \
+        --output benchmarks/results/ece_bias_simulation_shapes.json
+
+(``--repetitions 100 --resamples 200``: ..._shapes_bootstrap.json; ``--repetitions 0 --interval-repetitions
+300``: ..._shapes_intervals.json; the Brier skill table: ``--k 4 16 --repetitions 400 --repetitions-large 60
+--resamples 500 --skill-repetitions 4000``, ..._k4.json and ..._k16.json, whose ECE rows predate issue 31.)
 """
 
 from __future__ import annotations
@@ -37,6 +61,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy import integrate, stats
+from scipy.special import ndtr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -47,28 +72,67 @@ from capcal_metrics import (  # noqa: E402
     debiased_expected_calibration_error,
     expected_calibration_error,
     jackknife_items,
+    soft_label_auroc,
 )
 
 CONCENTRATION = 10.0
 N_BINS = 10
+SIGNAL_TRIALS = 10
 CASES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "calibrated": lambda c: c,
     "overconfident": lambda c: 0.5 + 0.6 * (c - 0.5),
     "underconfident": lambda c: np.clip(0.5 + 1.5 * (c - 0.5), 0.001, 0.999),
 }
+# c as a function of the calibrated forecast m (the inverse of the case's g; shapes other than beta22)
+DISTORTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "calibrated": lambda m: m,
+    "overconfident": lambda m: np.clip(0.5 + (m - 0.5) / 0.6, 0.0, 1.0),
+    "underconfident": lambda m: 0.5 + (m - 0.5) / 1.5,
+}
+SHAPES = ("beta22", "u_shaped", "point_mass_mixture")
 ESTIMATORS = {"binned": expected_calibration_error, "debiased": debiased_expected_calibration_error}
+PRETEST_THRESHOLD = 1.5
 
 
-def draw(rng: np.random.Generator, case: str, n_questions: int, k: int) -> tuple[np.ndarray, ...]:
+def signal_table(shape: str) -> tuple[np.ndarray, np.ndarray]:
+    """(P(s), E[mu | s]) for s = 0..SIGNAL_TRIALS, s ~ Binomial(SIGNAL_TRIALS, mu), mu from ``shape``."""
+    s = np.arange(SIGNAL_TRIALS + 1)
+    if shape == "u_shaped":
+        return stats.betabinom.pmf(s, SIGNAL_TRIALS, 0.3, 0.3), (s + 0.3) / (SIGNAL_TRIALS + 0.6)
+    spread = 0.4 / (SIGNAL_TRIALS + 1)  # P(s | mu ~ U(0, 1)) = 1 / (M + 1), E[mu | s] = (s + 1) / (M + 2)
+    probability = spread + 0.4 * (s == 0) + 0.2 * (s == SIGNAL_TRIALS)
+    mean = (spread * (s + 1) / (SIGNAL_TRIALS + 2) + 0.2 * (s == SIGNAL_TRIALS)) / probability
+    return probability, mean
+
+
+def draw_mu(rng: np.random.Generator, shape: str, n_questions: int) -> np.ndarray:
+    """mu of ``n_questions`` questions: Beta(0.3, 0.3), or 0 (40%) / 1 (20%) / U(0, 1) (40%)."""
+    if shape == "u_shaped":
+        return rng.beta(0.3, 0.3, n_questions)
+    component = rng.random(n_questions)
+    return np.where(component < 0.4, 0.0, np.where(component < 0.6, 1.0, rng.random(n_questions)))
+
+
+def draw(rng: np.random.Generator, case: str, n_questions: int, k: int, shape: str = "beta22") -> tuple:
     """(c, mu, mu_hat) of one simulated task."""
-    confidence = rng.beta(2.0, 2.0, n_questions)
-    mean = np.clip(CASES[case](confidence), 0.001, 0.999)
-    mu = rng.beta(CONCENTRATION * mean, CONCENTRATION * (1.0 - mean))
+    if shape == "beta22":
+        confidence = rng.beta(2.0, 2.0, n_questions)
+        mean = np.clip(CASES[case](confidence), 0.001, 0.999)
+        mu = rng.beta(CONCENTRATION * mean, CONCENTRATION * (1.0 - mean))
+    else:
+        mu = draw_mu(rng, shape, n_questions)
+        calibrated = signal_table(shape)[1][rng.binomial(SIGNAL_TRIALS, mu)]
+        confidence = DISTORTIONS[case](calibrated)
     return confidence, mu, rng.binomial(k, mu) / k
 
 
-def population_ece(case: str) -> float:
-    """sum_b P(c in b) |E[g(c) - c | c in b]| = sum_b |int_b (g(c) - c) pdf(c) dc| for c ~ Beta(2, 2)."""
+def population_ece(case: str, shape: str = "beta22") -> float:
+    """sum_b |E[(E[mu | c] - c) 1(c in b)]|: by quadrature for c ~ Beta(2, 2), else a sum over the signal."""
+    if shape != "beta22":
+        probability, calibrated = signal_table(shape)
+        confidence = DISTORTIONS[case](calibrated)
+        bins = np.minimum((confidence * N_BINS).astype(int), N_BINS - 1)
+        return float(np.abs(np.bincount(bins, probability * (calibrated - confidence), N_BINS)).sum())
     total = 0.0
     for b in range(N_BINS):
         gap, _ = integrate.quad(
@@ -80,29 +144,154 @@ def population_ece(case: str) -> float:
     return total
 
 
-def ece_cell(case: str, k: int, n_questions: int, repetitions: int, resamples: int, seed: int) -> dict:
-    """Bias, SD and coverage of both ECE estimators in one (case, k, N) cell."""
+def comparison_estimates(confidence: np.ndarray, target: np.ndarray) -> dict[str, np.ndarray]:
+    """The ``pooled`` and ``pretest`` estimators (module docstring) on the full data (entry 0) and every
+    leave-one-out data set (entries 1..N), from per-bin weighted sums."""
+    n_questions = confidence.size
+    weights = np.vstack([np.ones(n_questions), 1.0 - np.eye(n_questions)])
+    member = np.zeros((n_questions, N_BINS))
+    member[np.arange(n_questions), np.minimum((confidence * N_BINS).astype(int), N_BINS - 1)] = 1.0
+    difference = target - confidence
+    count = weights @ member
+    occupied = count > 0
+    safe = np.where(occupied, count, 1.0)
+    gap = weights @ (member * difference[:, None]) / safe
+    squares = np.maximum(weights @ (member * difference[:, None] ** 2) - count * gap**2, 0.0)
+    total = count.sum(axis=1)
+
+    def expected_absolute(mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
+        scale = np.where(sd > 0, sd, 1.0)
+        folded = scale * np.sqrt(2 / np.pi) * np.exp(-0.5 * (mean / scale) ** 2) + mean * (
+            1 - 2 * ndtr(-mean / scale)
+        )
+        return np.where(sd > 0, folded, np.abs(mean))
+
+    degrees = total - occupied.sum(axis=1)
+    pooled = np.where(degrees > 0, squares.sum(axis=1) / np.maximum(degrees, 1.0), 0.0)[:, None]
+    sd_pooled = np.sqrt(np.where(occupied, (squares + 2 * pooled) / np.maximum(count + 1, 1) / safe, 0))
+    mean_confidence = weights @ (member * confidence[:, None]) / safe
+    probability = (weights @ (member * target[:, None]) + 2 * mean_confidence) / (count + 2)
+    bernoulli = np.where(occupied, probability * (1 - probability), 0.0)
+    reference = (np.maximum(count - 1, 0) * bernoulli).sum(axis=1)
+    dispersion = np.where(reference > 0, squares.sum(axis=1) / np.where(reference > 0, reference, 1), 0)
+    sd = np.sqrt(np.where(occupied, (squares + 2 * dispersion[:, None] * bernoulli) / (count + 1) / safe, 0))
+    corrected = {
+        "pooled": 2 * np.abs(gap) - expected_absolute(gap, sd_pooled),
+        "pretest": np.where(
+            np.abs(gap) > PRETEST_THRESHOLD * sd, 2 * np.abs(gap) - expected_absolute(gap, sd), 0.0
+        ),
+    }
+    return {name: np.where(occupied, count * term, 0).sum(axis=1) / total for name, term in corrected.items()}
+
+
+def ece_cell(
+    case: str, k: int, n_questions: int, repetitions: int, resamples: int, seed: int, shape: str = "beta22"
+) -> dict:
+    """Bias, SD and coverage of the ECE estimators in one (shape, case, k, N) cell."""
     rng = np.random.default_rng(seed)
-    truth = population_ece(case)
-    estimates = {name: np.empty(repetitions) for name in ESTIMATORS}
+    truth = population_ece(case, shape)
+    names = [*ESTIMATORS, "pooled", "pretest"]
+    estimates = {name: np.empty(repetitions) for name in names}
     bootstrap_cover = {name: np.empty(repetitions, dtype=bool) for name in ESTIMATORS}
-    jackknife_cover = {name: np.empty(repetitions, dtype=bool) for name in ESTIMATORS}
+    jackknife_cover = {name: np.empty(repetitions, dtype=bool) for name in names}
     for repetition in range(repetitions):
-        confidence, _, mu_hat = draw(rng, case, n_questions, k)
+        confidence, _, mu_hat = draw(rng, case, n_questions, k, shape)
+        items = {name: jackknife_items(metric, confidence, mu_hat) for name, metric in ESTIMATORS.items()}
+        for name, values in comparison_estimates(confidence, mu_hat).items():
+            leave_one_out = values[1:]
+            items[name] = values[0] - (n_questions - 1) * (leave_one_out - leave_one_out.mean())
+        for name in names:
+            estimate = float(items[name].mean())
+            half_width = 1.96 * items[name].std(ddof=1) / np.sqrt(n_questions)
+            estimates[name][repetition] = estimate
+            jackknife_cover[name][repetition] = abs(estimate - truth) <= half_width
         for name, metric in ESTIMATORS.items():
-            interval = bootstrap_ci(metric, confidence, mu_hat, n_resamples=resamples, seed=repetition)
-            items = jackknife_items(metric, confidence, mu_hat)
-            half_width = 1.96 * items.std(ddof=1) / np.sqrt(n_questions)
-            estimates[name][repetition] = interval.estimate
-            bootstrap_cover[name][repetition] = interval.low <= truth <= interval.high
-            jackknife_cover[name][repetition] = abs(interval.estimate - truth) <= half_width
-    row: dict[str, float | int | str] = {"case": case, "k": k, "N": n_questions, "population_ece": truth}
-    for name in ESTIMATORS:
+            if resamples > 0:
+                interval = bootstrap_ci(metric, confidence, mu_hat, n_resamples=resamples, seed=repetition)
+                bootstrap_cover[name][repetition] = interval.low <= truth <= interval.high
+    row: dict[str, float | int | str] = {
+        "shape": shape,
+        "case": case,
+        "k": k,
+        "N": n_questions,
+        "repetitions": repetitions,
+        "population_ece": truth,
+    }
+    for name in names:
         row[f"{name}_bias"] = float(estimates[name].mean() - truth)
         row[f"{name}_bias_se"] = float(estimates[name].std(ddof=1) / np.sqrt(repetitions))
         row[f"{name}_sd"] = float(estimates[name].std(ddof=1))
-        row[f"{name}_bootstrap_coverage"] = float(bootstrap_cover[name].mean())
         row[f"{name}_jackknife_coverage"] = float(jackknife_cover[name].mean())
+        if name in ESTIMATORS and resamples > 0:
+            row[f"{name}_bootstrap_coverage"] = float(bootstrap_cover[name].mean())
+    return row
+
+
+def population_skill_and_auroc(case: str, shape: str) -> tuple[float, float]:
+    """(1 - E(c - mu)^2 / Var(mu), P-weighted AUROC of c against mu over independent question pairs): the
+    population values of ``corrected_brier_skill_score`` and ``soft_label_auroc`` (exact sums over the signal;
+    a 4,000-point midpoint grid for ``beta22``)."""
+    if shape == "beta22":
+        confidence = (np.arange(4000) + 0.5) / 4000
+        weight = stats.beta.pdf(confidence, 2, 2) / 4000
+        mean = np.clip(CASES[case](confidence), 0.001, 0.999)
+        mu_second = float(weight @ (mean * (CONCENTRATION * mean + 1) / (CONCENTRATION + 1)))  # E[mu^2]
+    else:
+        weight, mean = signal_table(shape)
+        confidence = DISTORTIONS[case](mean)
+        # E[mu^2]: Beta(0.3, 0.3), or 0.2 (the mass at 1) + 0.4 E[U^2]
+        mu_second = 0.3 * 1.3 / (0.6 * 1.6) if shape == "u_shaped" else 0.2 + 0.4 / 3
+    mu_mean = float(weight @ mean)
+    brier = float(weight @ (confidence**2 - 2 * confidence * mean)) + mu_second
+    skill = 1.0 - brier / (mu_second - mu_mean**2)
+    above = (confidence[:, None] > confidence[None, :]) + 0.5 * (confidence[:, None] == confidence[None, :])
+    auroc = float((weight * mean) @ above @ (weight * (1.0 - mean))) / (mu_mean * (1.0 - mu_mean))
+    return skill, auroc
+
+
+def corrected_skill_items(confidence: np.ndarray, mu_hat: np.ndarray, k: int) -> np.ndarray | None:
+    """Jackknife influence values of ``corrected_brier_skill_score`` (n_i = k) from closed-form
+    leave-one-out means (the library's jackknife evaluates the metric N times); None where a value is
+    undefined (S_hat <= 0)."""
+    n_questions = confidence.size
+    noise = mu_hat * (1.0 - mu_hat) / (k - 1)
+    brier = (confidence - mu_hat) ** 2 - noise
+    size = n_questions - 1
+    loo_brier = (brier.sum() - brier) / size
+    loo_mean = (mu_hat.sum() - mu_hat) / size
+    loo_spread = ((mu_hat**2).sum() - mu_hat**2) / size - loo_mean**2
+    loo_variance = loo_spread - (1.0 - 1.0 / size) * (noise.sum() - noise) / size
+    full = corrected_brier_skill_score(confidence, mu_hat, k)
+    if not np.isfinite(full) or np.any(loo_variance <= 1e-12):
+        return None
+    leave_one_out = 1.0 - loo_brier / loo_variance
+    return full - size * (leave_one_out - leave_one_out.mean())
+
+
+def interval_cell(case: str, k: int, n_questions: int, repetitions: int, seed: int, shape: str) -> dict:
+    """Bias and coverage of estimate +- 1.96 jackknife SE for the corrected Brier skill (k >= 2) and the
+    soft-label AUROC against their population values; the share of data sets where the interval is defined."""
+    rng = np.random.default_rng(seed)
+    skill_truth, auroc_truth = population_skill_and_auroc(case, shape)
+    found: dict[str, list[tuple[float, bool]]] = {"corrected_skill": [], "soft_auroc": []}
+    for _ in range(repetitions):
+        confidence, _, mu_hat = draw(rng, case, n_questions, k, shape)
+        items = {"soft_auroc": jackknife_items(soft_label_auroc, confidence, mu_hat)}
+        if k >= 2:
+            items["corrected_skill"] = corrected_skill_items(confidence, mu_hat, k)
+        for name, truth in (("corrected_skill", skill_truth), ("soft_auroc", auroc_truth)):
+            if items.get(name) is not None:
+                estimate = float(items[name].mean())
+                half_width = 1.96 * items[name].std(ddof=1) / np.sqrt(n_questions)
+                found[name].append((estimate, abs(estimate - truth) <= half_width))
+    row: dict[str, float | int | str] = {"shape": shape, "case": case, "k": k, "N": n_questions}
+    for name, truth in (("corrected_skill", skill_truth), ("soft_auroc", auroc_truth)):
+        row[f"{name}_population"] = truth
+        row[f"{name}_defined"] = len(found[name]) / repetitions
+        if found[name]:
+            estimates = np.array([estimate for estimate, _ in found[name]])
+            row[f"{name}_median_bias"] = float(np.median(estimates) - truth)
+            row[f"{name}_jackknife_coverage"] = float(np.mean([cover for _, cover in found[name]]))
     return row
 
 
@@ -133,39 +322,70 @@ def skill_cell(k: int, n_questions: int, repetitions: int, seed: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repetitions", type=int, default=400, help="data sets per cell (N <= 400)")
-    parser.add_argument("--repetitions-large", type=int, default=200, help="data sets per cell at N = 2000")
-    parser.add_argument("--resamples", type=int, default=500, help="bootstrap resamples per interval")
+    parser.add_argument("--repetitions-large", type=int, default=200, help="data sets per cell at N > 400")
+    parser.add_argument("--resamples", type=int, default=500, help="bootstrap resamples (0: no bootstrap)")
     parser.add_argument("--skill-repetitions", type=int, default=4000, help="data sets per Brier-skill cell")
+    parser.add_argument(
+        "--interval-repetitions", type=int, default=0, help="data sets per skill/AUROC coverage cell"
+    )
     parser.add_argument("--k", type=int, nargs="+", default=[4, 16], help="samples per question")
+    parser.add_argument("--n", type=int, nargs="+", default=[30, 100, 400, 2000], help="questions per task")
+    parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=["beta22"], help="shapes of mu")
     parser.add_argument("--output", type=Path, help="write the tables as JSON here")
     args = parser.parse_args()
     started = time.time()
-    ece_rows, skill_rows = [], []
-    for k in args.k:
-        for n_questions in (30, 100, 400, 2000):
-            skill_rows.append(
-                skill_cell(k, n_questions, args.skill_repetitions, seed=k * 10_000 + n_questions)
-            )
-            for case_index, case in enumerate(CASES):
-                repetitions = args.repetitions if n_questions <= 400 else args.repetitions_large
-                row = ece_cell(
-                    case,
-                    k,
-                    n_questions,
-                    repetitions,
-                    args.resamples,
-                    seed=case_index * 1000 + k * 7 + n_questions,
-                )
-                ece_rows.append(row)
-                print(
-                    f"{case:14s} k={k:2d} N={n_questions:4d} pop={row['population_ece']:.4f} "
-                    f"bias binned {row['binned_bias']:+.4f} debiased {row['debiased_bias']:+.4f} "
-                    f"(+-{row['debiased_bias_se']:.4f}) | coverage boot "
-                    f"{row['binned_bootstrap_coverage']:.2f}/{row['debiased_bootstrap_coverage']:.2f} jack "
-                    f"{row['binned_jackknife_coverage']:.2f}/{row['debiased_jackknife_coverage']:.2f}",
-                    flush=True,
-                )
-    result = {"ece": ece_rows, "skill": skill_rows, "arguments": vars(args) | {"output": str(args.output)}}
+    ece_rows, skill_rows, interval_rows = [], [], []
+    for shape in args.shapes:
+        shape_index = SHAPES.index(shape)
+        for k in args.k:
+            for n_questions in args.n:
+                if shape == "beta22" and args.skill_repetitions > 0 and k >= 2:
+                    skill_rows.append(
+                        skill_cell(k, n_questions, args.skill_repetitions, seed=k * 10_000 + n_questions)
+                    )
+                for case_index, case in enumerate(CASES):
+                    if args.interval_repetitions > 0:
+                        interval_rows.append(
+                            interval_cell(
+                                case,
+                                k,
+                                n_questions,
+                                args.interval_repetitions,
+                                seed=shape_index * 100_000 + case_index * 1000 + k * 7 + n_questions + 1,
+                                shape=shape,
+                            )
+                        )
+                        print(interval_rows[-1], flush=True)
+                    if args.repetitions <= 0:
+                        continue
+                    repetitions = args.repetitions if n_questions <= 400 else args.repetitions_large
+                    row = ece_cell(
+                        case,
+                        k,
+                        n_questions,
+                        repetitions,
+                        args.resamples,
+                        seed=shape_index * 100_000 + case_index * 1000 + k * 7 + n_questions,
+                        shape=shape,
+                    )
+                    ece_rows.append(row)
+                    print(
+                        f"{shape:18s} {case:14s} k={k:2d} N={n_questions:4d} pop={row['population_ece']:.4f} "
+                        f"bias binned {row['binned_bias']:+.4f} debiased {row['debiased_bias']:+.4f} "
+                        f"(+-{row['debiased_bias_se']:.4f}) pooled {row['pooled_bias']:+.4f} pretest "
+                        f"{row['pretest_bias']:+.4f} | jackknife coverage binned/debiased/pooled/pretest "
+                        + "/".join(
+                            f"{row[name + '_jackknife_coverage']:.2f}"
+                            for name in ("binned", "debiased", "pooled", "pretest")
+                        ),
+                        flush=True,
+                    )
+    result = {
+        "ece": ece_rows,
+        "skill": skill_rows,
+        "intervals": interval_rows,
+        "arguments": vars(args) | {"output": str(args.output)},
+    }
     result["seconds"] = time.time() - started
     if args.output:
         args.output.write_text(json.dumps(result, indent=1) + "\n")

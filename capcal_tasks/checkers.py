@@ -37,8 +37,10 @@ from capcal_tasks.answers.aliases import (
     normalize_answer,
 )
 from capcal_tasks.answers.boxed import last_boxed
+from capcal_tasks.answers.prompt_echo import remove_prompt_text
+from capcal_tasks.prompts import logged_sampling_prompt
 from capcal_tasks.records import RunFormatError
-from capcal_tasks.sampling import score_responses, task_checker, task_process_results
+from capcal_tasks.sampling import score_responses, task_checker, task_process_results, task_version
 
 __all__ = [
     "RULE_CHECKERS",
@@ -49,9 +51,11 @@ __all__ = [
     "Verdict",
     "capcal_version",
     "describe_labels",
+    "labels_of_an_earlier_version",
     "parse_rescore_provenance",
     "recheck_scorer",
     "rule_checker",
+    "task_answer",
 ]
 
 Scorer = Callable[[dict, list], dict]  # process_results(doc, [responses]) -> per-question record
@@ -180,8 +184,12 @@ def _scorer(
     extract: Callable[[str], str | None],
     judge: Callable[[str | None, dict], bool],
     key: Callable[[str], Hashable],
+    task: str,
 ) -> Scorer:
-    """process_results of a rule: majority voting groups correct answers into one class, others by ``key``."""
+    """process_results of a rule on ``task``: the text a response repeats of the task's prompt
+    (``logged_sampling_prompt``) is not read as its answer, as in the task's own checker; majority voting
+    groups correct answers into one class, others by ``key``."""
+    instruction = _task_module(task).INSTRUCTION
 
     def process_results(doc: dict, results: list) -> dict:
         def judged(answer: str | None) -> bool:
@@ -192,7 +200,13 @@ def _scorer(
                 return None
             return ("correct",) if judged(answer) else ("answer", key(answer))
 
-        return score_responses(results[0], extract=extract, judge=judged, answer_class=answer_class)
+        return score_responses(
+            results[0],
+            extract=extract,
+            judge=judged,
+            answer_class=answer_class,
+            prompt=logged_sampling_prompt(doc, instruction),
+        )
 
     return process_results
 
@@ -211,14 +225,18 @@ def _whitespace_free(answer: str) -> str:
     return "".join(answer.split())
 
 
-_ALIAS_SCORER = _scorer(
-    extract_short_answer, lambda answer, doc: matches_an_alias(answer, doc["gold_aliases"]), normalize_answer
-)
-_EXACT_SCORER = _scorer(
-    extract_short_answer, lambda answer, doc: equals_an_alias(answer, doc["gold_aliases"]), normalize_answer
-)
-_MATH_VERIFY_SCORER = _scorer(last_boxed, _math_verify_equal, _whitespace_free)
-_MATH_STRING_SCORER = _scorer(last_boxed, _strings_equal, _whitespace_free)
+def _alias_matched(answer: str | None, doc: dict) -> bool:
+    return matches_an_alias(answer, doc["gold_aliases"], doc.get("question_text", ""))
+
+
+def _alias_equal(answer: str | None, doc: dict) -> bool:
+    return equals_an_alias(answer, doc["gold_aliases"])
+
+
+_ALIAS_SCORER = functools.partial(_scorer, extract_short_answer, _alias_matched, normalize_answer)
+_EXACT_SCORER = functools.partial(_scorer, extract_short_answer, _alias_equal, normalize_answer)
+_MATH_VERIFY_SCORER = functools.partial(_scorer, last_boxed, _math_verify_equal, _whitespace_free)
+_MATH_STRING_SCORER = functools.partial(_scorer, last_boxed, _strings_equal, _whitespace_free)
 
 
 def _math_verify_version() -> str:
@@ -228,8 +246,9 @@ def _math_verify_version() -> str:
         return "not installed"
 
 
-def _when(applies: Callable[[str], bool], scorer: Scorer) -> Callable[[str], Scorer | None]:
-    return lambda task: scorer if applies(task) else None
+def _when(applies: Callable[[str], bool], scorer: Callable[[str], Scorer]) -> Callable[[str], Scorer | None]:
+    """The scorer of each task the rule applies to, built once per task."""
+    return functools.cache(lambda task: scorer(task) if applies(task) else None)
 
 
 @functools.cache
@@ -268,6 +287,18 @@ def rule_checker(name: str) -> RuleChecker:
     return checkers[name]
 
 
+def task_answer(task: str, doc: dict, response: str) -> str | None:
+    """The answer the installed checker of ``task`` extracts from ``response``: its ``extract_answer`` on
+    the response without the text it repeats of the task's prompt (``logged_sampling_prompt``); None when
+    it states none, or when ``task`` is not one of capcal's sampling tasks."""
+    module = _task_module(task)
+    if module is None:
+        return None
+    return module.extract_answer(
+        remove_prompt_text(response, logged_sampling_prompt(doc, module.INSTRUCTION))
+    )
+
+
 # ---------------------------------------------------------------- provenance of a re-scored run
 
 TASK_LABELS = "task checker"
@@ -291,21 +322,38 @@ def parse_rescore_provenance(value: Any, where: str) -> dict | None:
     return value
 
 
-def describe_labels(rescore: dict | None) -> str:
-    """Which labels a run holds: "task checker" (its task's own), or "rescored: <checker> <version>" with
+def describe_labels(rescore: dict | None, task: str = "", run_version: Any = None) -> str:
+    """Which labels a run holds: "task checker" (its task's own; with the task version that wrote them when
+    it is an earlier one, ``labels_of_an_earlier_version``), or "rescored: <checker> <version>" with
     ", judge <model>" for a model-based checker."""
     if rescore is None:
+        if labels_of_an_earlier_version(task, run_version):
+            return f"{TASK_LABELS} of version {run_version} (installed: {task_version(task)})"
         return TASK_LABELS
     judge = f", judge {rescore['judge_model']}" if rescore.get("judge_model") else ""
     return f"rescored: {rescore['checker']} ({rescore['checker_version']}){judge}"
 
 
-def recheck_scorer(task: str, rescore: dict | None) -> Scorer | None:
+def labels_of_an_earlier_version(task: str, run_version: Any) -> bool:
+    """Whether a run's labels were written by an earlier version of its task's checker: the task version
+    logged in its results file (``configs[task].metadata.version``) differs from the installed task's
+    (``task_version``). Such labels are read as written; ``capcal rescore --checker task`` relabels them."""
+    current = task_version(task)
+    if current is None or run_version is None:
+        return False
+    try:
+        return float(run_version) != current
+    except (TypeError, ValueError):
+        return True
+
+
+def recheck_scorer(task: str, rescore: dict | None, run_version: Any = None) -> Scorer | None:
     """The scoring function a reader re-runs on a run's records: the task's own (``task_checker``) for a run
-    with its task's labels, the recorded rule checker's for a re-scored run when it is cheap; None when there
-    is none (a model-based checker such as the LLM judge, or a slow rule such as math-verify)."""
+    with its task's labels (unless they are of an earlier task version, ``labels_of_an_earlier_version``),
+    the recorded rule checker's for a re-scored run when it is cheap; None when there is none (a model-based
+    checker such as the LLM judge, or a slow rule such as math-verify)."""
     if rescore is None:
-        return task_checker(task)
+        return None if labels_of_an_earlier_version(task, run_version) else task_checker(task)
     if rescore["checker"] not in RULE_CHECKERS:
         return None
     return rule_checker(rescore["checker"]).recheck_scorer(task)

@@ -21,14 +21,15 @@ def number_is_correct(answer: str | None, gold: float) -> bool:
 
 
 def score_number_responses(
-    responses: Sequence[str], gold: float | str, extract: Callable[[str], str | None]
+    responses: Sequence[str], gold: float | str, extract: Callable[[str], str | None], prompt: str = ""
 ) -> dict:
     """Per-question record (``capcal_tasks.sampling.score_responses``) of k responses against the gold
-    number."""
+    number; the text a response repeats of ``prompt`` is not read as its answer."""
     gold = float(gold)
     return score_responses(
         responses,
         extract=extract,
         judge=lambda answer: number_is_correct(answer, gold),
         answer_class=parse_number,
+        prompt=prompt,
     )

@@ -15,6 +15,7 @@ __all__ = [
     "NUMBER_INSTRUCTION",
     "SELF_CHECK_QUESTION",
     "SHORT_ANSWER_INSTRUCTION",
+    "logged_sampling_prompt",
     "ptrue_capability_prompt",
     "ptrue_response_prompt",
     "sampling_prompt",
@@ -57,6 +58,13 @@ SELF_CHECK_QUESTION = "Is the answer correct? (Yes/No)"
 def sampling_prompt(question: str, instruction: str) -> str:
     """The sampling task's user message: ``{question}\\n\\n{instruction}``."""
     return f"{question.strip()}\n\n{instruction}"
+
+
+def logged_sampling_prompt(doc: dict, instruction: str) -> str:
+    """The sampling prompt a logged doc was asked with: ``sampling_prompt`` of its ``question_text`` and the
+    task's instruction (the instruction alone for a doc without question text). The checkers remove what a
+    response repeats of it."""
+    return sampling_prompt(str(doc.get("question_text") or ""), instruction)
 
 
 def verbalized_capability_prompt(question: str) -> str:

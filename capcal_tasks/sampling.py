@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from capcal_metrics.pass_at_k import pass_at_k
+from capcal_tasks.answers.prompt_echo import remove_prompt_text
 from capcal_tasks.question_id import fallback_question_id
 from capcal_tasks.records import RunFormatError, check_binary, check_count, check_finite
 
@@ -47,6 +48,7 @@ __all__ = [
     "parse_sampling_record",
     "task_checker",
     "task_process_results",
+    "task_version",
     "pass_at_k_levels",
     "recheck_sampling_record",
     "response_accuracy",
@@ -107,6 +109,7 @@ def score_responses(
     extract: Callable[[str], str | None],
     judge: Callable[[str | None], bool],
     answer_class: Callable[[str | None], Hashable | None] = lambda answer: answer,
+    prompt: str = "",
 ) -> dict:
     """The per-question record of a sampling task from its k responses.
 
@@ -117,12 +120,14 @@ def score_responses(
     judge : extracted answer -> whether it is correct.
     answer_class : extracted answer -> the key under which equal answers are grouped for majority voting
         (for example the parsed number, so "18" and "18.0" vote together); None means "no vote".
+    prompt : the prompt the responses answer; the text a response repeats of it is removed before
+        extraction (``capcal_tasks.answers.prompt_echo.remove_prompt_text``), so an echo is never an answer.
     """
     if isinstance(responses, str) or len(responses) == 0:
         raise ValueError(
             "score_responses: expected a non-empty list of responses (is the keep-all filter set?)"
         )
-    extracted = [extract(response) for response in responses]
+    extracted = [extract(remove_prompt_text(response, prompt)) for response in responses]
     correctness = [int(bool(judge(answer))) for answer in extracted]
     n, c = len(correctness), sum(correctness)
     record: dict = {
@@ -383,18 +388,34 @@ _TASK_LINE = re.compile(r"^task:\s*(\S+)\s*$", re.MULTILINE)
 _PROCESS_RESULTS_LINE = re.compile(
     r"^process_results:\s*!function\s+(capcal_tasks\.[\w.]+)\s*$", re.MULTILINE
 )
+_VERSION_LINE = re.compile(r"^\s+version:\s*([0-9.]+)", re.MULTILINE)
+
+
+@functools.cache
+def _sampling_yamls() -> dict[str, str]:
+    """task name -> the text of its YAML, for capcal's own sampling tasks that name a ``process_results``."""
+    found = {}
+    for path in sorted(Path(__file__).resolve().parent.glob("*/*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        task = _TASK_LINE.search(text)
+        if task and _PROCESS_RESULTS_LINE.search(text) and "capcal_task: sampling" in text:
+            found[task.group(1)] = text
+    return found
 
 
 @functools.cache
 def _checkers() -> dict[str, str]:
     """task name -> dotted path of its ``process_results``, for capcal's own sampling task YAMLs."""
-    found = {}
-    for path in sorted(Path(__file__).resolve().parent.glob("*/*.yaml")):
-        text = path.read_text(encoding="utf-8")
-        task, function = _TASK_LINE.search(text), _PROCESS_RESULTS_LINE.search(text)
-        if task and function and "capcal_task: sampling" in text:
-            found[task.group(1)] = function.group(1)
-    return found
+    return {task: _PROCESS_RESULTS_LINE.search(text).group(1) for task, text in _sampling_yamls().items()}
+
+
+def task_version(task: str) -> float | None:
+    """The ``metadata: version`` of capcal's sampling task ``task`` (None for another task). It changes
+    whenever the task's checker labels some response differently, so that a run's results file (where
+    lm-eval copies the task config) says which checker wrote its labels."""
+    text = _sampling_yamls().get(task)
+    found = None if text is None else _VERSION_LINE.search(text)
+    return None if found is None else float(found.group(1))
 
 
 def task_process_results(task: str) -> tuple[Callable[[dict, list], dict], Any] | None:

@@ -32,6 +32,27 @@ window.addEventListener('load', () => {
 </script>"""
 
 
+# Appended to a test-only copy of the report: after the page loads it records every heading, paragraph, list
+# item, table cell and image whose top lies inside the window (the first screen), with its box and text.
+FIRST_SCREEN = """<script>
+window.addEventListener('load', () => {
+  const height = window.innerHeight;
+  const seen = [];
+  for (const el of document.querySelectorAll('h1, h2, h3, h4, p, li, th, td, img')) {
+    const box = el.getBoundingClientRect();
+    if (box.height > 0 && box.top < height) {
+      const image = el.tagName === 'IMG';
+      seen.push({tag: el.tagName.toLowerCase(), text: image ? el.alt : el.innerText, top: box.top,
+                 bottom: box.bottom, loaded: !image || (el.complete && el.naturalWidth > 0)});
+    }
+  }
+  const marker = document.createElement('pre');
+  marker.textContent = 'FIRST-SCREEN' + JSON.stringify({width: window.innerWidth, height, seen}) + 'END';
+  document.body.appendChild(marker);
+});
+</script>"""
+
+
 def chromium() -> str:
     path = shutil.which("chromium") or shutil.which("chromium-browser")
     if path is None:
@@ -53,6 +74,25 @@ def check_page(html_file: Path, profile: Path) -> tuple[int, int, bool, str]:
     if match is None:
         raise AssertionError(f"no check marker in Chromium's DOM dump: {result.stderr[-2000:]}")
     return int(match[1]), int(match[2]), match[3] == "1", result.stdout
+
+
+def first_screen(html_file: Path, profile: Path, width: int = 1280, height: int = 1000) -> dict:
+    """What a reader sees of ``html_file`` in a ``width`` x ``height`` Chromium window before scrolling:
+    ``{"width", "height", "seen": [{"tag", "text" (an image's alt), "top", "bottom", "loaded"}, ...]}`` for
+    every heading, paragraph, list item, table cell and image whose top lies inside the window, in page
+    order."""
+    import html
+    import json
+
+    probe = html_file.with_name(html_file.stem + ".first-screen.html")
+    probe.write_text(html_file.read_text(encoding="utf-8").replace("</body>", FIRST_SCREEN + "</body>"))
+    command = [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}"]
+    command += ["--virtual-time-budget=10000", "--dump-dom", probe.as_uri()]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    match = re.search(r"<pre>FIRST-SCREEN(.*?)END</pre>", result.stdout, re.DOTALL)
+    if match is None:
+        raise AssertionError(f"no first-screen marker in Chromium's DOM dump: {result.stderr[-2000:]}")
+    return json.loads(html.unescape(match[1]))
 
 
 def screenshot(html_file: Path, png: Path, profile: Path, height: int = 4000) -> Path:

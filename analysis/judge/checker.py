@@ -2,12 +2,21 @@
 checker for ``capcal rescore`` (the ``capcal_tasks.checkers.Checker`` protocol).
 
 For each logged response of a TriviaQA, SimpleQA or MATH task (the task's declared ``capcal_dataset``), the
-judge is asked about the response's **extracted** answer (the one the source run extracted), with the
-question and the gold answer, in the prompt of ``analysis.judge.prompts``; a response without an extracted
-answer is incorrect and not sent (as in the paper). The verdict is read by ``analysis.judge.verdicts``: A (or
-Yes) is correct, B, C (or No) incorrect, anything else unparseable (``correct`` None, never guessed). The raw
-output is kept in ``Verdict.raw``. Requests go through ``analysis.judge.client.JudgeClient`` (concurrency,
-retries, on-disk cache, resume, no secret in any output).
+judge is asked about the response's **extracted** answer, with the question and the gold answer, in the
+prompt of ``analysis.judge.prompts``. A cascade: the rules decide what they can, the judge only the rest.
+
+1. The answer is extracted again by the installed task checker (``capcal_tasks.checkers.task_answer``: the
+   text the response repeats of its prompt removed first), not taken from the source run, whose extractor
+   may have read an echoed question as the answer.
+2. A response without an answer is incorrect and not sent (as in the paper).
+3. A non-answer (``is_non_answer``: a verdict word such as "True", "correct.", "yes", or a refusal such as
+   "I don't know") that is not the gold answer itself is incorrect and not sent: the judge graded such
+   answers CORRECT (capcal's rule; the paper sends them).
+
+The verdict is read by ``analysis.judge.verdicts``: A (or Yes) is correct, B, C (or No) incorrect, anything
+else unparseable (``correct`` None, never guessed). The raw output is kept in ``Verdict.raw``. Requests go
+through ``analysis.judge.client.JudgeClient`` (concurrency, retries, on-disk cache, resume, no secret in any
+output).
 """
 
 from __future__ import annotations
@@ -20,11 +29,30 @@ from typing import Any
 from analysis.judge.client import JudgeClient, JudgeRequest
 from analysis.judge.prompts import DATASET_PROMPTS, JudgePrompt, prompt_for_dataset
 from analysis.judge.verdicts import PARSER_VERSION, parse_verdict
-from capcal_tasks.checkers import CheckItem, Verdict
+from capcal_tasks.answers.aliases import normalize_answer
+from capcal_tasks.checkers import CheckItem, Verdict, task_answer
 
-__all__ = ["JUDGE_VERSION", "JudgeChecker", "judge_prompt", "task_dataset"]
+__all__ = ["JUDGE_VERSION", "NON_ANSWERS", "JudgeChecker", "is_non_answer", "judge_prompt", "task_dataset"]
 
-JUDGE_VERSION = f"simple-evals prompts, verdict parser {PARSER_VERSION}"
+JUDGE_VERSION = f"simple-evals prompts, verdict parser {PARSER_VERSION}, non-answers refused by rule"
+
+# Normalised (capcal_tasks.answers.aliases.normalize_answer) answers that state no answer: verdict words and
+# refusals.
+NON_ANSWERS = frozenset(
+    {
+        "true", "false", "correct", "incorrect", "right", "wrong", "yes", "no", "maybe", "none", "nothing",
+        "unknown", "not sure", "n", "na", "x", "answer", "final answer", "correct answer", "i dont know",
+        "i do not know", "dont know", "i cannot answer", "i cant answer", "cannot answer", "no answer",
+        "not attempted", "a", "b", "c",
+    }
+)  # fmt: skip
+
+
+def is_non_answer(answer: str, gold: str) -> bool:
+    """Whether ``answer`` states no answer (its normalised text is one of ``NON_ANSWERS``, or empty) while
+    the gold answer is something else."""
+    normalized = normalize_answer(answer)
+    return (not normalized or normalized in NON_ANSWERS) and normalized != normalize_answer(gold)
 
 
 @functools.cache
@@ -60,7 +88,7 @@ class JudgeChecker:
     ) -> None:
         self.client = JudgeClient(base_url, model, **client_options)
         self.progress = progress
-        self.counts: Counter = Counter()  # responses: judged, not_sent (no extracted answer), unparseable
+        self.counts: Counter = Counter()  # responses: judged, not_sent (no answer), refused, unparseable
 
     @property
     def judge_model(self) -> str:
@@ -73,11 +101,14 @@ class JudgeChecker:
 
     def check(self, items: Sequence[CheckItem]) -> list[Verdict]:
         """One verdict per item, in order: the judged correctness with the raw output, or incorrect without
-        a request when the item has no extracted answer."""
-        prompts, asked = [], []
+        a request when the item has no answer or a non-answer (the cascade of the module docstring)."""
+        prompts, asked, answers = [], [], []
+        verdicts = [Verdict(0, None, None)] * len(items)
         for position, item in enumerate(items):
-            answer = item.extracted_answer
+            answer = task_answer(item.task, item.doc, item.response)
+            answers.append(answer)
             if answer is None or not answer.strip():
+                self.counts["not_sent"] += 1
                 continue
             question = item.question or item.doc.get("question_text")
             if not question or item.gold is None:
@@ -85,15 +116,17 @@ class JudgeChecker:
                     f"{item.task} {item.question_id}: the judge needs the question text and the gold answer "
                     "(question_text and gold_answer in the logged doc)"
                 )
+            if is_non_answer(answer, str(item.gold)):
+                self.counts["refused"] += 1
+                verdicts[position] = Verdict(0, None, answer)
+                continue
             prompt = judge_prompt(item.task)
             prompts.append(JudgeRequest(prompt, str(question), str(item.gold), answer))
             asked.append((position, prompt))
         outputs = self.client.ask(prompts, progress=self.progress) if prompts else []
-        verdicts = [Verdict(0, None, None)] * len(items)
-        self.counts["not_sent"] += len(items) - len(asked)
         for (position, prompt), raw in zip(asked, outputs, strict=True):
             parsed = parse_verdict(prompt.name, raw)
-            verdicts[position] = Verdict(parsed.correct, raw, items[position].extracted_answer)
+            verdicts[position] = Verdict(parsed.correct, raw, answers[position])
             self.counts["judged"] += 1
             self.counts["unparseable"] += parsed.correct is None
         return verdicts

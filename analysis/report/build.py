@@ -43,7 +43,13 @@ from analysis.report.sections import (
     routing_section,
     section_inputs,
 )
-from analysis.report.summary import Ranking, measured, rank_estimators, summary_sections
+from analysis.report.summary import (
+    Ranking,
+    compares_several,
+    measured,
+    rank_estimators,
+    summary_sections,
+)
 from analysis.runs import RunCollection, load_runs
 from analysis.runs.joins import JoinReport, join_questions, join_report
 from analysis.runs.recorded_paths import resolve_recorded_path
@@ -487,11 +493,13 @@ def build_report(
 ) -> ReportFiles:
     """Write the report for the lm-eval output folders ``output_dirs`` into ``report_dir``.
 
-    The report opens with the summary (what was measured; per model and task the estimators ranked by the
-    primary metric with paired intervals, a sentence whether the best is distinguishable from the next, and
-    warnings where the conclusion is weak), then the estimator x task grids of the headline metrics, the
-    per-(model, task) sections, routing, the Self-Calibration before/after comparison when its runs are
-    among ``output_dirs``, judge agreement, and ends with the appendix (runs, relations, joins, identity).
+    The report opens with the summary (per model and task the verdict: which confidence to use and how sure;
+    what was measured; then per model and task, those that compare several estimators first, a forest plot
+    of the estimators ranked by the primary metric, the ranking with paired intervals, a sentence whether
+    the best is distinguishable from the next, and warnings where the conclusion is weak), then the
+    estimator x task grids of the headline metrics, the per-(model, task) sections, routing, the
+    Self-Calibration before/after comparison when its runs are among ``output_dirs``, judge agreement, and
+    ends with the appendix (runs, relations, joins, identity).
 
     ``activations_dir`` overrides the activations folder named in the sampling runs' metadata (capcal-hf's
     ``activations=DIR``). ``notices`` are warnings about the inputs found by the caller (e.g. a missing
@@ -502,18 +510,20 @@ def build_report(
 
     options = options or ReportOptions()
     analysis = analyze_runs(output_dirs, activations_dir, options)
-    rankings = [r.ranking for r in analysis.results if r.ranking is not None]
-    what = [measured(r.model, r.task, r.computed.evaluation, r.inputs is not None) for r in analysis.results]
+    # the (model, task) sections that compare several estimators first, in the summary's order
+    results = sorted(analysis.results, key=lambda result: not compares_several(result.ranking))
+    rankings = [r.ranking for r in results if r.ranking is not None]
+    what = [measured(r.model, r.task, r.computed.evaluation, r.inputs is not None) for r in results]
     mixed = version_mix_warnings(run_versions(analysis.data.collection.files))
     notices = [*notices, *(line for line in mixed if line not in notices)]
     sections = summary_sections(rankings, notices, options.n_resamples, what)
-    grid = grid_section(metric_rows(analysis.results))
+    grid = grid_section(metric_rows(results))
     if grid is not None:
         sections.append(grid)
-    sections += [r.section for r in analysis.results]
+    sections += [r.section for r in results]
     sections += analysis.routing
     sections += self_calibration_sections(output_dirs, options.n_resamples, options.seed)
     sections += agreement_sections(analysis.data)
     sections.append(overview_section(analysis.data, analysis.relations, output_dirs))
-    sections += [r.bookkeeping for r in analysis.results]
+    sections += [r.bookkeeping for r in results]
     return write_report(sections, report_dir, title=title)

@@ -69,8 +69,9 @@ JACKKNIFE_METRICS = ("capability_ece_debiased",)
 # Metric -> what to print beside its interval where simulation showed that the interval does not cover.
 INTERVAL_NOTES: dict[str, str] = {
     "capability_ece": (
-        "interval does not cover: binned ECE is biased upward (95% bootstrap intervals cover the population "
-        "ECE far less than 95% of the time); compare the debiased ECE (docs/methods.md)"
+        "interval does not cover: binned ECE is biased upward (for a nearly calibrated forecast its 95% "
+        "bootstrap interval almost never covers the population ECE); compare the debiased ECE "
+        "(docs/methods.md)"
     ),
     "response_ece": (
         "interval does not cover: binned ECE is biased upward (docs/methods.md, The bias of binned ECE)"

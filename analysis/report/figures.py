@@ -14,7 +14,20 @@ import numpy as np  # noqa: E402
 
 import capcal_metrics as cm  # noqa: E402
 
-__all__ = ["Curve", "curves_figure", "reliability_figure", "target_scatter_figure"]
+__all__ = [
+    "Curve",
+    "Interval",
+    "curves_figure",
+    "forest_figure",
+    "line_description",
+    "reliability_figure",
+    "target_scatter_figure",
+]
+
+# How a reader names a line's style, colour and marker (the words of the captions; see line_description).
+LINE_STYLES = {"-": "solid", "--": "dashed", ":": "dotted", "-.": "dash-dot"}
+COLOURS = {"black": "black", "0.45": "grey", "0.25": "dark grey"}
+MARKERS = {"o": "circles", "s": "squares", "^": "triangles", "v": "down-pointing triangles"}
 
 
 @dataclass(frozen=True)
@@ -29,6 +42,65 @@ class Curve:
     style: str = "-"  # matplotlib line style (with a colour letter, e.g. "k--", or alone)
     marker: str = "o"
     color: str | None = None  # None: the next colour of the cycle
+
+
+def line_description(curve: Curve) -> str:
+    """The words for a reference line as drawn: ``black dashed line with triangles`` (its colour, from
+    :data:`COLOURS`; its line style, from :data:`LINE_STYLES`; its marker, from :data:`MARKERS`), so that a
+    caption names the lines the legend shows."""
+    style = curve.style.lstrip("bgrcmykw") or "-"
+    colour = COLOURS.get(curve.color or "", "coloured")
+    return f"{colour} {LINE_STYLES[style]} line with {MARKERS[curve.marker]}"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One row of a forest plot: an estimate with its interval; ``highlight`` draws it in colour (the best),
+    ``hollow`` with an open marker (scored against another target)."""
+
+    label: str
+    estimate: float
+    low: float
+    high: float
+    highlight: bool = False
+    hollow: bool = False
+
+
+def forest_figure(
+    rows: Sequence[Interval],
+    xlabel: str,
+    reference: tuple[str, float] | None = None,
+    zero_floor: bool = False,
+) -> bytes:
+    """A forest plot: one row per interval, the first on top, the estimate as a dot and the interval as a
+    line; the highlighted row in colour with "best" beside it; ``reference`` (label, x) as a grey dotted
+    vertical line (the base rate); with ``zero_floor`` and an interval reaching below 0, a black line at 0
+    labelled as the metric's lowest possible population value."""
+    height = 0.75 + 0.26 * max(len(rows), 1)
+    figure, axis = plt.subplots(figsize=(6.4, height), layout="constrained")
+    for position, row in enumerate(rows):
+        y = len(rows) - 1 - position
+        colour = "#c44e52" if row.highlight else "#4c72b0"
+        if np.isfinite(row.low) and np.isfinite(row.high):
+            axis.plot([row.low, row.high], [y, y], color=colour, linewidth=2.4 if row.highlight else 1.6)
+        face = "white" if row.hollow else colour
+        axis.plot(row.estimate, y, "o", color=colour, markerfacecolor=face, markersize=7, zorder=3)
+    labels = [f"{row.label} (best)" if row.highlight else row.label for row in rows]
+    axis.set_yticks(range(len(rows) - 1, -1, -1), labels, fontsize=8)
+    for tick, row in zip(axis.get_yticklabels(), rows, strict=True):
+        if row.highlight:
+            tick.set_fontweight("bold")
+    if reference is not None and np.isfinite(reference[1]):
+        axis.axvline(reference[1], color="0.45", linestyle=":", linewidth=1.4, label=reference[0])
+    if zero_floor and any(np.isfinite(r.low) and r.low < 0 for r in rows):
+        axis.axvline(0.0, color="black", linewidth=0.8, label="0: the lowest possible population value")
+    axis.set_ylim(-0.7, len(rows) - 0.3)
+    axis.set_xlabel(xlabel, fontsize=9)
+    axis.tick_params(axis="x", labelsize=8)
+    axis.grid(axis="x", alpha=0.3)
+    if axis.get_legend_handles_labels()[0]:
+        axis.legend(fontsize=7, loc="best")
+    return _png(figure)
 
 
 def _png(figure) -> bytes:
@@ -135,5 +207,5 @@ def curves_figure(
         axis.set_ylim(*y_limits)
     axis.set(title=title, xlabel=xlabel, ylabel=ylabel)
     axis.grid(alpha=0.3)
-    axis.legend(fontsize=7)
+    axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside the axis: hides no line
     return _png(figure)

@@ -21,11 +21,13 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.report.calibration_table import interval_label
-from analysis.report.render import ReportSection, format_interval, markdown_table
+from analysis.report.metric_ranges import marked_interval, range_footnotes
+from analysis.report.registry import LEAKY
+from analysis.report.render import ReportSection, markdown_table
 from analysis.report.sections import higher_is_better, metric_header
-from analysis.report.summary import LEAKY
 
 __all__ = [
+    "BLANK_NOTE",
     "FORMATS",
     "HEADLINE_METRICS",
     "format_table",
@@ -43,6 +45,11 @@ HEADLINE_METRICS = (
     "soft_auroc",
 )
 FORMATS = ("markdown", "latex", "csv", "json")
+BLANK_NOTE = (
+    "a blank cell: that estimator was not computed for that model and task (its inputs were not run: e.g. no "
+    "probe without activations, no consistency with too few samples per question; the random row only where "
+    "its expectation is exact)"
+)
 ROW_COLUMNS = [
     "model", "task", "estimator", "metric", "estimate", "low", "high", "interval_method", "questions",
     "leaky", "higher_is_better",
@@ -99,8 +106,9 @@ def paper_table(
 
 def metric_grid(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
     """The grid of ``metric``: one row per estimator (paper-form consistency marked ``(leaky)``), one column
-    per task (``model · task`` when there are several models), cells ``estimate [low, high]`` (3 decimals;
-    empty where the estimator was not computed)."""
+    per task (``model · task`` when there are several models), cells ``estimate [low, high]`` (3 decimals,
+    with the range marks of ``analysis.report.metric_ranges``; empty where the estimator was not computed:
+    :data:`BLANK_NOTE`)."""
     chosen = rows[rows["metric"] == metric]
     several = chosen["model"].nunique() > 1
     column = [f"{m} · {t}" if several else t for m, t in zip(chosen["model"], chosen["task"], strict=True)]
@@ -108,7 +116,7 @@ def metric_grid(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
         f"{e} (leaky)" if leaky else e for e, leaky in zip(chosen["estimator"], chosen["leaky"], strict=True)
     ]
     cells = [
-        format_interval(e, lo, hi)
+        marked_interval(metric, e, lo, hi)
         for e, lo, hi in zip(chosen["estimate"], chosen["low"], chosen["high"], strict=True)
     ]
     long = pd.DataFrame({"estimator": names, "column": column, "cell": cells})
@@ -129,6 +137,16 @@ def grid_section(rows: pd.DataFrame, metrics: Sequence[str] | None = None) -> Re
     chosen = _metrics_present(rows, metrics)
     if not chosen:
         return None
+    captions = [
+        f"{metric_header(m)}: estimators x tasks, each cell with its {interval_label(m)}" for m in chosen
+    ]
+    grids = [metric_grid(rows, m) for m in chosen]
+    footnotes = {}
+    for caption, metric, grid in zip(captions, chosen, grids, strict=True):
+        lines = range_footnotes(rows[rows["metric"] == metric])
+        if (grid.iloc[:, 1:] == "").to_numpy().any():
+            lines.append(BLANK_NOTE)
+        footnotes[caption] = lines
     return ReportSection(
         title="Across models and tasks",
         notes=[
@@ -138,20 +156,15 @@ def grid_section(rows: pd.DataFrame, metrics: Sequence[str] | None = None) -> Re
             "↓ lower is better, ↑ higher. Export: capcal table OUTPUT_DIR... --metric METRIC --format "
             "csv|latex|markdown|json."
         ],
-        tables=[
-            (
-                f"{metric_header(m)}: estimators x tasks, each cell with its {interval_label(m)}",
-                metric_grid(rows, m),
-            )
-            for m in chosen
-        ],
+        tables=list(zip(captions, grids, strict=True)),
+        footnotes=footnotes,
     )
 
 
 _LATEX_SPECIAL = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
     "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "↑": r"$\uparrow$",
-    "↓": r"$\downarrow$", "·": r"$\cdot$",
+    "↓": r"$\downarrow$", "·": r"$\cdot$", "‡": r"\ddag{}", "§": r"\S{}", "¶": r"\P{}",
 }  # fmt: skip
 
 
@@ -159,7 +172,7 @@ def _latex(text: object) -> str:
     return "".join(_LATEX_SPECIAL.get(char, char) for char in str(text))
 
 
-def _latex_grid(grid: pd.DataFrame, caption: str) -> str:
+def _latex_grid(grid: pd.DataFrame, caption: str, notes: Sequence[str] = ()) -> str:
     lines = [
         r"\begin{table}[t]",
         r"\centering",
@@ -170,7 +183,9 @@ def _latex_grid(grid: pd.DataFrame, caption: str) -> str:
         r"\midrule",
     ]
     lines += [" & ".join(_latex(v) for v in row) + r" \\" for row in grid.itertuples(index=False)]
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    lines += [rf"\par\footnotesize {_latex(note)}" for note in notes]
+    lines += [r"\end{table}"]
     return "\n".join(lines)
 
 
@@ -191,8 +206,9 @@ def format_table(rows: pd.DataFrame, metrics: Sequence[str] | None = None, fmt: 
     for metric in chosen:
         caption = f"{metric_header(metric)} (estimate [{interval_label(metric)}])"
         grid = metric_grid(rows, metric)
+        notes = range_footnotes(rows[rows["metric"] == metric])
         if fmt == "latex":
-            blocks.append(_latex_grid(grid, caption))
+            blocks.append(_latex_grid(grid, caption, notes))
         else:
-            blocks.append(f"{caption}\n\n{markdown_table(grid)}")
+            blocks.append("\n\n".join([caption, markdown_table(grid), *notes]))
     return "\n\n".join(blocks) + "\n"

@@ -23,6 +23,7 @@ estimator                 target       computed from
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ __all__ = [
     "PASS_AT_K",
     "ROUTING",
     "ESTIMATORS",
+    "LEAKY",
     "CalibrationData",
     "Estimator",
     "EstimatorContext",
@@ -57,6 +59,9 @@ CALIBRATION_TABLES, PASS_AT_K, BUDGET, ROUTING, EXAMPLES = (
 )
 ALL_SECTIONS = frozenset({CALIBRATION_TABLES, PASS_AT_K, BUDGET, ROUTING, EXAMPLES})
 MIN_RECALIBRATION_QUESTIONS = 10
+# The paper-form consistency: its draws overlap the samples that define mu_hat, so it is scored (and routes)
+# partly against itself; never ranked, and marked "(leaky)" wherever it is shown.
+LEAKY = re.compile(r"consistency_k\d+$")
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ figcaption { font-size: .8em; color: #555; max-width: 60em; }
 ul.warnings { background: #fff4e5; border-left: 4px solid #e69500; padding: .5em .5em .5em 2em; }
 .guide { color: #444; font-size: .85em; margin: .2em 0 .6em; }
 h3.figure { font-size: 1em; margin-bottom: .2em; }
+.footnote { color: #555; font-size: .8em; margin: .1em 0 .3em; max-width: 80em; }
 """
 
 
@@ -61,8 +62,10 @@ class Figure:
 
 @dataclass
 class ReportSection:
-    """One block of the report: a title, key facts, plain-sentence conclusions, warnings, notes, tables and
-    figures, rendered in that order; ``level`` 3 makes it a subsection of the section before it."""
+    """One block of the report: a title, plain-sentence conclusions, key facts, warnings, notes, tables and
+    figures, rendered in that order (the figures right after the sentences with ``figures_first``); each
+    table or figure is followed by its ``footnotes`` (keyed by its caption); ``level`` 3 makes it a
+    subsection of the section before it."""
 
     title: str
     facts: dict[str, object] = field(default_factory=dict)
@@ -72,6 +75,8 @@ class ReportSection:
     sentences: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     level: int = 2
+    footnotes: dict[str, list[str]] = field(default_factory=dict)  # table or figure caption -> lines under it
+    figures_first: bool = False  # figures right after the sentences (the summary's forest plots)
 
 
 @dataclass(frozen=True)
@@ -121,7 +126,8 @@ def _cell(value: object) -> str:
 
 
 def _looks_numeric(text: str) -> bool:
-    return bool(re.fullmatch(r"[\d.eE+\-\[\], %/n]*|n/a", text))
+    """A number, an interval or ``n/a``, with the range marks of ``analysis.report.metric_ranges``."""
+    return bool(re.fullmatch(r"[\d.eE+\-\[\], %/n‡§¶]*|n/a", text))
 
 
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -164,6 +170,42 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "section"
 
 
+def _write_footnotes(lines: Sequence[str], html_parts: list[str], markdown: list[str]) -> None:
+    """The footnotes under a table or figure: small print in the HTML, italic lines in the Markdown."""
+    for line in lines:
+        html_parts.append(f"<p class='footnote'>{html.escape(line)}</p>")
+        markdown += [f"_{markdown_text(line)}_", ""]
+
+
+def _write_figures(
+    section: ReportSection,
+    html_parts: list[str],
+    markdown: list[str],
+    written: list[Path],
+    figure_dir: Path,
+    anchor: str,
+) -> None:
+    """Each figure of ``section``: its PNG file, an inline image under its heading and reading guide in the
+    HTML, a link in the Markdown; then its footnotes."""
+    sub = "#" * (section.level + 1)
+    for index, figure in enumerate(section.figures, start=1):
+        path = figure_dir / f"{anchor}-{index}.png"
+        path.write_bytes(figure.png)
+        written.append(path)
+        data = base64.b64encode(figure.png).decode("ascii")
+        alt = html.escape(figure.caption, quote=True)
+        html_parts.append(
+            f"<h{section.level + 1} class='figure'>{html.escape(figure.caption)}</h{section.level + 1}>"
+            + (f"<p class='guide'>{html.escape(figure.guide)}</p>" if figure.guide else "")
+            + f"<figure><img alt='{alt}' src='data:image/png;base64,{data}'></figure>"
+        )
+        markdown += [f"{sub} {markdown_text(figure.caption)}", ""]
+        if figure.guide:
+            markdown += [f"_{markdown_text(figure.guide)}_", ""]
+        markdown += [f"![{markdown_text(figure.caption)}](figures/{path.name})", ""]
+        _write_footnotes(section.footnotes.get(figure.caption, []), html_parts, markdown)
+
+
 def write_report(
     sections: Sequence[ReportSection], output_dir: str | Path, title: str = "capcal report"
 ) -> ReportFiles:
@@ -183,6 +225,12 @@ def write_report(
         level = section.level
         html_parts.append(f"<h{level} id='{anchor}'>{html.escape(section.title)}</h{level}>")
         markdown += [f"{'#' * level} {markdown_text(section.title)}", ""]
+        for sentence in section.sentences:
+            html_parts.append(f"<p class='sentence'>{html.escape(sentence)}</p>")
+            markdown += [markdown_text(sentence), ""]
+        figures = (html_parts, markdown, written, figure_dir, anchor)
+        if section.figures_first:
+            _write_figures(section, *figures)
         if section.facts:
             facts = pd.DataFrame(
                 {"": list(section.facts), "value": [_cell(v) for v in section.facts.values()]}
@@ -192,9 +240,6 @@ def write_report(
                 f"- {markdown_text(key)}: {markdown_text(_cell(value))}"
                 for key, value in section.facts.items()
             ] + [""]
-        for sentence in section.sentences:
-            html_parts.append(f"<p class='sentence'>{html.escape(sentence)}</p>")
-            markdown += [markdown_text(sentence), ""]
         if section.warnings:
             items = "".join(f"<li>{html.escape(w)}</li>" for w in section.warnings)
             html_parts.append(f"<ul class='warnings'>{items}</ul>")
@@ -206,21 +251,9 @@ def write_report(
         for caption, frame in section.tables:
             html_parts.append(f"<h{level + 1}>{html.escape(caption)}</h{level + 1}>{_html_table(frame)}")
             markdown += [f"{sub} {markdown_text(caption)}", "", markdown_table(frame), ""]
-        for index, figure in enumerate(section.figures, start=1):
-            path = figure_dir / f"{anchor}-{index}.png"
-            path.write_bytes(figure.png)
-            written.append(path)
-            data = base64.b64encode(figure.png).decode("ascii")
-            alt = html.escape(figure.caption, quote=True)
-            html_parts.append(
-                f"<h{level + 1} class='figure'>{html.escape(figure.caption)}</h{level + 1}>"
-                + (f"<p class='guide'>{html.escape(figure.guide)}</p>" if figure.guide else "")
-                + f"<figure><img alt='{alt}' src='data:image/png;base64,{data}'></figure>"
-            )
-            markdown += [f"{sub} {markdown_text(figure.caption)}", ""]
-            if figure.guide:
-                markdown += [f"_{markdown_text(figure.guide)}_", ""]
-            markdown += [f"![{markdown_text(figure.caption)}](figures/{path.name})", ""]
+            _write_footnotes(section.footnotes.get(caption, []), html_parts, markdown)
+        if not section.figures_first:
+            _write_figures(section, *figures)
     html_parts.append("</body></html>")
     html_path = output_dir / "report.html"
     html_path.write_text("\n".join(html_parts), encoding="utf-8")

@@ -27,8 +27,15 @@ from analysis.report.calibration_table import (
     first_response_correctness,
     intervals_note,
 )
-from analysis.report.figures import Curve, curves_figure, reliability_figure, target_scatter_figure
-from analysis.report.registry import BUDGET, CALIBRATION_TABLES, PASS_AT_K, ComputedEstimators
+from analysis.report.figures import (
+    Curve,
+    curves_figure,
+    line_description,
+    reliability_figure,
+    target_scatter_figure,
+)
+from analysis.report.metric_ranges import marked_interval, range_footnotes
+from analysis.report.registry import BUDGET, CALIBRATION_TABLES, LEAKY, PASS_AT_K, ComputedEstimators
 from analysis.report.render import Figure, ReportSection, format_interval
 from analysis.runs.joins import join_questions
 
@@ -45,10 +52,14 @@ __all__ = [
     "section_inputs",
     "examples_table",
     "judge_agreement_section",
+    "RANDOM_ROW_NOTE",
+    "routing_guide",
+    "routing_lines",
     "routing_section",
 ]
 
-# Reference lines: each baseline its own line style, marker and grey level, drawn above the estimators.
+# Reference lines: each baseline its own line style, marker and grey level, drawn above the estimators; the
+# captions name them by line_description (so caption and legend name the same lines).
 BASELINE_STYLES = {
     "uniform": dict(style=":", marker="s", color="0.45"),
     "random": dict(style=":", marker="s", color="0.45"),
@@ -56,6 +67,19 @@ BASELINE_STYLES = {
     "oracle_cheap": dict(style="--", marker="^", color="black"),
     "oracle_gain": dict(style="-.", marker="v", color="0.25"),
 }
+# The legend label of each baseline (method name -> label) and what the caption says it is.
+BASELINE_LABELS = {
+    "uniform": "uniform (the same budget for every question)",
+    "random": "random routing",
+    "oracle": "oracle (allocates by mu_hat itself)",
+    "oracle_cheap": "oracle_cheap (routes by the cheap model's mu_hat)",
+    "oracle_gain": "oracle_gain (routes by the gain mu_strong - mu_cheap)",
+}
+RANDOM_ROW = "random (expected)"
+RANDOM_ROW_NOTE = (
+    f"{RANDOM_ROW}: the expected value of a confidence drawn uniformly from [0, 1], an expectation with no "
+    "interval; shown only for the metrics where it is exact (its other cells are blank)"
+)
 
 
 def higher_is_better(metric: str) -> bool:
@@ -78,8 +102,8 @@ def _metric_table(metrics: pd.DataFrame) -> pd.DataFrame:
     question count, then each metric as ``estimate [low, high]`` in the order the metrics come."""
     metrics = metrics.assign(
         value=[
-            format_interval(e, lo, hi)
-            for e, lo, hi in zip(metrics.estimate, metrics.low, metrics.high, strict=True)
+            marked_interval(m, e, lo, hi)
+            for m, e, lo, hi in zip(metrics.metric, metrics.estimate, metrics.low, metrics.high, strict=True)
         ]
     )
     wide = metrics.pivot(index="estimator", columns="metric", values="value")
@@ -94,10 +118,12 @@ def _metric_table(metrics: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass
 class SectionPart:
-    """What one part of a capability section adds: tables (caption, frame) and figures, in order."""
+    """What one part of a capability section adds: tables (caption, frame) and figures, in order, and the
+    footnotes under them (by caption)."""
 
     tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
+    footnotes: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -156,14 +182,21 @@ class SectionInputs:
 
     @cached_property
     def leakage_free_metrics(self) -> pd.DataFrame | None:
-        """Capability ECE, Brier, corrected Brier and soft AUROC of the leakage-free consistency, each scored
-        against mu_hat_lf."""
+        """Capability ECE (binned and debiased), Brier, corrected Brier, Brier skill (over the base rate of
+        mu_hat_lf) and soft AUROC of the leakage-free consistency, each scored against mu_hat_lf."""
         table = self.leakage_free
         if table is None:
             return None
         columns = [c for c in table.columns if c.startswith("consistency_lf_k")]
         metrics = calibration_table(table, columns, n_resamples=self.n_resamples, seed=self.seed)
-        keep = ["capability_ece", "capability_brier", "corrected_capability_brier", "soft_auroc"]
+        keep = [
+            "capability_ece",
+            "capability_ece_debiased",
+            "capability_brier",
+            "corrected_capability_brier",
+            "capability_brier_skill",
+            "soft_auroc",
+        ]
         chosen = metrics["metric"].isin(keep) & metrics["estimator"].isin(columns)  # (random: main table)
         return metrics[chosen].reset_index(drop=True)
 
@@ -212,12 +245,14 @@ def metric_tables_part(inputs: SectionInputs) -> SectionPart:
         "Capability calibration (target: mu_hat)": CAPABILITY_METRICS,
         "Response calibration (target: the first response's correctness z)": RESPONSE_METRICS,
     }
-    tables = []
+    tables, footnotes = [], {}
     for target, names in targets.items():
         caption = f"{target}; {intervals_note(names, inputs.n_resamples)}"
         caption += "".join(f"; † {m}: {INTERVAL_NOTES[m]}" for m in names if INTERVAL_NOTES.get(m))
-        tables.append((caption, _metric_table(metrics[metrics["metric"].isin(names)])))
-    return SectionPart(tables=tables)
+        chosen = metrics[metrics["metric"].isin(names)]
+        tables.append((caption, _metric_table(chosen)))
+        footnotes[caption] = [RANDOM_ROW_NOTE, *range_footnotes(chosen)]
+    return SectionPart(tables=tables, footnotes=footnotes)
 
 
 def leakage_free_part(inputs: SectionInputs) -> SectionPart:
@@ -228,7 +263,9 @@ def leakage_free_part(inputs: SectionInputs) -> SectionPart:
     if metrics is None:
         return SectionPart()
     caption = "Leakage-free consistency (drawn from a pool disjoint from the samples defining its target)"
-    return SectionPart(tables=[(caption, _metric_table(metrics))])
+    return SectionPart(
+        tables=[(caption, _metric_table(metrics))], footnotes={caption: range_footnotes(metrics)}
+    )
 
 
 def _ece_titles(metrics: pd.DataFrame, metric: str) -> dict[str, str]:
@@ -310,6 +347,7 @@ def pass_at_k_part(inputs: SectionInputs) -> SectionPart:
         return SectionPart()
     n, c = inputs.counts
     curves = pass_at_k_curves(complete, n, c)
+    actual = curves[-1]
     intervals = f"{inputs.n_resamples} bootstrap resamples over questions, 95% intervals"
     return SectionPart(
         tables=[
@@ -322,8 +360,8 @@ def pass_at_k_part(inputs: SectionInputs) -> SectionPart:
             Figure(
                 "Dataset-level pass@k predicted from each estimator (95% band) vs actual",
                 curves_figure(curves, "pass@k", "k", "pass@k", log_x=True, y_limits=(0, 1)),
-                "The closer a coloured line runs to the black dashed actual pass@k, the better the estimator "
-                "predicts how often k attempts succeed; bands are 95%, clipped to [0, 1].",
+                f"The closer an estimator's line runs to the {line_description(actual)} ({actual.label}), "
+                "the better it predicts how often k attempts succeed; bands are 95%, clipped to [0, 1].",
             )
         ],
     )
@@ -343,18 +381,26 @@ def budget_part(inputs: SectionInputs) -> SectionPart:
         budgets=[b for b in (1, 2, 4, 8, 16, 32) if b <= n.min()],
     )
     curves = [
-        Curve(m, g["budget"], g["accuracy"], **BASELINE_STYLES.get(m, {}))
+        Curve(BASELINE_LABELS.get(m, m), g["budget"], g["accuracy"], **BASELINE_STYLES.get(m, {}))
         for m, g in budget.groupby("method", sort=False)
     ]
     figure = curves_figure(
         curves, "budget allocation", "samples per question (average)", "accuracy", log_x=True
     )
     caption = "Inference-budget allocation: exact accuracy (mean unbiased pass@b_i) at each average budget"
+    uniform, oracle = (_reference(curves, BASELINE_LABELS[m]) for m in ("uniform", "oracle"))
     guide = (
-        "An estimator is useful when its line rises above the grey dotted uniform allocation; the black "
-        "dashed oracle (allocating by mu_hat itself) is the ceiling."
+        f"An estimator is useful when its line rises above the {line_description(uniform)} (uniform "
+        f"allocation); the {line_description(oracle)} (the oracle, allocating by mu_hat itself) is the "
+        "ceiling."
     )
     return SectionPart(figures=[Figure(caption, figure, guide)])
+
+
+def _reference(curves: list[Curve], label: str) -> Curve:
+    """The reference line labelled ``label`` among ``curves``."""
+    (curve,) = [c for c in curves if c.label == label]
+    return curve
 
 
 def self_calibration_part(inputs: SectionInputs) -> SectionPart:
@@ -421,6 +467,7 @@ def capability_section(
     for part in parts:
         section.tables += part.tables
         section.figures += part.figures
+        section.footnotes.update(part.footnotes)
     return section
 
 
@@ -481,10 +528,7 @@ def routing_section(evaluations: dict, eval_task: str) -> ReportSection | None:
         if by_id[name].notna().all()
     }
     curves = routing_curves(confidences, paired["mu_cheap"], paired["mu_strong"])
-    lines = [
-        Curve(m, g["fraction"], g["accuracy"], **BASELINE_STYLES.get(m, {}))
-        for m, g in curves.groupby("method", sort=False)
-    ]
+    lines = routing_lines(curves)
     return ReportSection(
         title=f"Routing · {eval_task}: {cheap} -> {strong}",
         facts=facts,
@@ -493,11 +537,51 @@ def routing_section(evaluations: dict, eval_task: str) -> ReportSection | None:
             Figure(
                 "Routing: accuracy against the fraction of questions sent to the strong model",
                 curves_figure(lines, "routing", "fraction routed", "accuracy"),
-                "An estimator helps when its line lies above the grey dotted random routing; the black "
-                "dashed oracle routes by the true expected accuracies.",
+                routing_guide(lines, paired["mu_cheap"].to_numpy(dtype=float), cheap),
             )
         ],
     )
+
+
+def routing_lines(curves: pd.DataFrame) -> list[Curve]:
+    """The lines of the routing figure (``routing_curves``' rows): one per estimator, the paper-form
+    consistency labelled ``(leaky)``, and the baselines in their :data:`BASELINE_STYLES` with their
+    :data:`BASELINE_LABELS`."""
+    lines = []
+    for method, group in curves.groupby("method", sort=False):
+        label = BASELINE_LABELS.get(method, f"{method} (leaky)" if LEAKY.match(method) else method)
+        lines.append(Curve(label, group["fraction"], group["accuracy"], **BASELINE_STYLES.get(method, {})))
+    return lines
+
+
+def routing_guide(lines: list[Curve], mu_cheap: np.ndarray, cheap: str) -> str:
+    """The routing figure's reading guide: each reference line named by its drawn style
+    (``line_description``) and what it routes by; why oracle_cheap can run close to random (most questions
+    tied at one mu_hat); and why a leaky consistency looks better than it is."""
+    random, by_mu, by_gain = (
+        _reference(lines, BASELINE_LABELS[m]) for m in ("random", "oracle_cheap", "oracle_gain")
+    )
+    text = (
+        f"An estimator helps when its line lies above the {line_description(random)} (random routing). Two "
+        f"oracles: the {line_description(by_mu)} is oracle_cheap, routing by {cheap}'s own mu_hat (the best "
+        f"any confidence of {cheap} can do); the {line_description(by_gain)} is oracle_gain, routing by the "
+        "gain mu_strong - mu_cheap (the best any router can do, knowing both models)."
+    )
+    values, counts = np.unique(mu_cheap, return_counts=True)
+    if mu_cheap.size and counts.max() >= 0.3 * mu_cheap.size:
+        tied = values[counts.argmax()]
+        text += (
+            f" {counts.max()} of the {mu_cheap.size} questions have mu_hat = {tied:g} for {cheap}: routing "
+            "by mu_hat picks among them at random, so oracle_cheap runs close to random routing over that "
+            "range."
+        )
+    leaky = [line.label for line in lines if line.label.endswith("(leaky)")]
+    if leaky:
+        text += (
+            f" {', '.join(leaky)}: the paper-form consistency draws from the samples that define mu_hat, "
+            "which scores the routing, so its line is optimistic."
+        )
+    return text
 
 
 def examples_table(evaluation: pd.DataFrame, estimators: list[str], count: int) -> pd.DataFrame:

@@ -15,6 +15,14 @@ percentile bootstrap and its paired differences behave as for a mean.
 resamples of the questions both estimators have a confidence for, so what is common to the questions cancels.
 An interval above 0 means b is better; one containing 0 means the two are not distinguishable at this N.
 
+**Verdict.** One sentence per (model, evaluation task) says which confidence to use and how sure
+(:func:`verdict`), from the ranking alone: the best, the estimators its paired interval cannot tell from it
+and those it is ahead of, and where each stands against the base rate (the mean mu_hat announced for every
+question) by its Brier skill's interval (above 0, containing 0, below 0). The summary opens with these
+sentences and a forest plot of each ranking that compares several estimators (:func:`forest_intervals`;
+the base rate drawn where the skill is 0, ``capcal_metrics.base_rate_variance``); rankings that compare
+several estimators come first (:func:`order_rankings`).
+
 **Leakage.** The paper-form consistency ``consistency_k{k}`` draws its k responses from the n samples that
 also define mu_hat, so it is scored partly against itself; it is never ranked. Its leakage-free form
 ``consistency_lf_k{k}`` (drawn from a pool disjoint from the samples of its target mu_hat_lf) is ranked, its
@@ -31,7 +39,6 @@ that could not be computed.
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,7 +47,10 @@ import numpy as np
 import pandas as pd
 
 import capcal_metrics as cm
-from analysis.report.render import ReportSection, format_interval
+from analysis.report.figures import Interval, forest_figure
+from analysis.report.metric_ranges import marked_interval, range_footnotes
+from analysis.report.registry import LEAKY
+from analysis.report.render import Figure, ReportSection, format_interval
 from analysis.report.sections import SectionInputs, higher_is_better, metric_header
 
 __all__ = [
@@ -52,10 +62,15 @@ __all__ = [
     "MIN_TRAINING_QUESTIONS",
     "PRIMARY_METRIC",
     "Ranking",
+    "DIFFERENCE",
+    "compares_several",
     "conclusion",
+    "forest_intervals",
     "measured",
+    "order_rankings",
     "rank_estimators",
     "summary_sections",
+    "verdict",
 ]
 
 PRIMARY_METRIC = "corrected_capability_brier"
@@ -64,16 +79,22 @@ MIN_QUESTIONS = 100  # below: the intervals are wide, the ranking tentative
 MIN_TRAINING_QUESTIONS = 50  # below: a fitted estimator (probe, isotonic) is fitted on too few questions
 MIN_SAMPLES = 10  # below: mu_hat moves in steps of 1/n and consistency has only small k
 MAX_PARSE_FAILURE_RATE = 0.2
-LEAKY = re.compile(r"consistency_k\d+$")  # the paper form: scored against samples it was drawn from
 # The other capability metrics shown beside the primary one in the summary, when computed.
 SUMMARY_METRICS = ("capability_brier_skill", "capability_ece_debiased", "soft_auroc")
+SKILL = "capability_brier_skill"
+DIFFERENCE = "difference to the best (paired; above 0: the best is better)"
+NOT_AVAILABLE_NOTE = (
+    "n/a: undefined on these questions (the Brier skill when the spread of the target over the questions is "
+    "no larger than its sampling noise; the AUROC when the target does not vary)"
+)
 
 
 @dataclass
 class Ranking:
     """One (model, evaluation task)'s ranking: the table (rank, estimator, target, primary metric with its
-    interval, the best's paired advantage over each, questions), the plain sentence, the warnings and the
-    estimators left out of the ranking (leaky)."""
+    interval, the best's paired advantage over each, questions), the verdict (what to use and how sure), the
+    sentence on the best and the next, the warnings, the estimators left out of the ranking (leaky), the
+    table's footnotes and the base rate's score on the primary metric (the forest plot's reference)."""
 
     model: str
     task: str
@@ -84,12 +105,15 @@ class Ranking:
     warnings: list[str] = field(default_factory=list)
     unranked: list[str] = field(default_factory=list)
     long: pd.DataFrame | None = None  # the ranked rows: estimator, estimate, low, high, advantage, ...
+    verdict: str = ""
+    footnotes: list[str] = field(default_factory=list)
+    base_rate: float = float("nan")
 
 
 @dataclass(frozen=True)
 class _Candidate:
     name: str
-    target: str  # what it is scored against, in words
+    target: str  # what it is scored against: mu_hat, or mu_hat_lf for the leakage-free consistency
     confidence: np.ndarray
     mu_hat: np.ndarray
     n: np.ndarray
@@ -103,15 +127,14 @@ def _candidates(inputs: SectionInputs) -> tuple[list[_Candidate], list[str]]:
         if LEAKY.match(name):
             leaky.append(name)
             continue
-        target = inputs.computed.columns[name].target
-        candidates.append(_Candidate(name, target, inputs.confidences[name], mu, n))
+        candidates.append(_Candidate(name, "mu_hat", inputs.confidences[name], mu, n))
     table = inputs.leakage_free
     if table is not None:
         for name in (c for c in table.columns if c.startswith("consistency_lf_k")):
             candidates.append(
                 _Candidate(
                     name,
-                    "capability (vs mu_hat_lf)",
+                    "mu_hat_lf",
                     table[name].to_numpy(dtype=float),
                     table["mu_hat_lf"].to_numpy(dtype=float),
                     table["n_lf"].to_numpy(dtype=float),
@@ -181,6 +204,83 @@ def conclusion(ranked: pd.DataFrame, metric_name: str) -> str:
         f"{best.estimator} and {second.estimator} are not distinguishable on {metric_name} at {at}: "
         f"the paired difference {interval} includes 0."
     )
+
+
+def _names(names: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _verb(names: Sequence[str]) -> str:
+    return "is" if len(names) == 1 else "are"
+
+
+def _skill_side(skill: tuple[float, float, float] | None) -> str:
+    """Where a Brier skill (estimate, low, high) puts an estimator against the base rate: "worse" (its
+    interval below 0), "better" (above 0), "tied" (the interval contains 0 or is missing) or "" (unknown)."""
+    if skill is None or np.isnan(skill[0]):
+        return ""
+    if skill[2] < 0:
+        return "worse"
+    if skill[1] > 0:
+        return "better"
+    return "tied"
+
+
+def verdict(
+    ranked: pd.DataFrame, skills: dict[str, tuple[float, float, float]], metric_name: str, questions: int
+) -> str:
+    """The sentence that says which confidence to use and how sure, from the ranking alone: ``ranked`` (rows
+    in rank order with each one's paired ``advantage_low``/``advantage_high`` against the best and
+    ``paired_questions``) and ``skills`` (estimator -> Brier skill estimate, low, high, the skill over the
+    base rate, the mean target announced for every question). The best is recommended when its skill interval
+    lies above 0, tentatively when it contains 0, not at all when it lies below; then the estimators not
+    distinguishable from it (paired interval containing 0), those it beats (above 0), and those worse than
+    the base rate (skill interval below 0). E.g. "Use probe: best on corrected capability Brier, not
+    distinguishable from isotonic_p_true at N = 40, ahead of p_true (paired 95% interval above 0); it beats
+    the base rate, while p_true is worse"."""
+    if ranked.empty:
+        return "No estimator could be ranked."
+    best = str(ranked.iloc[0].estimator)
+    side = _skill_side(skills.get(best))
+    if side == "worse":
+        text = f"Use none of them: {best} is best on {metric_name} but worse than the base rate"
+    elif side == "tied":
+        text = f"Use {best}, tentatively: best on {metric_name}"
+    else:
+        text = f"Use {best}: best on {metric_name}"
+    others = ranked.iloc[1:]
+    worse = [str(name) for name in others.estimator if _skill_side(skills.get(name)) == "worse"]
+    if others.empty:
+        text += ", the only estimator ranked (nothing to compare it with)"
+    no_interval = others[others.advantage_low.isna()]
+    tied = others[(others.advantage_low <= 0) & (others.advantage_high >= 0)]
+    beaten = others[others.advantage_low > 0]
+    reversed_ = others[others.advantage_high < 0]
+    if not tied.empty:
+        sizes = sorted({int(n) for n in tied.paired_questions})
+        at = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+        text += f", not distinguishable from {_names(tied.estimator)} at N = {at}"
+    if not beaten.empty:
+        names = list(beaten.estimator)
+        plural = "s" if len(names) > 1 else ""
+        text += f", ahead of {_names(names)} (paired 95% interval{plural} above 0)"
+    if not reversed_.empty:
+        names = list(reversed_.estimator)
+        text += f"; {_names(names)} {_verb(names)} better than it on the questions both have"
+    if not no_interval.empty:
+        text += f"; its difference to {_names(no_interval.estimator)} has no interval"
+    if side == "better":
+        text += "; it beats the base rate" + (
+            f", while {_names(worse)} {_verb(worse)} worse" if worse else ""
+        )
+    elif side == "tied":
+        text += "; but it is not distinguishable from the base rate (the mean mu_hat for every question)"
+        text += f", and {_names(worse)} {_verb(worse)} worse than the base rate" if worse else ""
+    elif worse:
+        text += f"; {_names(worse)} {_verb(worse)} worse than the base rate"
+    return text + "."
 
 
 def _warnings(inputs: SectionInputs, ranked: pd.DataFrame) -> list[str]:
@@ -301,30 +401,43 @@ def rank_estimators(inputs: SectionInputs, model: str, task: str) -> Ranking:
         {
             "rank": ranked["rank"],
             "estimator": ranked["estimator"],
-            "target": ranked["target"],
+            "scored against": ranked["target"],
             metric_header(metric): [
-                format_interval(e, lo, hi)
+                marked_interval(metric, e, lo, hi)
                 for e, lo, hi in zip(ranked.estimate, ranked.low, ranked.high, strict=True)
             ],
         }
     )
+    shown = [ranked.assign(metric=metric)[["metric", "estimate", "low", "high"]]]
+    skills: dict[str, tuple[float, float, float]] = {}
     for other in SUMMARY_METRICS:
         values = rows[rows["metric"] == other].set_index("estimator")
         if values.empty:
             continue
-        table[metric_header(other)] = [
-            format_interval(values.at[e, "estimate"], values.at[e, "low"], values.at[e, "high"])
-            if e in values.index
-            else ""
-            for e in ranked["estimator"]
-        ]
-    table["best's advantage ↑ (paired)"] = [
-        "" if r == 1 else format_interval(a, lo, hi)
+        cells = []
+        for name in ranked["estimator"]:
+            if name not in values.index:
+                cells.append("not computed")
+                continue
+            estimate, low, high = (float(values.at[name, key]) for key in ("estimate", "low", "high"))
+            cells.append(marked_interval(other, estimate, low, high))
+            shown.append(pd.DataFrame([{"metric": other, "estimate": estimate, "low": low, "high": high}]))
+            if other == SKILL:
+                skills[name] = (estimate, low, high)
+        table[metric_header(other)] = cells
+    table[DIFFERENCE] = [
+        "best" if r == 1 else format_interval(a, lo, hi)
         for r, a, lo, hi in zip(
             ranked["rank"], ranked.advantage, ranked.advantage_low, ranked.advantage_high, strict=True
         )
     ]
     table["questions"] = ranked["questions"]
+    footnotes = range_footnotes(pd.concat(shown, ignore_index=True))
+    cells = table.drop(columns=["rank", "questions"]).astype(str).to_numpy().ravel()
+    if any(cell == "n/a" for cell in cells):
+        footnotes.append(NOT_AVAILABLE_NOTE)
+    if any(cell == "not computed" for cell in cells):
+        footnotes.append("not computed: that metric is not computed for this estimator (see its section)")
     n = inputs.counts[0]
     return Ranking(
         model=model,
@@ -336,7 +449,21 @@ def rank_estimators(inputs: SectionInputs, model: str, task: str) -> Ranking:
         warnings=_warnings(inputs, ranked),
         unranked=leaky,
         long=ranked.assign(metric=metric),
+        verdict=verdict(ranked, skills, metric_name, len(inputs.evaluation)),
+        footnotes=footnotes,
+        base_rate=_base_rate(inputs.mu, n, metric),
     )
+
+
+def _base_rate(mu_hat: np.ndarray, n: np.ndarray, metric: str) -> float:
+    """The base rate's score on ``metric``: the Brier of the constant forecast at mean mu_hat
+    (``capcal_metrics.base_rate_variance``, with the finite-k correction for the corrected Brier), where a
+    Brier skill is 0; NaN when it is not positive (no skill is defined then)."""
+    if mu_hat.size < 2:
+        return float("nan")
+    corrected = metric == PRIMARY_METRIC and n.min() >= 2
+    value = cm.base_rate_variance(mu_hat, n if corrected else None)
+    return float(value) if value > 0 else float("nan")
 
 
 @dataclass(frozen=True)
@@ -358,15 +485,95 @@ def measured(model: str, task: str, evaluation: pd.DataFrame, estimators: bool) 
     return Measured(model, task, len(evaluation), samples, estimators)
 
 
+def forest_intervals(ranking: Ranking) -> list[Interval]:
+    """The rows of a ranking's forest plot, in rank order: each ranked estimator's primary metric with its
+    interval, the best highlighted, those scored against mu_hat_lf hollow (and named so)."""
+    if ranking.long is None:
+        return []
+    return [
+        Interval(
+            f"{row.estimator} (vs mu_hat_lf)" if row.target == "mu_hat_lf" else str(row.estimator),
+            row.estimate,
+            row.low,
+            row.high,
+            highlight=row.rank == 1,
+            hollow=row.target == "mu_hat_lf",
+        )
+        for row in ranking.long.itertuples(index=False)
+    ]
+
+
+def _forest(ranking: Ranking) -> Figure | None:
+    """The ranking as a forest plot (:func:`forest_intervals`), the base rate as a reference line, with its
+    reading guide (None without a ranked estimator)."""
+    rows = forest_intervals(ranking)
+    if not rows:
+        return None
+    metric = str(ranking.long["metric"].iloc[0])
+    other_target = [row for row in rows if row.hollow]
+    name = PRIMARY_NAME if metric == PRIMARY_METRIC else "capability Brier"
+    reference = ("base rate: the mean mu_hat for every question (skill 0)", ranking.base_rate)
+    png = forest_figure(rows, f"{name} (lower is better)", reference, zero_floor=metric == PRIMARY_METRIC)
+    guide = (
+        f"Dot: {name}; line: its 95% bootstrap interval; the best on top, in red; left is better. "
+        "Grey dotted: "
+        "the base rate (the mean mu_hat for every question), itself an estimate: the Brier skill's interval "
+        "in the table says whether an estimator beats it. Compare estimators by the table's paired "
+        "differences, not by overlapping intervals."
+    )
+    if other_target:
+        guide += " Hollow dots: scored against mu_hat_lf."
+    if any(np.isfinite(r.low) and r.low < 0 for r in rows) and metric == PRIMARY_METRIC:
+        guide += " Black line: 0, the lowest value a Brier can take; an interval below it is noise (‡)."
+    return Figure(
+        f"{name[0].upper()}{name[1:]} of each estimator ({ranking.model} · {ranking.task})", png, guide
+    )
+
+
+def _target_note(ranking: Ranking) -> str:
+    """What the ranked estimators are scored against, and why scores against different targets rank
+    together."""
+    ranked = ranking.long
+    if ranked is None:
+        return ""
+    lf = sorted(
+        str(e) for e, t in zip(ranked["estimator"], ranked["target"], strict=True) if t == "mu_hat_lf"
+    )
+    if not lf:
+        return "Every ranked estimator is scored against mu_hat, the expected accuracy from all k samples."
+    pools = "its draw pool" if len(lf) == 1 else "their draw pools"
+    text = (
+        f"{_names(lf)} {_verb(lf)} scored against mu_hat_lf, the expected accuracy from the samples outside "
+        f"{pools}: an unbiased estimate of the same expected accuracy mu as mu_hat, from fewer samples, so "
+        "its corrected Brier estimates the same quantity with a wider interval."
+    )
+    if len(lf) < len(ranked):
+        text += (
+            " The others are scored against mu_hat from all k samples; the corrected Brier removes each "
+            "target's sampling noise, so all are ranked together."
+        )
+    return text
+
+
+def compares_several(ranking: Ranking | None) -> bool:
+    """Whether a ranking can tell which estimator to use: it ranks two estimators or more (one is compared
+    with nothing)."""
+    return ranking is not None and ranking.long is not None and len(ranking.long) > 1
+
+
 def summary_sections(
     rankings: Sequence[Ranking],
     notices: Sequence[str] = (),
     n_resamples: int = 1000,
     what: Sequence[Measured] = (),
 ) -> list[ReportSection]:
-    """The report's first sections: what was measured (``what``: every (model, evaluation task), also
-    those without an estimator) and the input warnings, then one subsection per ranked (model, evaluation
-    task) with its ranking table, its sentence and its warnings."""
+    """The report's first sections: the verdict per (model, evaluation task) (what to use and how sure;
+    those without an estimator say so), the forest plot of each ranking that compares several estimators,
+    what was measured (``what``: every (model, evaluation task)) and the input warnings; then one subsection
+    per ranked (model, evaluation task), those that compare several estimators first
+    (:func:`order_rankings`): the sentence on the best and the next, its warnings, notes and table with
+    footnotes."""
+    rankings = order_rankings(rankings)
     measured = list(what) or [Measured(r.model, r.task, r.questions, r.samples, True) for r in rankings]
     models = sorted({m.model for m in measured})
     tasks = sorted({m.task for m in measured})
@@ -379,40 +586,61 @@ def summary_sections(
             for m in measured
         )
         or "no evaluation run",
-        "primary metric": f"{PRIMARY_NAME} (lower is better): proper, unbiased for the Brier against the "
-        "true expected accuracy, its intervals cover",
+        "primary metric": f"{PRIMARY_NAME} (lower is better): a proper score, unbiased for the Brier "
+        "against the true expected accuracy, whose bootstrap intervals cover it",
         "intervals": f"95% percentile bootstrap over questions ({n_resamples} resamples); differences paired",
     }
-    head = ReportSection(title="Summary", facts=facts, warnings=list(notices))
-    if not rankings:
+    verdicts = [f"{r.model} · {r.task}: {r.verdict}" for r in rankings]
+    ranked_pairs = {(r.model, r.task) for r in rankings}
+    verdicts += [
+        f"{m.model} · {m.task}: no confidence estimator could be computed, so there is nothing to rank."
+        for m in measured
+        if (m.model, m.task) not in ranked_pairs
+    ]
+    # the forest plots of the rankings that compare several estimators, right under the verdicts
+    forests = [_forest(r) for r in rankings if compares_several(r)]
+    head = ReportSection(
+        title="Summary",
+        facts=facts,
+        warnings=list(notices),
+        sentences=verdicts,
+        figures=[forest for forest in forests if forest is not None],
+        figures_first=True,
+    )
+    if not rankings and not verdicts:
         head.sentences.append("No evaluation task with a confidence estimator was found.")
     sections = [head]
     for ranking in rankings:
         notes = [
-            f"Ranked by {PRIMARY_NAME} ↓ with its 95% interval, every estimator scored against mu_hat "
-            '(target: what it was built to estimate); "best\'s advantage" is the paired bootstrap difference '
-            "(this estimator minus the best; above 0: the best is better) on the questions both have."
+            f'Ranked by {PRIMARY_NAME} ↓ with its 95% interval. The column "{DIFFERENCE}" is the paired '
+            "bootstrap difference between this estimator's score and the best's, on the questions both "
+            "have: above 0, the best is better; an interval that contains 0, the two are not "
+            "distinguishable at this N.",
+            _target_note(ranking),
         ]
+        notes = [note for note in notes if note]
         if ranking.unranked:
             notes.append(
-                f"Not ranked (leaky): {', '.join(ranking.unranked)}, the paper-form consistency, whose draws "
+                f"Not ranked (leaky): {_names(ranking.unranked)}, the paper-form consistency, whose draws "
                 "overlap the samples that define mu_hat; its leakage-free form consistency_lf_k is ranked "
                 "instead (when its held-out target has 2 samples or more)."
             )
+        caption = f"Estimators ranked by {PRIMARY_NAME} (N = {ranking.questions}, k = {ranking.samples})"
         sections.append(
             ReportSection(
                 title=f"Summary · {ranking.model} · {ranking.task}",
                 sentences=[ranking.sentence],
                 warnings=ranking.warnings,
                 notes=notes,
-                tables=[
-                    (
-                        f"Estimators ranked by {PRIMARY_NAME} "
-                        f"(N = {ranking.questions}, k = {ranking.samples})",
-                        ranking.table,
-                    )
-                ],
+                tables=[(caption, ranking.table)],
+                footnotes={caption: ranking.footnotes},
                 level=3,
             )
         )
     return sections
+
+
+def order_rankings(rankings: Sequence[Ranking]) -> list[Ranking]:
+    """The rankings in the order the summary shows them: those that compare several estimators first, then
+    those with one estimator (nothing compared); otherwise in the order given."""
+    return sorted(rankings, key=lambda ranking: not compares_several(ranking))

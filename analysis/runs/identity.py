@@ -39,7 +39,9 @@ class SamplesFile:
     @property
     def labels(self) -> str:
         """Which labels the run holds (``capcal_tasks.checkers.describe_labels``)."""
-        return describe_labels(self.rescore)
+        return describe_labels(
+            self.rescore, self.task, (self.task_config.get("metadata") or {}).get("version")
+        )
 
 
 def _label(results: dict | None, folder: Path) -> str:

@@ -76,7 +76,7 @@ def read_run(file: SamplesFile, allow_null_responses: bool, keep_responses: bool
     confidence_rows: list[dict] = []
     first_line: dict[str, int] = {}
     target_task: Any = ...  # read from the task's declaration at the first confidence record
-    checker = recheck_scorer(file.task, file.rescore)
+    checker = recheck_scorer(file.task, file.rescore, (file.task_config.get("metadata") or {}).get("version"))
     for line_number, record in iter_json_lines(file.path, _not_capcal):
         where = f"{file.path}:{line_number}"
         if is_sampling_record(record):

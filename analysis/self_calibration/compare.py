@@ -354,7 +354,14 @@ def _curves_figure(curves: pd.DataFrame) -> bytes:
                 part["avg_samples"], part["accuracy_low"], part["accuracy_high"], color=colour, alpha=0.15
             )
             base = curves[(curves["strategy"] == "self_consistency") & (curves["side"] == side)]
-            axis.plot(base["avg_samples"], base["accuracy"], linestyle=":", color=colour, linewidth=1)
+            axis.plot(
+                base["avg_samples"],
+                base["accuracy"],
+                linestyle=":",
+                color=colour,
+                linewidth=1,
+                label=f"{side}: self-consistency",
+            )
         axis.set_title(CURVE_STRATEGIES[strategy], fontsize=9)
         axis.set_xlabel("average samples used")
         axis.set_ylabel("accuracy")

@@ -16,7 +16,7 @@ import datasets
 from capcal_tasks.answers.boxed import last_boxed
 from capcal_tasks.answers.integer import parse_integer
 from capcal_tasks.data_sources import HubSplit, add_question_fields, load_split, read_csv
-from capcal_tasks.prompts import NUMBER_INSTRUCTION, sampling_prompt
+from capcal_tasks.prompts import NUMBER_INSTRUCTION, logged_sampling_prompt, sampling_prompt
 from capcal_tasks.sampling import score_responses
 
 DATASET = "aime"
@@ -80,5 +80,9 @@ def is_correct(answer: str | None, gold: int) -> bool:
 def process_results(doc: dict, results: list) -> dict:
     gold = int(doc["gold_answer"])
     return score_responses(
-        results[0], extract=extract_answer, judge=lambda a: is_correct(a, gold), answer_class=parse_integer
+        results[0],
+        extract=extract_answer,
+        judge=lambda a: is_correct(a, gold),
+        answer_class=parse_integer,
+        prompt=logged_sampling_prompt(doc, INSTRUCTION),
     )

@@ -10,7 +10,10 @@ Two labels:
   normalised alias, where containment is of whole words (a contiguous run of the other's words): "lewis"
   is contained in "sinclair lewis", but "2" is not contained in "march 2018" (the paper's code compares
   character substrings, which also accepts "201" for "2018"). An answer (or alias) that normalises to the
-  empty string matches nothing (the paper's code counts an empty answer as contained in every alias).
+  empty string matches nothing (the paper's code counts an empty answer as contained in every alias). An alias
+  whose words occur in the question itself ("Tony Blair" for a question that names Tony Blair) counts only
+  when the answer equals it: a sentence that restates the question contains it without answering (capcal's
+  rule; the paper's code credits it).
 - ``equals_an_alias`` (stricter, reported beside it): the normalised answer equals a normalised alias.
 """
 
@@ -71,16 +74,22 @@ def _contains_words(text: str, part: str) -> bool:
     return f" {part} " in f" {text} "
 
 
-def matches_an_alias(answer: str | None, aliases: Iterable[str]) -> bool:
+def matches_an_alias(answer: str | None, aliases: Iterable[str], question: str = "") -> bool:
     """The paper's label: the normalised answer equals an alias, contains it, or is contained in it (as whole
-    words); an empty normalised answer matches nothing."""
+    words); an empty normalised answer matches nothing. An alias whose words occur in ``question`` matches
+    only an equal answer."""
     if answer is None:
         return False
     normalized = normalize_answer(answer)
     if not normalized:
         return False
+    asked = normalize_answer(question)
     return any(
-        _contains_words(normalized, alias) or _contains_words(alias, normalized)
+        normalized == alias
+        or (
+            not (asked and _contains_words(asked, alias))
+            and (_contains_words(normalized, alias) or _contains_words(alias, normalized))
+        )
         for alias in _normalized_aliases(aliases)
     )
 

@@ -4,7 +4,8 @@ Extraction (paper protocol), first rule that finds a letter wins:
 1. the last ``\boxed{...}`` whose content is a choice letter (``B``, ``(B)``, ``\text{B}``, ``B. 42``);
 2. the last "answer is (X)" / "answer is X";
 3. the last "answer: X";
-4. the last standalone capital A-D in the response.
+4. the last standalone capital A-D in the response, a list of all four letters ("A, B, C, or D", the
+   instruction's words) left out (capcal's rule: the paper's code reads its D as the answer).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ _BOXED_LETTER = re.compile(rf"^\s*(?:\\text\s*\{{\s*)?{_LETTER}")
 _ANSWER_IS = re.compile(rf"answer is\s*:?\s*\**\s*{_LETTER}", re.IGNORECASE)
 _ANSWER_COLON = re.compile(rf"answer\s*:\s*\**\s*{_LETTER}", re.IGNORECASE)
 _STANDALONE = re.compile(r"(?<![A-Za-z0-9])([A-D])(?![A-Za-z0-9])")
+_LETTER_LIST = re.compile(r"\(?A\)?,\s*\(?B\)?,\s*\(?C\)?,?\s*(?:or\s+|and\s+)?\(?D\)?(?![A-Za-z0-9])")
 
 
 def format_choices(question: str, choices: Sequence[str]) -> str:
@@ -58,8 +60,9 @@ def extract_choice_letter(response: str) -> str | None:
         match = _BOXED_LETTER.match(content)
         if match:
             return match.group(1)
-    for pattern in (_ANSWER_IS, _ANSWER_COLON, _STANDALONE):
+    for pattern in (_ANSWER_IS, _ANSWER_COLON):
         matches = pattern.findall(response)
         if matches:
             return matches[-1]
-    return None
+    matches = _STANDALONE.findall(_LETTER_LIST.sub(" ", response))
+    return matches[-1] if matches else None

@@ -23,7 +23,7 @@ import datasets
 
 from capcal_tasks.answers.boxed import last_boxed
 from capcal_tasks.numeric_scoring import number_is_correct, score_number_responses
-from capcal_tasks.prompts import sampling_prompt
+from capcal_tasks.prompts import logged_sampling_prompt, sampling_prompt
 from capcal_tasks.question_id import question_id
 
 DATASET = "arithmetic"
@@ -118,4 +118,6 @@ is_correct = number_is_correct
 
 
 def process_results(doc: dict, results: list) -> dict:
-    return score_number_responses(results[0], doc["gold_answer"], extract_answer)
+    return score_number_responses(
+        results[0], doc["gold_answer"], extract_answer, prompt=logged_sampling_prompt(doc, INSTRUCTION)
+    )

@@ -14,7 +14,7 @@ from capcal_tasks.answers.boxed import last_boxed
 from capcal_tasks.answers.numeric import gsm8k_gold
 from capcal_tasks.data_sources import HubSplit, add_question_fields, load_split, read_jsonl
 from capcal_tasks.numeric_scoring import number_is_correct, score_number_responses
-from capcal_tasks.prompts import NUMBER_INSTRUCTION, sampling_prompt
+from capcal_tasks.prompts import NUMBER_INSTRUCTION, logged_sampling_prompt, sampling_prompt
 
 DATASET = "gsm8k"
 INSTRUCTION = NUMBER_INSTRUCTION
@@ -48,4 +48,6 @@ is_correct = number_is_correct
 
 
 def process_results(doc: dict, results: list) -> dict:
-    return score_number_responses(results[0], doc["gold_answer"], extract_answer)
+    return score_number_responses(
+        results[0], doc["gold_answer"], extract_answer, prompt=logged_sampling_prompt(doc, INSTRUCTION)
+    )

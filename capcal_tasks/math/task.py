@@ -18,7 +18,7 @@ import datasets
 from capcal_tasks.answers.boxed import last_boxed
 from capcal_tasks.answers.math_equivalence import math_answers_equal
 from capcal_tasks.data_sources import HubSplit, add_question_fields, load_split, read_jsonl
-from capcal_tasks.prompts import MATH_INSTRUCTION, sampling_prompt
+from capcal_tasks.prompts import MATH_INSTRUCTION, logged_sampling_prompt, sampling_prompt
 from capcal_tasks.sampling import score_responses
 
 DATASET = "math"
@@ -93,5 +93,9 @@ def process_results(doc: dict, results: list) -> dict:
         return ("correct",) if is_correct(answer, gold) else ("answer", "".join(answer.split()))
 
     return score_responses(
-        results[0], extract=extract_answer, judge=lambda a: is_correct(a, gold), answer_class=answer_class
+        results[0],
+        extract=extract_answer,
+        judge=lambda a: is_correct(a, gold),
+        answer_class=answer_class,
+        prompt=logged_sampling_prompt(doc, INSTRUCTION),
     )

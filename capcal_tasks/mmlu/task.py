@@ -16,7 +16,7 @@ import datasets
 
 from capcal_tasks.answers.choices import LETTERS, extract_choice_letter, format_choices
 from capcal_tasks.data_sources import HubSplit, load_split, read_csv, unique_questions
-from capcal_tasks.prompts import CHOICE_INSTRUCTION, sampling_prompt
+from capcal_tasks.prompts import CHOICE_INSTRUCTION, logged_sampling_prompt, sampling_prompt
 from capcal_tasks.question_id import question_id
 from capcal_tasks.sampling import score_responses
 
@@ -90,4 +90,9 @@ def is_correct(answer: str | None, gold: str) -> bool:
 
 def process_results(doc: dict, results: list) -> dict:
     gold = doc["gold_answer"]
-    return score_responses(results[0], extract=extract_answer, judge=lambda a: is_correct(a, gold))
+    return score_responses(
+        results[0],
+        extract=extract_answer,
+        judge=lambda a: is_correct(a, gold),
+        prompt=logged_sampling_prompt(doc, INSTRUCTION),
+    )

@@ -77,3 +77,18 @@ def ranking_rows(markdown: str, model: str, task: str) -> list[dict[str, str]]:
     summary = section_of(markdown, f"### Summary · {model} · {task}")
     (rows,) = [rows for caption, rows in tables(summary).items() if caption.startswith("Estimators ranked")]
     return rows
+
+
+def footnotes(text: str) -> dict[str, list[str]]:
+    """The footnotes under every table in ``text``, by the table's ``###``/``####`` caption: the italic lines
+    between the table and the next heading, unescaped (``_‡ a\\_b: ..._`` -> ``‡ a_b: ...``)."""
+    notes: dict[str, list[str]] = {}
+    caption, after_table = None, False
+    for line in text.splitlines():
+        if line.startswith("#"):
+            caption, after_table = line.lstrip("#").strip(), False
+        elif line.startswith("| "):
+            after_table = True
+        elif after_table and line.startswith("_") and line.endswith("_") and caption is not None:
+            notes.setdefault(caption, []).append(re.sub(r"\\(.)", r"\1", line[1:-1]))
+    return notes

@@ -23,7 +23,7 @@ import pytest
 
 from analysis.judge import JudgeChecker
 from analysis.judge.agreement import NOT_SENT, rescore_agreement
-from analysis.judge.checker import JUDGE_VERSION
+from analysis.judge.checker import JUDGE_VERSION, is_non_answer
 from analysis.judge.client import JudgeClient, chat_completions_url
 from analysis.judge.prompts import (
     EQUALITY_TEMPLATE,
@@ -193,8 +193,15 @@ def judge_server():
 
 
 def _item(task: str, qid: str, gold: str, answer: str | None, index: int = 0) -> CheckItem:
+    """An item whose response states ``answer`` as the task's checker reads it (None: an empty response)."""
     doc = {"question_text": f"question {qid}?", "gold_answer": gold}
-    return CheckItem(task, qid, doc, f"... {answer}", answer, gold, f"question {qid}?", (gold,), index)
+    if answer is None:
+        response = ""
+    elif task.startswith(("capcal_math", "capcal_gsm8k", "capcal_aime")):  # a boxed answer
+        response = f"So the answer is \\boxed{{{answer}}}."
+    else:
+        response = f"... {answer}"
+    return CheckItem(task, qid, doc, response, answer, gold, f"question {qid}?", (gold,), index)
 
 
 def _items() -> list[CheckItem]:
@@ -214,6 +221,27 @@ def _checker(server: StandInJudge, tmp_path: Path, **options) -> JudgeChecker:
     options = {"api_key_env": KEY_ENV, "cache_path": tmp_path / "judge.sqlite", "retry_base_delay": 0.01,
                "num_concurrent": 4, **options}  # fmt: skip
     return JudgeChecker(server.base_url, **options)
+
+
+def test_rules_decide_non_answers_before_the_judge_sees_them(tmp_path) -> None:
+    """Issue 34: the judge graded "True" and "correct." as CORRECT. A cascade: no answer, or a non-answer
+    (a verdict word, a refusal) that is not the gold, is incorrect without a request; the answer judged is
+    the one the installed checker extracts (an echoed question leaves none). No server runs here: a request
+    would fail."""
+    question = "Which river flows through Cairo?"
+    doc = {"question_text": question, "gold_answer": "Nile"}
+    responses = ["True", "correct.", "\\boxed{Yes}", "I don't know.", question, ""]
+    items = [
+        CheckItem("capcal_triviaqa", "q", doc, response, "stale", "Nile", question, ("Nile",), index)
+        for index, response in enumerate(responses)
+    ]
+    checker = JudgeChecker("http://127.0.0.1:9/v1", model="judge", cache=False, max_retries=0)
+    verdicts = checker.check(items)
+    assert [v.correct for v in verdicts] == [0] * len(items) and all(v.raw is None for v in verdicts)
+    assert [v.extracted_answer for v in verdicts] == ["True", "correct", "Yes", "I don't know", None, None]
+    assert checker.counts == Counter(refused=4, not_sent=2)
+    assert is_non_answer("True", "Nile") and is_non_answer("  ", "Nile") and not is_non_answer("Nile", "Nile")
+    assert not is_non_answer("Yes", "yes") and not is_non_answer("The Nile", "Nile")  # the gold is no refusal
 
 
 def test_checker_verdicts_raw_outputs_and_counts(judge_server, tmp_path, monkeypatch) -> None:

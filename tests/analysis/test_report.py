@@ -130,15 +130,17 @@ def _ptrue_line(doc_id: int, question_id: str, p: float) -> dict:
     return {"doc_id": doc_id, "doc": {"question_id": question_id}, "metrics": list(record), **record}
 
 
-def _write(root, task: str, metadata: dict, lines: list[dict], date: str = DATE) -> None:
+def _write(
+    root, task: str, metadata: dict, lines: list[dict], date: str = DATE, model: str = MODEL_FOLDER
+) -> None:
     """A samples file and its entry in the run's results file (one results file per run, as lm-eval)."""
     import json
 
-    folder = root / MODEL_FOLDER
+    folder = root / model
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"samples_{task}_{date}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     path = folder / f"results_{date}.json"
-    results = json.loads(path.read_text()) if path.exists() else {"model_name": "toy-model"}
+    results = json.loads(path.read_text()) if path.exists() else {"model_name": model}
     results.setdefault("results", {})[task] = {}
     results.setdefault("configs", {})[task] = {"metadata": metadata}
     results.setdefault("n-samples", {})[task] = {"original": len(lines), "effective": len(lines)}
@@ -395,7 +397,10 @@ def test_report_opens_with_a_summary_that_ranks_concludes_and_warns(tmp_path, re
         n_resamples=20,
         seed=0,
     )[second]
-    advantage = rows[1]["best's advantage ↑ \\(paired\\)"]
+    from analysis.report import markdown_text
+    from analysis.report.summary import DIFFERENCE
+
+    advantage = rows[1][markdown_text(DIFFERENCE)]
     assert advantage == format_interval(*difference).replace("[", "\\[").replace("]", "\\]")
     summary = report_markdown.section_of(markdown, "### Summary · toy-model · toy_eval")
     if difference.low > 0:
@@ -594,3 +599,283 @@ def test_the_sentence_follows_the_paired_interval(advantage, expected):
         }
     )
     assert conclusion(ranked, "corrected capability Brier").startswith(expected)
+
+
+# ------------------------------------------------------ the first screen: verdicts, order, forest plot
+
+
+def _one_estimator_model(root, model: str = "a-model"):
+    """A second model, ``a-model`` (its runs are read before toy-model's), with toy_eval sampled k = 4 and
+    nothing else: its only ranked estimator is the leakage-free consistency."""
+    rng = np.random.default_rng(2)
+    ids = [f"toy/e{i}" for i in range(12)]
+    meta = {"capcal_task": "sampling", "capcal_role": "evaluation", "capcal_calibration_tasks": ["toy_calib"],
+            "capcal_dataset": "toy"}  # fmt: skip
+    correct = rng.integers(0, 5, len(ids))
+    lines = [_sampling_line(i, q, int(c)) for i, (q, c) in enumerate(zip(ids, correct, strict=True))]
+    _write(root, "toy_eval", meta, lines, model=model)
+    return root
+
+
+def _verdicts(markdown: str) -> list[str]:
+    """The verdict sentences of the summary's head (before its first subsection)."""
+    head = markdown.split("## Summary\n", 1)[1].split("\n### Summary · ", 1)[0]
+    return [line for line in head.splitlines() if " · toy_eval: " in line and not line.startswith("- ")]
+
+
+def test_summary_opens_with_a_verdict_per_model_and_the_section_that_compares_first(tmp_path):
+    """One verdict sentence per (model, task) at the top; the model that compares several estimators comes
+    before the one with a single estimator (although its runs are read first), in the verdicts, the summary
+    subsections and the per-task sections; its forest plot sits under the verdicts, before what was
+    measured; the phrases read as sentences."""
+    from analysis.report import build_report
+    from analysis.report.build import analyze_runs
+
+    runs = _one_estimator_model(_runs(tmp_path / "runs"))
+    analysis = analyze_runs([runs], options=_options())
+    assert [r.model for r in analysis.results][0] == "a-model"  # the order the runs come in
+    files = build_report([runs], tmp_path / "report", options=_options())
+    markdown = files.markdown.read_text()
+    verdicts = _verdicts(markdown)
+    assert len(verdicts) == 2
+    assert verdicts[0].startswith("toy-model · toy_eval: Use ")
+    assert verdicts[1].startswith("a-model · toy_eval: Use consistency_lf_k2")
+    assert "best on corrected capability Brier, the only estimator ranked" in verdicts[1]
+    headings = re.findall(r"(?m)^#{2,3} (.*)$", markdown)
+    assert headings.index("Summary · toy-model · toy_eval") < headings.index("Summary · a-model · toy_eval")
+    assert headings.index("toy-model · toy_eval") < headings.index("a-model · toy_eval")
+    head = markdown.split("## Summary\n", 1)[1].split("\n### Summary · ", 1)[0]
+    forest = "### Corrected capability Brier of each estimator \\(toy-model · toy_eval\\)"
+    assert forest in head and head.index(verdicts[-1]) < head.index(forest) < head.index("- models:")
+    assert "each estimator \\(a-model" not in markdown  # one estimator: nothing to plot against
+    assert "its intervals cover" not in markdown and "best's advantage" not in markdown
+    assert "- primary metric: corrected capability Brier \\(lower is better\\): a proper score" in markdown
+
+
+RANKED = pd.DataFrame(
+    {
+        "estimator": ["a", "b", "c"],
+        "advantage_low": [np.nan, -0.01, 0.02],
+        "advantage_high": [np.nan, 0.03, 0.09],
+        "paired_questions": [40, 40, 40],
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("ranked", "skills", "expected"),
+    [
+        (
+            RANKED,
+            {"a": (0.4, 0.1, 0.6), "b": (0.2, -0.1, 0.4), "c": (-0.5, -0.9, -0.1)},
+            "Use a: best on corrected capability Brier, not distinguishable from b at N = 40, ahead of c "
+            "(paired 95% interval above 0); it beats the base rate, while c is worse.",
+        ),
+        (
+            RANKED.assign(advantage_low=[np.nan, 0.01, 0.02]),
+            {"a": (0.3, -0.1, 0.6), "b": (-0.2, -0.5, -0.01), "c": (-0.5, -0.9, -0.1)},
+            "Use a, tentatively: best on corrected capability Brier, ahead of b and c (paired 95% intervals "
+            "above 0); but it is not distinguishable from the base rate (the mean mu_hat for every "
+            "question), and b and c are worse than the base rate.",
+        ),
+        (
+            RANKED.head(2),
+            {"a": (-0.3, -0.6, -0.1), "b": (-0.4, -0.7, -0.1)},
+            "Use none of them: a is best on corrected capability Brier but worse than the base rate, not "
+            "distinguishable from b at N = 40; b is worse than the base rate.",
+        ),
+        (
+            RANKED.head(1),
+            {"a": (0.7, 0.5, 0.9)},
+            "Use a: best on corrected capability Brier, the only estimator ranked (nothing to compare it "
+            "with); it beats the base rate.",
+        ),
+        (
+            RANKED.head(2).assign(advantage_low=[np.nan, -0.05], advantage_high=[np.nan, -0.01]),
+            {},
+            "Use a: best on corrected capability Brier; b is better than it on the questions both have.",
+        ),
+    ],
+)
+def test_the_verdict_follows_the_paired_intervals_and_the_skill(ranked, skills, expected):
+    from analysis.report.summary import verdict
+
+    assert verdict(ranked, skills, "corrected capability Brier", 40) == expected
+
+
+def test_the_forest_plot_draws_the_ranking_and_the_base_rate_where_the_skill_is_zero(tmp_path):
+    """The forest plot's rows are the ranking (rank order, the best highlighted, the leakage-free consistency
+    hollow) and its base-rate line is the Brier where the skill is 0: 1 - Brier / base rate is each
+    estimator's Brier skill in the table."""
+    import capcal_metrics as cm
+    from analysis.report.build import analyze_runs
+    from analysis.report.summary import forest_intervals
+
+    (result,) = analyze_runs([_runs(tmp_path / "runs")], options=_options()).results
+    ranking, inputs = result.ranking, result.inputs
+    rows = forest_intervals(ranking)
+    assert [r.estimate for r in rows] == list(ranking.long["estimate"])
+    assert [r.highlight for r in rows] == [True] + [False] * (len(rows) - 1)
+    assert {r.label for r in rows if r.hollow} == {"consistency_lf_k2 (vs mu_hat_lf)"}
+    assert ranking.base_rate == pytest.approx(cm.base_rate_variance(inputs.mu, inputs.counts[0]))
+    skills = inputs.metrics[inputs.metrics["metric"] == "capability_brier_skill"].set_index("estimator")
+    checked = 0
+    for row in ranking.long.itertuples(index=False):
+        if row.target == "mu_hat":
+            assert 1 - row.estimate / ranking.base_rate == pytest.approx(skills.at[row.estimator, "estimate"])
+            checked += 1
+    assert checked >= 2
+
+
+@pytest.mark.parametrize(
+    ("metric", "value", "marks"),
+    [
+        ("corrected_capability_brier", (0.004, -0.009, 0.021), "‡"),  # the issue's N = 6 Brier interval
+        ("capability_ece_debiased", (-0.026, -0.140, 0.089), "‡"),  # the demo's debiased ECE
+        ("capability_brier_skill", (3.880, 1.582, 3.880), "§"),  # N = 3
+        ("capability_brier_skill", (-47.0, np.nan, np.nan), "¶"),  # the "random" row at N = 3
+        ("capability_brier_skill", (-0.5, -4.3, 0.1), ""),  # an endpoint below -1 alone: not marked
+        ("capability_brier_skill", (0.455, -0.137, 0.667), ""),
+        ("capability_brier", (0.05, 0.0, 0.09), ""),
+        ("soft_auroc", (0.9, 0.8, 1.0), ""),
+        ("corrected_capability_brier", (np.nan, np.nan, np.nan), ""),
+    ],
+)
+def test_values_outside_their_range_are_marked(metric, value, marks):
+    from analysis.report.metric_ranges import marked_interval, range_footnotes, range_marks
+
+    assert range_marks(metric, *value) == marks
+    text = marked_interval(metric, *value)
+    assert text == (f"{format_interval(*value)} {marks}" if marks else format_interval(*value))
+    notes = range_footnotes([(metric, *value)])
+    assert [note.split(" ", 2)[:2] for note in notes] == [[mark, f"{metric}:"] for mark in marks]
+
+
+def _numbers(cell: str) -> list[float]:
+    return [float(x) for x in re.findall(r"-?\d+\.\d+", cell)]
+
+
+def test_every_value_outside_its_range_is_marked_where_shown_with_its_reason(tmp_path, report_markdown):
+    """In the ranking tables, the section tables and the grids of a small report (N = 10 and 12, k = 4),
+    a cell carries ‡ exactly when a shown value of the corrected Brier or debiased ECE is below 0, § when a
+    skill is above 1, ¶ when a skill's estimate is below -1 (up to the 3 decimals shown), and each mark
+    has its reason in a footnote under the same table."""
+    from analysis.report import build_report
+
+    markdown = build_report(
+        [_two_task_runs(tmp_path / "runs")], tmp_path / "report", options=_options()
+    ).markdown.read_text()
+    body = markdown.split("## Appendix")[0]
+    tables, notes = report_markdown.tables(body), report_markdown.footnotes(body)
+    seen = {"‡": 0, "§": 0, "¶": 0}
+    for caption, rows in tables.items():
+        grid = re.match(r"(\w+) [↑↓]: estimators x tasks", caption.replace("\\", ""))
+        for row in rows:
+            for header, cell in row.items():
+                metric = grid[1] if grid and header != "estimator" else header.replace("\\", "").split(" ")[0]
+                values = _numbers(cell)
+                if not values:
+                    continue
+                expected = ""
+                if metric in ("corrected_capability_brier", "capability_ece_debiased") and min(values) < 0:
+                    expected += "‡"
+                if metric == "capability_brier_skill" and max(values) > 1.0005:
+                    expected += "§"
+                if metric == "capability_brier_skill" and values[0] < -1.0005:
+                    expected += "¶"
+                marks = "".join(m for m in "‡§¶" if m in cell)
+                assert marks == expected, (caption, header, cell)
+                for mark in marks:
+                    seen[mark] += 1
+                    assert any(n.startswith(f"{mark} {metric}: ") for n in notes.get(caption, [])), (
+                        caption,
+                        mark,
+                    )
+    assert all(count > 0 for count in seen.values()), seen  # the small report has each case
+
+
+def test_blank_cells_say_why(tmp_path, report_markdown):
+    """The ranking never leaves a cell blank (the leakage-free consistency has its skill and debiased ECE);
+    the random row's blank cells in a section table and a grid's blank cells are explained under the
+    table."""
+    from analysis.report import build_report
+    from analysis.report.paper_table import BLANK_NOTE
+    from analysis.report.sections import RANDOM_ROW_NOTE
+
+    runs = _one_estimator_model(_two_task_runs(tmp_path / "runs"))
+    markdown = build_report([runs], tmp_path / "report", options=_options()).markdown.read_text()
+    rows = report_markdown.ranking_rows(markdown, "toy-model", "toy_eval")
+    assert all(cell != "" for row in rows for cell in row.values())
+    (lf,) = [row for row in rows if row["estimator"] == "consistency_lf_k2"]
+    assert _numbers(lf["capability_brier_skill ↑"]) and _numbers(lf["capability_ece_debiased ↓"])
+    body = markdown.split("## Appendix")[0]
+    tables, notes = report_markdown.tables(body), report_markdown.footnotes(body)
+    blanks = 0
+    for caption, table in tables.items():
+        if any(cell == "" for row in table for key, cell in row.items() if key):
+            blanks += 1
+            section_table = caption.startswith(("Capability calibration", "Response calibration"))
+            expected = RANDOM_ROW_NOTE if section_table else BLANK_NOTE
+            assert expected in notes.get(caption, []), caption
+    assert blanks >= 3  # the random rows, and the grids where a-model has no P(True)
+
+
+def test_routing_and_budget_captions_name_the_lines_their_legends_show(tmp_path):
+    """Each reference line of the routing figure is named in its caption by the style it is drawn in
+    (exactly once, each style its own), under the name its legend shows; the black dashed line is one
+    oracle only; the tie that puts oracle_cheap near random is said; the paper-form consistency is
+    labelled leaky. The budget and pass@k guides name their reference lines the same way."""
+    from analysis.applications.routing import routing_curves
+    from analysis.report import build_report
+    from analysis.report.figures import Curve, line_description
+    from analysis.report.sections import routing_guide, routing_lines
+
+    assert line_description(Curve("x", [0], [0], style="--", marker="^", color="black")) == (
+        "black dashed line with triangles"
+    )
+    mu_cheap = np.array([0.0] * 6 + [0.25, 0.5, 0.75, 1.0])
+    mu_strong = np.array([1.0, 0.75, 0.5, 0.25, 1.0, 0.0, 1.0, 1.0, 0.5, 1.0])
+    rng = np.random.default_rng(0)
+    confidences = {"consistency_k5": rng.uniform(size=10), "p_true": rng.uniform(size=10)}
+    lines = routing_lines(routing_curves(confidences, mu_cheap, mu_strong))
+    guide = routing_guide(lines, mu_cheap, "cheap")
+    labels = [line.label for line in lines]
+    assert labels[:2] == ["consistency_k5 (leaky)", "p_true"]
+    references = [line for line in lines if line.color is not None]
+    names = [line.label.split(" ")[0] for line in references]
+    assert names == ["random", "oracle_cheap", "oracle_gain"]
+    descriptions = [line_description(line) for line in references]
+    assert len(set(descriptions)) == 3 and guide.count("black dashed") == 1
+    for name, description in zip(names, descriptions, strict=True):
+        assert guide.count(description) == 1
+        after = guide.split(description, 1)[1]
+        assert after.startswith(" (random routing)" if name == "random" else f" is {name},"), after[:40]
+    assert "6 of the 10 questions have mu_hat = 0 for cheap" in guide
+    assert "consistency_k5 (leaky): the paper-form consistency" in guide
+
+    markdown = build_report(
+        [_runs(tmp_path / "runs")], tmp_path / "report", options=_options()
+    ).markdown.read_text()
+    assert "grey dotted line with squares \\(uniform allocation\\)" in markdown
+    assert "black dashed line with triangles \\(the oracle, allocating by mu_hat itself\\)" in markdown
+    assert "black dashed line with circles \\(actual \\(unbiased pass@k\\)\\)" in markdown
+
+
+@pytest.mark.slow
+def test_the_first_screen_in_chromium_concludes(tmp_path, browser):
+    """In a 1280 x 1000 Chromium window, before any scrolling: the title, one verdict per model (the model
+    that compares several estimators first) and its forest plot, decoded, wholly inside the window."""
+    from analysis.report import build_report
+
+    runs = _one_estimator_model(_runs(tmp_path / "runs"))
+    files = build_report([runs], tmp_path / "report", options=_options(), title="capcal test report")
+    screen = browser.first_screen(files.html, tmp_path / "profile")
+    seen = screen["seen"]
+    texts = [item["text"] for item in seen]
+    assert texts[0] == "capcal test report" and texts[1] == "Summary"
+    verdicts = [i for i, text in enumerate(texts) if re.match(r"(toy|a)-model · toy_eval: Use ", text)]
+    assert [texts[i].split(" ")[0] for i in verdicts] == ["toy-model", "a-model"]
+    (forest,) = [item for item in seen if item["tag"] == "img"]
+    assert forest["text"] == "Corrected capability Brier of each estimator (toy-model · toy_eval)"
+    assert forest["loaded"] and forest["bottom"] <= screen["height"]
+    assert seen.index(forest) > verdicts[-1]

@@ -25,28 +25,55 @@ CASES = {
 
 def loop_debiased_ece(confidence, target, n_bins=10):
     """The module docstring's estimator, bin by bin, with E|N(m, s^2)| from scipy's folded normal."""
-    bins: dict[int, list[float]] = {}
+    bins: dict[int, list[tuple[float, float]]] = {}
     for c, t in zip(confidence, target, strict=True):
-        bins.setdefault(min(int(math.floor(c * n_bins)), n_bins - 1), []).append(t - c)
-    squares = {b: sum((d - sum(ds) / len(ds)) ** 2 for d in ds) for b, ds in bins.items()}
-    degrees = len(confidence) - len(bins)
-    pooled = sum(squares.values()) / degrees if degrees > 0 else 0.0
+        bins.setdefault(min(int(math.floor(c * n_bins)), n_bins - 1), []).append((c, t))
+    sizes = {b: len(rows) for b, rows in bins.items()}
+    gaps = {b: sum(t - c for c, t in rows) / sizes[b] for b, rows in bins.items()}
+    squares = {b: sum((t - c - gaps[b]) ** 2 for c, t in rows) for b, rows in bins.items()}
+    success = {
+        b: (sum(t for _, t in rows) + 2 * sum(c for c, _ in rows) / sizes[b]) / (sizes[b] + 2)
+        for b, rows in bins.items()
+    }
+    reference = sum((sizes[b] - 1) * success[b] * (1 - success[b]) for b in bins)
+    dispersion = sum(squares.values()) / reference if reference > 0 else 0.0
     total = 0.0
-    for b, differences in bins.items():
-        size = len(differences)
-        gap = sum(differences) / size
-        sd = math.sqrt((squares[b] + 2 * pooled) / (size + 1) / size)
-        folded = stats.foldnorm.mean(abs(gap) / sd, scale=sd) if sd > 0 else abs(gap)
-        total += size * (2 * abs(gap) - folded)
+    for b in bins:
+        prior = dispersion * success[b] * (1 - success[b])
+        sd = math.sqrt((squares[b] + 2 * prior) / (sizes[b] + 1) / sizes[b])
+        folded = stats.foldnorm.mean(abs(gaps[b]) / sd, scale=sd) if sd > 0 else abs(gaps[b])
+        total += sizes[b] * (2 * abs(gaps[b]) - folded)
     return total / len(confidence)
 
 
-@pytest.mark.parametrize(("seed", "n_questions", "n_bins"), [(0, 200, 10), (1, 37, 10), (2, 300, 15)])
-def test_matches_a_loop(make_data, seed, n_questions, n_bins):
-    data = make_data(n_queries=n_questions, seed=seed, n_samples=4, decimals=2)
+@pytest.mark.parametrize(
+    ("seed", "n_questions", "n_bins", "n_samples"),
+    [(0, 200, 10, 4), (1, 37, 10, 4), (2, 300, 15, 4), (3, 50, 10, 1), (4, 120, 10, 32)],
+)
+def test_matches_a_loop(make_data, seed, n_questions, n_bins, n_samples):
+    data = make_data(n_queries=n_questions, seed=seed, n_samples=n_samples, decimals=2)
     assert cm.debiased_expected_calibration_error(
         data.confidence, data.mu_hat, n_bins=n_bins
     ) == pytest.approx(loop_debiased_ece(data.confidence, data.mu_hat, n_bins), abs=1e-12)
+
+
+def test_a_hand_computed_case():
+    """Two bins, 0/1 targets, by hand: bin 0 (c = 0.1, 0.1, 0.1; t = 0, 0, 1) and bin 9 (c = 0.9; t = 1).
+
+    gap_0 = 1/3 - 0.1 = 0.2333..., SS_0 = 2/3, p_0 = (1 + 0.2) / 5 = 0.24, rho = (2/3) / (2 * 0.24 * 0.76),
+    v_0 = (2/3 + 2 rho 0.24 0.76) / 4 = 1/3, s_0^2 = v_0 / 3 = 1/9; bin 9 (one question): gap = 0.1, SS = 0,
+    p_9 = (1 + 2 * 0.9) / 3, v_9 = (0 + 2 rho p_9 (1 - p_9)) / 2, s_9^2 = v_9 / 1."""
+    confidence = np.array([0.1, 0.1, 0.1, 0.9])
+    target = np.array([0.0, 0.0, 1.0, 1.0])
+    rho = (2 / 3) / (2 * 0.24 * 0.76)
+    p_9 = (1 + 2 * 0.9) / 3
+    s_0, s_9 = 1 / 3, math.sqrt(rho * p_9 * (1 - p_9))
+    gap_0, gap_9 = 1 / 3 - 0.1, 0.1
+    expected = (
+        3 * (2 * gap_0 - stats.foldnorm.mean(gap_0 / s_0, scale=s_0))
+        + (2 * gap_9 - stats.foldnorm.mean(gap_9 / s_9, scale=s_9))
+    ) / 4
+    assert cm.debiased_expected_calibration_error(confidence, target) == pytest.approx(expected, abs=1e-12)
 
 
 def test_without_bin_noise_it_is_the_binned_ece():
@@ -121,8 +148,9 @@ def test_miscalibrated_bias_is_below_a_quarter_of_binned(case, n_questions, k):
 @pytest.mark.parametrize("k", [4, 16])
 @pytest.mark.parametrize("n_questions", [30, 100, 400])
 def test_calibrated_bias_is_what_a_gaussian_bin_allows(n_questions, k):
-    """At a calibrated bin the estimator keeps (2 - sqrt 2) ~ 0.59 of the plug-in bias (the limit the docs
-    state; not the quarter the issue asked for): check it is reduced, by about that factor, not removed."""
+    """At a calibrated bin with known noise the estimator keeps (2 - sqrt 2) ~ 0.59 of the plug-in bias (the
+    trade-off the docs state, not the quarter the issue asked for): check it is reduced, by about that
+    factor, not removed (0.58-0.62 measured on this design at N = 50 to 400)."""
     binned, debiased, standard_error = _bias(
         "calibrated", k, n_questions, repetitions=400, seed=n_questions * k
     )
@@ -151,3 +179,85 @@ def test_jackknife_interval_covers_at_100_questions(case, k):
     assert covered["debiased"] / repetitions >= 0.90 - 2 * math.sqrt(0.90 * 0.10 / repetitions)
     if case == "calibrated":
         assert covered["binned"] / repetitions < 0.5
+
+
+# --- shapes of mu with point masses (issue 31): most questions never or always solved -----------------------
+#
+# mu = 0 (40%), 1 (20%) or U(0, 1) (40%); the calibrated confidence is the posterior mean E[mu | s] of a
+# signal s ~ Binomial(10, mu), so E[mu | c] = c exactly and the population ECE is 0
+# (benchmarks/ece_bias_simulation.py, "point_mass_mixture").
+
+
+def _mixture_draw(rng, n_questions, k):
+    component = rng.random(n_questions)
+    mu = np.where(component < 0.4, 0.0, np.where(component < 0.6, 1.0, rng.random(n_questions)))
+    s = rng.binomial(10, mu)
+    spread = 0.4 / 11
+    confidence = (spread * (s + 1) / 12 + 0.2 * (s == 10)) / (spread + 0.4 * (s == 0) + 0.2 * (s == 10))
+    return confidence, rng.binomial(k, mu) / k
+
+
+def test_mixture_posterior_mean_is_calibrated():
+    """The design's premise: E[mu | c] = c (checked on 400,000 draws, 4 Monte-Carlo SE)."""
+    rng = np.random.default_rng(7)
+    component = rng.random(400_000)
+    mu = np.where(component < 0.4, 0.0, np.where(component < 0.6, 1.0, rng.random(400_000)))
+    s = rng.binomial(10, mu)
+    spread = 0.4 / 11
+    confidence = (spread * (s + 1) / 12 + 0.2 * (s == 10)) / (spread + 0.4 * (s == 0) + 0.2 * (s == 10))
+    for value in np.unique(confidence):
+        chosen = mu[confidence == value]
+        assert abs(chosen.mean() - value) < 4 * chosen.std() / np.sqrt(chosen.size) + 1e-12
+
+
+def pooled_noise_debiased_ece(confidence, target, n_bins=10):
+    """The estimator before issue 31: the bin's variance shrunk towards the pooled within-bin variance."""
+    bins = np.minimum(np.floor(confidence * n_bins).astype(int), n_bins - 1)
+    difference = target - confidence
+    terms, squares, sizes = [], [], []
+    for b in np.unique(bins):
+        d = difference[bins == b]
+        sizes.append(d.size)
+        squares.append(((d - d.mean()) ** 2).sum())
+        terms.append(d.mean())
+    degrees = len(confidence) - len(sizes)
+    pooled = sum(squares) / degrees if degrees > 0 else 0.0
+    total = 0.0
+    for gap, square, size in zip(terms, squares, sizes, strict=True):
+        sd = math.sqrt((square + 2 * pooled) / (size + 1) / size)
+        with np.errstate(divide="ignore", invalid="ignore"):  # scipy's moments at gap = 0
+            folded = stats.foldnorm.mean(abs(gap) / sd, scale=sd) if sd > 0 else abs(gap)
+        total += size * (2 * abs(gap) - folded)
+    return total / len(confidence)
+
+
+@pytest.mark.parametrize("k", [1, 16])
+def test_mixture_calibrated_bias_is_below_the_pooled_noise_estimate(k):
+    """On the point-mass mixture at N = 50 the pooled variance under-estimated the middle bins' noise: the
+    new prior removes more of a calibrated forecast's bias (paired over the same 300 data sets, 4 SE), and
+    keeps at most 0.70 of the binned bias (measured: 0.61-0.68 over k = 1 to 32; pooled 0.72-0.74)."""
+    rng = np.random.default_rng(50 + k)
+    repetitions = 300
+    binned, debiased, pooled = np.empty(repetitions), np.empty(repetitions), np.empty(repetitions)
+    for repetition in range(repetitions):
+        confidence, mu_hat = _mixture_draw(rng, 50, k)
+        binned[repetition] = cm.expected_calibration_error(confidence, mu_hat)
+        debiased[repetition] = cm.debiased_expected_calibration_error(confidence, mu_hat)
+        pooled[repetition] = pooled_noise_debiased_ece(confidence, mu_hat)
+    difference = pooled - debiased
+    assert difference.mean() > 4 * difference.std(ddof=1) / np.sqrt(repetitions)
+    assert debiased.mean() < 0.70 * binned.mean()
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_mixture_jackknife_coverage_at_200_questions(k):
+    """estimate +- 1.96 jackknife SE covers the population ECE (0) in 0.88-0.91 of the simulated data sets
+    at N = 200 on the mixture (docs/methods.md); checked >= 0.88 less 2 Monte-Carlo SE over 400 data sets."""
+    rng = np.random.default_rng(200 + k)
+    repetitions = 400
+    covered = 0
+    for _ in range(repetitions):
+        confidence, mu_hat = _mixture_draw(rng, 200, k)
+        interval = cm.jackknife_ci(cm.debiased_expected_calibration_error, confidence, mu_hat)
+        covered += interval.low <= 0.0 <= interval.high
+    assert covered / repetitions >= 0.88 - 2 * math.sqrt(0.88 * 0.12 / repetitions)

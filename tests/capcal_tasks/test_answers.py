@@ -17,6 +17,7 @@ from capcal_tasks.answers.choices import extract_choice_letter, format_choices, 
 from capcal_tasks.answers.integer import parse_integer
 from capcal_tasks.answers.math_equivalence import MathEquivalenceChecker
 from capcal_tasks.answers.numeric import gsm8k_gold, numbers_equal, parse_number
+from capcal_tasks.answers.prompt_echo import remove_prompt_text
 from capcal_tasks.confidence.verbalized import parse_verbalized_confidence
 from capcal_tasks.gsm8k.task import extract_answer, is_correct
 
@@ -161,17 +162,60 @@ def test_alias_labels():
     assert not matches_an_alias("Paris", ["£"])
 
 
+def test_an_alias_the_question_names_matches_only_an_equal_answer():
+    question = "Who succeeded Tony Blair as Prime Minister in 2007?"
+    aliases = ["Gordon Brown", "Brown", "Tony Blair"]  # a noisy alias list, as TriviaQA's can be
+    assert matches_an_alias("The successor of Tony Blair", aliases)  # the paper's label: contains an alias
+    assert not matches_an_alias("The successor of Tony Blair", aliases, question)
+    assert matches_an_alias("Tony Blair", aliases, question)  # stated alone, it is the answer given
+    assert matches_an_alias("It was Gordon Brown", aliases, question)  # an alias the question does not name
+
+
 @pytest.mark.parametrize(
     ("response", "expected"),
     [
         (r"\boxed{B}", "B"), (r"\boxed{(C)}", "C"), (r"\boxed{D. 42}", "D"), (r"\boxed{\text{A}}", "A"),
         (r"\boxed{B} then \boxed{42}", "B"), ("The answer is (C).", "C"), ("the answer is D", "D"),
         ("Answer: B", "B"), ("I pick A over B. Final: C", "C"), ("No letter here", None),
-        (r"\boxed{Answer}", None), ("", None),
+        (r"\boxed{Answer}", None), ("", None), ("one of A, B, C, or D", None), ("(A, B, C or D): B", "B"),
     ],
 )  # fmt: skip
 def test_extract_choice_letter(response, expected):
     assert extract_choice_letter(response) == expected
+
+
+_CHOICE_PROMPT = (
+    "Which city is the capital of France?\nA. Rome\nB. Madrid\nC. Berlin\nD. Paris\n\n"
+    "After your reasoning, provide your final answer choice X (A, B, C, or D) in the format of \\boxed{X}."
+)
+
+
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        ("Paris", "Paris"),  # repeats nothing: unchanged, byte for byte
+        ("which city IS the   capital\nof France? Paris", "  Paris"),  # case and spacing ignored
+        ("A. Rome\nB. Madrid\nC. Berlin\nD. Paris", ""),  # the list of choices is the prompt's
+        ("D. Paris", "D. Paris"),  # one choice standing alone is an answer
+        ("The answer is D. Paris", "The answer is D. Paris"),  # a choice line is never cut out of a line
+        ("Which city is the capital of France? A. Rome", "  A. Rome"),
+        (_CHOICE_PROMPT.splitlines()[-1], " "),  # the instruction, a sentence of the prompt
+        (
+            "provide your final answer choice X (A, B, C, or D)",
+            "provide your final answer choice X (A, B, C, or D)",
+        ),
+        ("Which city", "Which city"),  # fewer than three words of a line: not the prompt's
+    ],
+)
+def test_remove_prompt_text(response, expected):
+    assert remove_prompt_text(response, _CHOICE_PROMPT) == expected
+    assert remove_prompt_text(response, "") == response
+
+
+def test_a_question_line_that_looks_like_a_choice_is_still_the_question():
+    prompt = "B. F. Skinner was known for\nA. operant conditioning\nB. dreams\nC. archetypes\nD. memory"
+    assert remove_prompt_text("B. F. Skinner was known for", prompt).strip() == ""
+    assert extract_choice_letter(remove_prompt_text("B. F. Skinner was known for", prompt)) is None
 
 
 def test_shuffle_choices_is_seeded_by_the_question():

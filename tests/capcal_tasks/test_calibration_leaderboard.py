@@ -1,21 +1,29 @@
-"""A leaderboard reads a real run of the open group ``capcal_calibration_open`` (stock ``lm_eval``,
-SmolLM2, offline from a local data folder, 3 questions per task x k = 4, 8 new tokens) with its own reader:
-plain ``json``, nothing of capcal, in the two styles leaderboards use (exact
+"""A leaderboard reads a real run of the open group ``capcal_calibration_open`` (stock ``lm_eval``, SmolLM2,
+offline from a local data folder, 3 questions per task x k = 4, 8 new tokens, ``--log_samples``) with its own
+reader: plain ``json``, nothing of capcal, in the two styles leaderboards use (exact
 ``results[task]["metric,filter"]`` keys; substring matching over task names, as the Hugging Face leaderboard
 template's). Checked: every headline column is found, with its direction; each group column is the mean of
-its tasks' values (NaN when any task's is NaN: never the mean over a subset); no bookkeeping value is a
-ranked column."""
+the tasks that report it (a task whose targets leave nothing to measure leaves it out, and says so; NaN stays
+NaN); no bookkeeping value is a ranked column. The template itself (its reading and display logic
+re-implemented in ``tests/analysis/leaderboard_template.py``) skips lm-eval's folder and overwrites its
+columns, while ``capcal leaderboard``'s export of the same run is read, or its row's missing column named.
+The two-model board of docs/leaderboards.md is tested on the stored results of its runs
+(tests/analysis/test_leaderboard.py)."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
+from leaderboard_template import TemplateTask, board  # noqa: E402  (tests/analysis)
 
 GROUP = "capcal_calibration_open"
 TASKS = [
@@ -37,25 +45,33 @@ HEADLINE = {
     **{f"{source}_ece_debiased": False for source in ("ptrue", "verbalized", "consistency")},
     **{f"{source}_auroc": True for source in ("ptrue", "verbalized", "consistency")},
 }
+# every calibration column (the task's metric list), to tell a left-out column from one never reported
+COLUMNS = [type("Column", (), {"name": name}) for name in [
+    "expected_accuracy", "verbalized_parse_failure_rate",
+    *(f"{source}_{statistic}" for source in ("ptrue", "verbalized", "consistency") for statistic in (
+        "brier", "corrected_brier", "ece", "ece_debiased", "auroc", "brier_skill", "corrected_brier_skill"))
+]]  # fmt: skip
 BOOKKEEPING = ("n_samples", "ptrue_available", "samples_per_question", "ptrue_requested")
 
 
+def _capcal(*arguments: str) -> str:
+    return subprocess.run(
+        [str(BIN / "capcal"), *arguments], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
 @pytest.fixture(scope="session")
-def open_group_results(tmp_path_factory, shared_data) -> dict:
-    """The results JSON of one stock lm_eval run of the open group, read with plain json."""
+def open_group_run(tmp_path_factory, shared_data) -> tuple[Path, dict]:
+    """The output folder and the results JSON (read with plain json) of one stock lm_eval run of the open
+    group, with its samples logged."""
     output = tmp_path_factory.mktemp("open_group_run")
-
-    def capcal(*arguments: str) -> str:
-        return subprocess.run(
-            [str(BIN / "capcal"), *arguments], capture_output=True, text=True, check=True
-        ).stdout.strip()
-
-    model = capcal("models", "path", "smollm2")
+    model = _capcal("models", "path", "smollm2")
     command = [
         str(BIN / "lm_eval"), "--model", "hf", "--model_args", f"pretrained={model}",
-        "--include_path", capcal("tasks-dir"), "--tasks", GROUP, "--apply_chat_template",
+        "--include_path", _capcal("tasks-dir"), "--tasks", GROUP, "--apply_chat_template",
         "--metadata", json.dumps({"repeats": K}), "--limit", str(LIMIT),
         "--gen_kwargs", "max_gen_toks=8", "--batch_size", "8", "--seed", "7", "--output_path", str(output),
+        "--log_samples",
     ]  # fmt: skip
     # batch 8, not 64: stock hf pads a batch to its longest prompt (AIME's reach 914 tokens, the others'
     # 360) and prefills each of the k clones; at 64 the run took 950 s in CI, at 8 it took 321 s here
@@ -63,7 +79,12 @@ def open_group_results(tmp_path_factory, shared_data) -> dict:
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3000)
     assert result.returncode == 0, result.stderr[-4000:]
     (results_file,) = output.rglob("results_*.json")
-    return json.loads(results_file.read_text())
+    return output, json.loads(results_file.read_text())
+
+
+@pytest.fixture(scope="session")
+def open_group_results(open_group_run) -> dict:
+    return open_group_run[1]
 
 
 def read_exact(results: dict, benchmark: str, metric: str) -> tuple[float, bool] | None:
@@ -93,49 +114,91 @@ def same(a: float, b: float) -> bool:
 @pytest.mark.slow
 def test_exact_keys_find_every_headline_column_with_its_direction(open_group_results):
     for benchmark in [*TASKS, GROUP]:
+        config = (open_group_results["configs"].get(benchmark) or {}).get("capcal_calibration", {})
+        left_out = set(config.get("left_out_columns", {}))
+        if benchmark == GROUP:  # left out of the group only where every task left it out
+            every = [
+                set(open_group_results["configs"][task]["capcal_calibration"]["left_out_columns"])
+                for task in TASKS
+            ]
+            left_out = set.intersection(*every)
         for metric, higher in HEADLINE.items():
             found = read_exact(open_group_results, benchmark, metric)
+            if metric in left_out:
+                assert found is None, (benchmark, metric)
+                continue
             assert found is not None, (benchmark, metric)
             value, higher_is_better = found
             assert isinstance(value, float), (benchmark, metric)
             assert higher_is_better is higher, (benchmark, metric)
-    # every task reports every column: the row of no model is dropped for a missing key
-    columns = {key for task in TASKS for key in open_group_results["results"][task] if key.endswith(FILTER)}
+    # every task reports every column but those its targets leave nothing to measure, which it names
+    columns = {f"{column},{FILTER}" for column in HEADLINE}
     for task in TASKS:
-        assert {key for key in open_group_results["results"][task] if key.endswith(FILTER)} == columns, task
+        left_out = open_group_results["configs"][task]["capcal_calibration"]["left_out_columns"]
+        present = {key for key in open_group_results["results"][task] if key.endswith(FILTER)}
+        assert columns - present == {f"{column},{FILTER}" for column in left_out} & columns, task
 
 
 @pytest.mark.slow
-def test_each_group_column_is_the_mean_of_all_its_tasks(open_group_results):
-    results = open_group_results["results"]
-    group_row = results[GROUP]
-    metrics = {key.partition(",")[0] for key in group_row if key.endswith(FILTER) and "_stderr" not in key}
-    assert set(HEADLINE) <= metrics
-    for metric in metrics:
-        values = [results[task][f"{metric},{FILTER}"] for task in TASKS]
-        assert same(group_row[f"{metric},{FILTER}"], sum(values) / len(values)), metric
-    # a NaN column says why, in the results JSON itself
-    for task in TASKS:
-        bookkeeping = open_group_results["configs"][task]["capcal_calibration"]
-        nan_columns = {key.partition(",")[0] for key, value in results[task].items() if value != value}
-        nan_columns = {column for column in nan_columns if not column.endswith("_stderr")}
-        assert nan_columns == set(bookkeeping["undefined_columns"]), task
-        assert all(isinstance(reason, str) and reason for reason in bookkeeping["undefined_columns"].values())
+def test_each_group_column_is_the_mean_of_the_tasks_that_measure_it(open_group_results):
+    left_out_somewhere = 0
+    for results_json in [open_group_results]:
+        results = results_json["results"]
+        group_row = results[GROUP]
+        metrics = {
+            key.partition(",")[0] for key in group_row if key.endswith(FILTER) and "_stderr" not in key
+        }
+        for metric in HEADLINE:  # a column is in the group's row whenever one of its tasks measures it
+            reported = [task for task in TASKS if f"{metric},{FILTER}" in results[task]]
+            assert (metric in metrics) == bool(reported), metric
+        for metric in metrics:
+            values = [
+                results[task][f"{metric},{FILTER}"] for task in TASKS if f"{metric},{FILTER}" in results[task]
+            ]
+            assert values, metric
+            assert same(group_row[f"{metric},{FILTER}"], sum(values) / len(values)), metric
+        for task in TASKS:  # why a column is NaN or missing, in the results JSON itself
+            bookkeeping = results_json["configs"][task]["capcal_calibration"]
+            nan_columns = {key.partition(",")[0] for key, value in results[task].items() if value != value}
+            nan_columns = {column for column in nan_columns if not column.endswith("_stderr")}
+            assert nan_columns == set(bookkeeping["undefined_columns"]), task
+            missing = {column.name for column in COLUMNS} - {key.partition(",")[0] for key in results[task]}
+            assert missing == set(bookkeeping["left_out_columns"]), task
+            for reason in [
+                *bookkeeping["undefined_columns"].values(),
+                *bookkeeping["left_out_columns"].values(),
+            ]:
+                assert isinstance(reason, str) and reason
+            for column, reason in bookkeeping["left_out_columns"].items():  # the reason is true
+                assert "solved" in reason or "mu_hat" in reason, (task, column, reason)
+            # a standard error is N/A exactly where the jackknife failed, and the value is still there
+            for column in bookkeeping["stderr_undefined"]:
+                assert results[task][f"{column}_stderr,{FILTER}"] == "N/A", (task, column)
+                assert math.isfinite(results[task][f"{column},{FILTER}"]), (task, column)
+            left_out_somewhere += len(bookkeeping["left_out_columns"])
+    assert left_out_somewhere  # the degenerate case is exercised (no AIME question is solved in 8 tokens)
+    # ... and a task that has something to measure keeps the group column defined
+    assert math.isfinite(open_group_results["results"][GROUP][f"ptrue_auroc,{FILTER}"])
 
 
 @pytest.mark.slow
 def test_substring_matching_reads_each_task_and_the_group_once(open_group_results):
     for task in TASKS:  # a task name is in no other result's name
         for metric in HEADLINE:
-            (value,) = read_substring(open_group_results, task, metric)
-            assert same(value, read_exact(open_group_results, task, metric)[0])
+            found = read_substring(open_group_results, task, metric)
+            exact = read_exact(open_group_results, task, metric)
+            assert (found == [] and exact is None) or same(found[0], exact[0]), (task, metric)
     # the pitfall the docs warn about: a short name matches several results (here every task and the group)
     assert len(read_substring(open_group_results, "calibration", "expected_accuracy")) == len(TASKS) + 1
-    # a reader that averages the tasks itself gets the group's value (every task has every column)
+    # a reader that averages the tasks that report a column gets the group's value
     for metric in HEADLINE:
-        (group_value,) = read_substring(open_group_results, GROUP, metric)
-        tasks_mean = mean_or_nan([read_substring(open_group_results, task, metric)[0] for task in TASKS])
-        assert same(group_value, tasks_mean), metric
+        group_values = read_substring(open_group_results, GROUP, metric)
+        task_values = [v for task in TASKS for v in read_substring(open_group_results, task, metric)]
+        if not task_values:  # every task left the column out: so does the group
+            assert group_values == [], metric
+            continue
+        (group_value,) = group_values
+        assert same(group_value, mean_or_nan(task_values)), metric
 
 
 @pytest.mark.slow
@@ -148,4 +211,59 @@ def test_no_bookkeeping_value_is_a_ranked_column(open_group_results):
     for task in TASKS:  # the bookkeeping is in the task's config, where no reader averages it
         bookkeeping = open_group_results["configs"][task]["capcal_calibration"]
         assert bookkeeping["samples_per_question"] == K and bookkeeping["ptrue_requested"] is True
-        assert str(open_group_results["configs"][task]["metadata"]["version"]) == "2.0"
+        assert str(open_group_results["configs"][task]["metadata"]["version"]) == "3.0"
+
+
+def _template_tasks(cli_output: str) -> list[TemplateTask]:
+    """The ``Task(...)`` lines ``capcal leaderboard`` prints for the template's src/about.py."""
+    entries = re.findall(r'Task\("([^"]+)", "([^"]+)", "([^"]+)"\)', cli_output)
+    return [TemplateTask(*entry) for entry in entries]
+
+
+@pytest.mark.slow
+def test_the_template_reads_the_export_not_lm_evals_folder(open_group_run, tmp_path):
+    """lm-eval's folder, read by the template: skipped (samples files beside the results), and a copy with
+    the results alone shows every column of the benchmark as one value. ``capcal leaderboard``'s export of
+    the same run: read, one column per headline metric, or the row's undefined column named in a warning."""
+    output, results = open_group_run
+    tasks = [TemplateTask(GROUP, f"{metric},{FILTER}", metric) for metric in HEADLINE]
+    assert board(str(output), tasks)[1] == 0  # --log_samples: the folder holds .jsonl files, not read
+    (results_file,) = output.rglob("results_*.json")
+    alone = tmp_path / "results_only" / "model"
+    alone.mkdir(parents=True)
+    (alone / results_file.name).write_bytes(results_file.read_bytes())
+    shown, read = board(str(tmp_path / "results_only"), tasks)
+    assert read == 1  # read, but every column is the last metric read (one value per benchmark)
+    if len(shown):  # shown only if that last value is defined; then every column shows it
+        assert len({shown.iloc[0][metric] for metric in HEADLINE}) == 1
+    exported = tmp_path / "board"
+    run = subprocess.run(
+        [str(BIN / "capcal"), "leaderboard", str(output), "--output", str(exported)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    board_tasks = _template_tasks(run.stdout)
+    assert len(board_tasks) == 8 and len({task.benchmark for task in board_tasks}) == 8
+    for task in board_tasks:  # no benchmark is a fragment of another: the substring style finds one each
+        assert [other for other in board_tasks if task.benchmark in other.benchmark] == [task]
+    group = results["results"][GROUP]
+    defined = {  # the export's column -> the group's metric it shows (suffix of the benchmark key)
+        task.benchmark.rpartition("/")[2]: task for task in board_tasks
+    }
+    (exported_file,) = exported.rglob("*.json")
+    payload = json.loads(exported_file.read_text())
+    missing = []
+    for key, task in defined.items():
+        entry = payload["results"].get(task.benchmark)
+        if entry is None:
+            missing.append(key)
+            continue
+        value = group[f"{entry['source_metric']},{FILTER}"]
+        higher = results["higher_is_better"][GROUP][entry["source_metric"]]
+        assert entry["score"] == (value if higher else 1 - value), key
+        assert (entry["shown_as"] == "value") is higher, key
+    for key in missing:  # a column the group does not define is named, with the template's consequence
+        assert f"{key} is undefined" in run.stderr and "drops this model's row" in run.stderr, key
+    for style in ("exact", "substring"):
+        shown, read = board(str(exported), board_tasks, style)
+        assert read == (0 if missing else 1) and len(shown) == read, style

@@ -16,13 +16,14 @@ from capcal_tasks.checkers import (
     CheckItem,
     Verdict,
     describe_labels,
+    labels_of_an_earlier_version,
     parse_rescore_provenance,
     recheck_scorer,
     rule_checker,
 )
 from capcal_tasks.math import task as math_task
 from capcal_tasks.records import RunFormatError
-from capcal_tasks.sampling import task_checker
+from capcal_tasks.sampling import task_checker, task_version
 from capcal_tasks.triviaqa import task as triviaqa
 
 SAMPLING_TASKS = ["capcal_triviaqa", "capcal_simpleqa", "capcal_gsm8k", "capcal_math500", "capcal_aime25",
@@ -178,3 +179,18 @@ def test_readers_recheck_with_the_recorded_rule_when_cheap():
     assert recheck_scorer("capcal_math500", provenance("math-verify")) is None  # math-verify: too slow
     assert recheck_scorer("capcal_math500", provenance("task")) is None  # MATH's own checker is math-verify
     assert recheck_scorer("capcal_triviaqa", provenance("judge")) is None  # a model: never re-run on read
+
+
+def test_labels_of_an_earlier_task_version_are_read_as_written():
+    """Issue 34: version 2.0 of the sampling tasks changed their labels; a run logged by 1.0 is not
+    re-checked with the new checker (it would disagree), and its labels say which version wrote them."""
+    assert task_version("capcal_mmlu") == 2.0 and task_version("capcal_triviaqa_train") == 2.0
+    assert task_version("capcal_mmlu_verbalized") is None  # not a sampling task
+    assert labels_of_an_earlier_version("capcal_mmlu", 1.0)
+    assert not labels_of_an_earlier_version("capcal_mmlu", "2.0") and not labels_of_an_earlier_version(
+        "capcal_mmlu", None
+    )
+    assert recheck_scorer("capcal_mmlu", None, 1.0) is None
+    assert recheck_scorer("capcal_mmlu", None, 2.0) is task_checker("capcal_mmlu")
+    assert describe_labels(None, "capcal_mmlu", 1.0) == "task checker of version 1.0 (installed: 2.0)"
+    assert describe_labels(None, "capcal_mmlu", 2.0) == "task checker"

@@ -5,6 +5,13 @@ states the gold answer as a model would (in ``\boxed{}``) must be judged correct
 question's gold answer must be judged wrong, each for at least 99.5% of the questions. MATH-500 states the
 last ``\boxed{}`` of each solution and is checked against the ``answer`` field. Disagreements are printed
 (``pytest -s``), with one summary line per dataset.
+
+The adversarial table (issue 34): responses that state no answer of their own must be judged wrong for at
+least 99.5% of the questions: (a) the question restated, (b) the question with its lettered choices, (c) the
+whole prompt echoed verbatim (question and instruction), (d) an empty response and a refusal ("I don't
+know."); (e) the gold named inside a denial ("It is not X.") is reported without a target. GPQA ships no
+questions here, so its code path (shuffled choices) runs on MMLU's test questions in GPQA's CSV form; graded
+arithmetic uses its generated test and train questions.
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ import pytest
 from capcal_tasks.aime import task as aime
 from capcal_tasks.answers.aliases import normalize_answer
 from capcal_tasks.answers.boxed import last_boxed
+from capcal_tasks.arithmetic import task as arithmetic
+from capcal_tasks.gpqa import task as gpqa
 from capcal_tasks.gsm8k import task as gsm8k
 from capcal_tasks.math import task as math
 from capcal_tasks.mmlu import task as mmlu
@@ -35,6 +44,8 @@ class CheckedDataset:
     stated_gold: Callable[[dict], str]  # the gold answer as a response would state it
     gold_key: Callable[[dict], object]  # two questions with equal keys have the same gold answer
     label: str = "correctness"
+    prompt: Callable[[dict], str] = lambda doc: doc["question_text"]  # the sampling prompt (doc_to_text)
+    stem: Callable[[dict], str] = lambda doc: doc["question_text"]  # the question without its choices
 
 
 def _docs(load, process_docs, split: str) -> Callable[[], list[dict]]:
@@ -52,50 +63,88 @@ def _gsm8k_gold_text(doc: dict) -> str:
     return doc["answer"].rpartition("####")[2].strip()
 
 
+def _gpqa_from_mmlu() -> list[dict]:
+    """MMLU's test questions in GPQA's CSV form (the correct answer and the three others), through GPQA's
+    ``process_docs`` (which shuffles the choices per question)."""
+    import datasets
+
+    rows = [
+        {
+            "Question": doc["question"],
+            "Correct Answer": doc["choices"][doc["answer"]],
+            **{
+                f"Incorrect Answer {i}": choice
+                for i, choice in enumerate((c for j, c in enumerate(doc["choices"]) if j != doc["answer"]), 1)
+            },
+        }
+        for doc in mmlu.load_test()["test"]
+    ]
+    return list(gpqa.process_docs(datasets.Dataset.from_list(rows)))
+
+
+def _arithmetic_docs() -> list[dict]:
+    splits = arithmetic.load_test()
+    return [doc for split in ("test", "train") for doc in arithmetic.process_docs(splits[split])]
+
+
 def _datasets(shared: Path) -> list[CheckedDataset]:
     alias_key = lambda doc: normalize_answer(doc["gold_answer"])  # noqa: E731
     return [
         CheckedDataset(
             "gsm8k test", _docs(gsm8k.load_test, gsm8k.process_docs, "test"), gsm8k.process_results,
-            _gsm8k_gold_text, lambda doc: doc["gold_answer"],
+            _gsm8k_gold_text, lambda doc: doc["gold_answer"], prompt=gsm8k.doc_to_text,
         ),
         CheckedDataset(
             "math500 test", _docs(math.load_math500, math.process_docs_math500, "test"), math.process_results,
             lambda doc: last_boxed(doc["solution"]), lambda doc: "".join(doc["gold_answer"].split()),
+            prompt=math.doc_to_text,
         ),
         CheckedDataset(
             "aime2025", _docs(aime.load_test, aime.process_docs, "test"), aime.process_results,
-            lambda doc: str(doc["gold_answer"]), lambda doc: doc["gold_answer"],
+            lambda doc: str(doc["gold_answer"]), lambda doc: doc["gold_answer"], prompt=aime.doc_to_text,
+        ),
+        CheckedDataset(
+            "arithmetic (test and train)", _arithmetic_docs, arithmetic.process_results,
+            arithmetic.doc_to_target, lambda doc: doc["gold_answer"], prompt=arithmetic.doc_to_text,
         ),
         CheckedDataset(
             "triviaqa sm_sub (validation)",
             _docs(triviaqa.load_validation, triviaqa.process_docs, "validation"),
-            triviaqa.process_results, lambda doc: doc["gold_answer"], alias_key,
+            triviaqa.process_results, lambda doc: doc["gold_answer"], alias_key, prompt=triviaqa.doc_to_text,
         ),
         CheckedDataset(
             "triviaqa sm_sub (validation), exact label",
             _docs(triviaqa.load_validation, triviaqa.process_docs, "validation"),
             triviaqa.process_results, lambda doc: doc["gold_answer"], alias_key, "exact_alias_correctness",
+            prompt=triviaqa.doc_to_text,
         ),
         CheckedDataset(
             "triviaqa small", lambda: _triviaqa_small(shared), triviaqa.process_results,
-            lambda doc: doc["gold_answer"], alias_key,
+            lambda doc: doc["gold_answer"], alias_key, prompt=triviaqa.doc_to_text,
         ),
         CheckedDataset(
             "simpleqa", _docs(simpleqa.load_test, simpleqa.process_docs, "test"), simpleqa.process_results,
-            lambda doc: doc["gold_answer"], alias_key,
+            lambda doc: doc["gold_answer"], alias_key, prompt=simpleqa.doc_to_text,
         ),
         CheckedDataset(
             "simpleqa, exact label", _docs(simpleqa.load_test, simpleqa.process_docs, "test"),
             simpleqa.process_results, lambda doc: doc["gold_answer"], alias_key, "exact_alias_correctness",
+            prompt=simpleqa.doc_to_text,
         ),
         CheckedDataset(
             "mmlu test", _docs(mmlu.load_test, mmlu.process_docs, "test"), mmlu.process_results,
-            lambda doc: doc["gold_answer"], lambda doc: doc["gold_answer"],
+            lambda doc: doc["gold_answer"], lambda doc: doc["gold_answer"], prompt=mmlu.doc_to_text,
+            stem=lambda doc: doc["question"].strip(),
         ),
         CheckedDataset(
             "mmlu validation", _docs(mmlu.load_validation, mmlu.process_docs, "validation"),
             mmlu.process_results, lambda doc: doc["gold_answer"], lambda doc: doc["gold_answer"],
+            prompt=mmlu.doc_to_text, stem=lambda doc: doc["question"].strip(),
+        ),
+        CheckedDataset(
+            "gpqa code path (mmlu test questions)", _gpqa_from_mmlu, gpqa.process_results,
+            lambda doc: doc["gold_answer"], lambda doc: doc["gold_answer"], prompt=gpqa.doc_to_text,
+            stem=lambda doc: doc["Question"].strip(),
         ),
     ]  # fmt: skip
 
@@ -142,3 +191,48 @@ def test_checker_agrees_with_gold_answers(name, local_data, monkeypatch):
     )
     assert gold_rate >= REQUIRED_AGREEMENT
     assert wrong_rate >= REQUIRED_AGREEMENT
+
+
+# (name, response) pairs of the adversarial table; each is judged for every question of a dataset at once, as
+# the k responses of one process_results call.
+NO_ANSWER_RESPONSES: tuple[tuple[str, Callable[[CheckedDataset, dict], str]], ...] = (
+    ("(a) question restated", lambda dataset, doc: dataset.stem(doc)),
+    ("(b) question and choices restated", lambda dataset, doc: doc["question_text"]),
+    ("(c) prompt echoed verbatim", lambda dataset, doc: dataset.prompt(doc)),
+    ("(d) empty response", lambda dataset, doc: ""),
+    ("(d) refusal", lambda dataset, doc: "I don't know."),
+)
+DENIAL = "(e) gold named inside a denial"
+
+
+def _denial(dataset: CheckedDataset, doc: dict) -> str:
+    return f"It is not {dataset.stated_gold(doc)}."
+
+
+@pytest.mark.parametrize("name", DATASET_NAMES)
+def test_responses_without_an_answer_are_judged_wrong(name, local_data, monkeypatch):
+    """Adversarial table: (a)-(d) judged wrong for >= 99.5% of the questions; (e) printed, no target."""
+    monkeypatch.setenv("CAPCAL_DATA_DIR", str(local_data))
+    dataset = next(d for d in _datasets(local_data) if d.name == name)
+    docs = dataset.load()
+    n = len(docs)
+    assert n >= 30
+    cases = [*NO_ANSWER_RESPONSES, (DENIAL, _denial)]
+    accepted: dict[str, list] = {case: [] for case, _ in cases}
+    for doc in docs:
+        responses = [make(dataset, doc) for _, make in cases]
+        labels = dataset.process_results(doc, [responses])[dataset.label]
+        for (case, _), label, response in zip(cases, labels, responses, strict=True):
+            if label:
+                accepted[case].append((doc["question_id"], response[-120:], doc["gold_answer"]))
+    for case, found in accepted.items():
+        print(f"\n{name}: {case} judged correct ({len(found)}): {found[:10]}")
+    print(
+        f"ADVERSARIAL AGREEMENT {name}: "
+        + "; ".join(
+            f"{case} judged wrong {n - len(found)}/{n} ({100 * (1 - len(found) / n):.2f}%)"
+            for case, found in accepted.items()
+        )
+    )
+    for case, _ in NO_ANSWER_RESPONSES:
+        assert 1 - len(accepted[case]) / n >= REQUIRED_AGREEMENT, (case, accepted[case][:5])

@@ -12,6 +12,7 @@ from capcal_tasks.alias_scoring import process_alias_results, score_alias_respon
 from capcal_tasks.answers.boxed import last_boxed
 from capcal_tasks.data_sources import add_question_fields, read_csv_with_columns, read_jsonl
 from capcal_tasks.numeric_scoring import number_is_correct, score_number_responses
+from capcal_tasks.prompts import SHORT_ANSWER_INSTRUCTION, sampling_prompt
 from capcal_tasks.question_id import question_id
 from capcal_tasks.records import parse_json_object
 
@@ -26,9 +27,27 @@ def test_numeric_scoring_groups_equal_numbers_and_uses_the_tasks_extractor():
 
 
 def test_alias_process_results_scores_the_docs_aliases():
-    doc = {"gold_aliases": ["Paris", "Paris, France"]}
-    responses = ["Paris", "Lyon"]
-    assert process_alias_results(doc, [responses]) == score_alias_responses(responses, doc["gold_aliases"])
+    doc = {"question_text": "Which city is the capital of France?", "gold_aliases": ["Paris", "France"]}
+    responses = ["Paris", "Lyon", "Which city is the capital of France?\nParis"]
+    prompt = sampling_prompt(doc["question_text"], SHORT_ANSWER_INSTRUCTION)
+    record = process_alias_results(doc, [responses])
+    assert record == score_alias_responses(responses, doc["gold_aliases"], doc["question_text"], prompt)
+    assert record["correctness"] == [1, 0, 1] and record["extracted_answers"][2] == "Paris"
+
+
+def test_an_alias_named_in_the_question_counts_only_when_stated_alone():
+    """Issue 34: "Oswald Chesterfield Cobblepot" is an alias of the answer and part of the question."""
+    question = "By what name is comic book villain Oswald Chesterfield Cobblepot better known?"
+    aliases = ["The Penguin", "Oswald Chesterfield Cobblepot"]
+    responses = [
+        question,  # the question restated: its text is removed, nothing is left
+        "He is the villain Oswald Chesterfield Cobblepot.",  # contains the alias the question names
+        r"\boxed{Oswald Chesterfield Cobblepot}",  # states it as the answer
+        "He is better known as the Penguin.",  # contains an alias the question does not name
+    ]
+    prompt = sampling_prompt(question, SHORT_ANSWER_INSTRUCTION)
+    assert score_alias_responses(responses, aliases, question, prompt)["correctness"] == [0, 0, 1, 1]
+    assert score_alias_responses(responses, aliases)["correctness"] == [1, 1, 1, 1]  # the paper's label
 
 
 def test_question_fields_are_added_in_order_and_repeats_dropped():
