@@ -132,6 +132,11 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run a chat model on capcal's chat prompts without --apply_chat_template (refused otherwise)",
     )
+    own.add_argument(
+        "--allow_large",
+        action="store_true",
+        help="allow --repeats above 1000 or a run above 500,000 responses (refused otherwise)",
+    )
     own.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
 
@@ -184,6 +189,7 @@ def eval_request(args: argparse.Namespace) -> dict[str, Any]:
         "predict_only": args.predict_only,
         "confirm_run_unsafe_code": args.confirm_run_unsafe_code,
         "plain_prompts": args.plain_prompts,
+        "allow_large": args.allow_large,
     }
     if args.seed is not None:
         for key, seed in zip(
@@ -235,8 +241,11 @@ def run_eval(args: argparse.Namespace) -> int:
     def warn(message: str) -> None:
         print(terminal_text(f"capcal eval: warning: {message}"), file=sys.stderr)
 
+    def inform(message: str) -> None:
+        print(terminal_text(f"capcal eval: {message}"), file=sys.stderr, flush=True)
+
     try:
-        results = evaluate(**request, notify=warn)
+        results = evaluate(**request, notify=warn, inform=inform)
     except EvaluationInputError as error:
         return fail(str(error), 2)
     except IncompleteOutputError as error:  # a failed write is a failed run (analysis.checks.output_checks)
@@ -317,6 +326,8 @@ def _check(args: argparse.Namespace) -> int:
             print(terminal_text(f"labels: {model} {task} {run_id}: {labels}"))
     for path, same_as in checks.attrs.get("duplicates", []):
         print(terminal_text(f"read once: {path} (the same run as {same_as})"))
+    for note in checks.attrs.get("notes", []):  # ran as asked, but left something out of the report
+        print(terminal_text(f"note: {note}"))
     incomplete = checks[~checks["complete"]]
     for row in incomplete.itertuples():
         print(terminal_text(f"incomplete: {row.model} {row.task} {row.run_id}: {row.problems}"))
@@ -325,6 +336,11 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from analysis.checks.input_checks import writable_folder_problem
+
+    problem = writable_folder_problem(args.output)  # before any run is read or anything computed
+    if problem is not None:
+        raise ValueError(f"--output {args.output}: {problem}")
     from analysis.report import ReportOptions, build_report
     from capcal_tasks.relations import parse_calibration_overrides
 
@@ -355,6 +371,11 @@ def _report_notices(args: argparse.Namespace, calibration: dict[str, list[str]])
 
 
 def _table(args: argparse.Namespace) -> int:
+    from analysis.checks.input_checks import writable_file_problem
+
+    problem = writable_file_problem(args.output) if args.output else None  # before anything is computed
+    if problem is not None:
+        raise ValueError(f"--output {args.output}: {problem}")
     from analysis.report import ReportOptions
     from analysis.report.paper_table import format_table, paper_table
     from capcal_tasks.relations import parse_calibration_overrides

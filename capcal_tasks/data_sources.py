@@ -10,6 +10,7 @@ Each task module names the relative path it reads and converts local files to th
 from __future__ import annotations
 
 import csv
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -196,6 +197,16 @@ def hub_split_problem(source: HubSplit, timeout_s: float = 10.0) -> str | None:
     return None
 
 
+def stop_lm_eval_command_line(message: str) -> None:
+    """Under lm-eval's own command line (``lm_eval ...``, which shows a user error only as a traceback):
+    print ``message`` as one line on stderr and exit with status 2. Elsewhere (``capcal eval``, Python)
+    nothing happens and the caller raises."""
+    program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    if program in ("lm_eval", "lm-eval") or sys.argv[0].replace("\\", "/").endswith("lm_eval/__main__.py"):
+        print(f"lm_eval: error: {message}", file=sys.stderr, flush=True)
+        raise SystemExit(2)
+
+
 def load_split(
     split: str,
     local_path: str,
@@ -225,11 +236,20 @@ def load_split(
     try:
         parts = [source.load() for source in sources]
     except Exception as error:
-        raise RuntimeError(
-            f"could not load {'; '.join(map(str, sources))} from the Hugging Face hub "
-            f"({type(error).__name__}: {error}). To read a local copy instead, set {DATA_DIR_ENV} "
-            f"(capcal eval --data_dir DIR) to a folder holding {local_path}"
-        ) from error
+        cause = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+        if shipped_with_capcal(local_path):
+            fix = (
+                f"capcal ships this dataset ({local_path}): set {DATA_DIR_ENV}={BUNDLED} (capcal eval "
+                f"--data_dir {BUNDLED})"
+            )
+        else:
+            fix = (
+                f"to read a local copy instead, set {DATA_DIR_ENV} (capcal eval --data_dir DIR) to a folder "
+                f"holding {local_path}"
+            )
+        message = f"could not load {'; '.join(map(str, sources))} from the Hugging Face hub ({cause}); {fix}"
+        stop_lm_eval_command_line(message)
+        raise RuntimeError(message) from error
     return datasets.DatasetDict(
         {split: parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)}
     )

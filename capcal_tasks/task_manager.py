@@ -79,6 +79,9 @@ class CapcalTaskManager(TaskManager):
         # capcal first so that a user's own include path can override a capcal task.
         super().__init__(include_path=[str(tasks_dir()), *map(str, extra)], **kwargs)
         self.repeats = None if repeats is None else int(repeats)
+        # called with the loaded tasks ({name: Task}) once ``repeats`` is applied, before any request is
+        # made (``analysis.evaluation.evaluate`` states and bounds the number of samples there)
+        self.on_load: Callable[[dict[str, Any]], None] | None = None
 
     def load(self, task_list):
         loaded = super().load(task_list)
@@ -86,6 +89,8 @@ class CapcalTaskManager(TaskManager):
             for task in loaded["tasks"].values():
                 if samples_k_responses(task):
                     task.set_config("repeats", self.repeats)
+        if self.on_load is not None:
+            self.on_load(dict(loaded["tasks"]))
         return loaded
 
     def resolve_task_names(self, names: Sequence[str]) -> list[str | dict]:

@@ -22,8 +22,10 @@ import lm-eval (``check_inputs`` calls ``run_settings_problem`` before the task 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,14 @@ __all__ = [
     "expects_chat_template",
     "repeats_notices",
     "run_settings_problem",
+    "MAX_REPEATS",
+    "MAX_SAMPLES",
+    "missing_chat_template_problem",
+    "planned_samples",
+    "repeats_problem",
+    "sample_count_problem",
+    "sample_plan_line",
+    "writable_file_problem",
     "writable_folder_problem",
 ]
 
@@ -51,6 +61,9 @@ def checkpoint_has_chat_template(folder: str | Path) -> bool | None:
     path = Path(folder).expanduser()
     if not path.is_dir():
         return None
+    manifest = _json_object(path / "capcal_model.json")  # a model prepared by ``capcal models prepare``
+    if isinstance(manifest.get("has_chat_template"), bool):
+        return manifest["has_chat_template"]
     if (path / "chat_template.jinja").is_file() or (path / "chat_template.json").is_file():
         return True
     try:
@@ -58,6 +71,33 @@ def checkpoint_has_chat_template(folder: str | Path) -> bool | None:
     except (OSError, ValueError):
         return None
     return bool(config.get("chat_template")) if isinstance(config, dict) else None
+
+
+def _json_object(path: Path) -> dict:
+    """The JSON object in ``path``, empty when it is missing, unreadable or not an object."""
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def missing_chat_template_problem(
+    model_args: Mapping[str, Any], apply_chat_template: bool | str
+) -> str | None:
+    """The one-line refusal for ``--apply_chat_template`` on a model whose local tokenizer has no chat
+    template (``checkpoint_has_chat_template`` False: transformers would raise only after the model
+    loaded), or None (not asked, a hub id, or a template present)."""
+    if not apply_chat_template:
+        return None
+    source = model_args.get("tokenizer") or model_args.get("pretrained")
+    if not isinstance(source, str) or checkpoint_has_chat_template(source) is not False:
+        return None
+    return (
+        f"--apply_chat_template: {source} has no chat template (a base model); run it without "
+        "--apply_chat_template, on a task's base-model prompt variant where there is one (e.g. "
+        "capcal_arithmetic_qa)"
+    )
 
 
 def expects_chat_template(config: Mapping[str, Any]) -> bool:
@@ -132,7 +172,8 @@ def repeats_notices(repeats: int | None, configs: Mapping[str, Mapping[str, Any]
 
 def writable_folder_problem(folder: str | Path) -> str | None:
     """Why ``folder`` cannot be created or written into (its nearest existing ancestor is a file, or not
-    writable), or None."""
+    writable: denied by its permissions, or a file made there and removed at once fails, as on a read-only
+    file system, where permissions do not tell and root passes ``os.access``), or None."""
     existing = Path(folder).expanduser()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -140,7 +181,23 @@ def writable_folder_problem(folder: str | Path) -> str | None:
         return f"{existing} is a file, not a folder"
     if not os.access(existing, os.W_OK | os.X_OK):
         return f"{existing} is not writable"
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as error:
+        return f"{existing} is not writable ({error.strerror or error})"
     return None
+
+
+def writable_file_problem(path: str | Path) -> str | None:
+    """Why the file ``path`` cannot be written (a folder there, an existing file that is not writable, or a
+    folder it cannot be created in: ``writable_folder_problem``), or None."""
+    target = Path(path).expanduser()
+    if target.is_dir():
+        return f"{target} is a folder, not a file"
+    if target.exists() and not os.access(target, os.W_OK):
+        return f"{target} is not writable"
+    return writable_folder_problem(target.parent)
 
 
 def _output_path_problem(output_path: str | Path) -> str | None:
@@ -196,3 +253,59 @@ def run_settings_problem(
 
 def _shown(names: Sequence[str]) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+#: ``--repeats`` above this is refused without ``allow_large``: mu_hat's standard error sqrt(mu(1-mu)/k) is at
+#: most 0.5/sqrt(k) = 0.016 at k = 1000, far below the spread between questions that calibration measures
+#: (the papers use k <= 100).
+MAX_REPEATS = 1000
+#: A run drawing more responses than this is refused without ``allow_large``: it is above a paper-scale run on
+#: the largest bundled evaluation set (GSM8K's 1,319 questions x k = 100 = 131,900), and at the 2-core CPU's
+#: rate in the demo (1,120 responses in 81 s, docs/benchmarks.md) it would take about 10 hours. Cluster runs
+#: (docs/scaling-out.md) pass ``--allow_large``.
+MAX_SAMPLES = 500_000
+
+
+def repeats_problem(repeats: int | None, allow_large: bool = False) -> str | None:
+    """The one-line refusal of a ``repeats`` above ``MAX_REPEATS`` without ``allow_large``, or None."""
+    if repeats is None or allow_large or repeats <= MAX_REPEATS:
+        return None
+    return (
+        f"--repeats {repeats} is above {MAX_REPEATS} responses per question (mu_hat's standard error is "
+        f"already at most 0.016 at k = {MAX_REPEATS}); add --allow_large if you mean it"
+    )
+
+
+def planned_samples(
+    tasks: Mapping[str, Any], limit: float | None, samples: Mapping[str, Sequence[int]] | None = None
+) -> list[tuple[str, int, int]]:
+    """(task, questions, k) for each loaded lm-eval task: its evaluation documents cut by ``limit`` as
+    lm-eval cuts them (a fraction below 1 rounded up, else a count), or the documents ``samples`` names for
+    it (lm-eval's ``--samples``), and its ``repeats``."""
+    rows = []
+    for name, task in tasks.items():
+        questions = len(task.eval_docs)
+        if samples and name in samples:
+            questions = min(questions, len(samples[name]))
+        elif limit is not None:
+            questions = min(questions, math.ceil(questions * limit) if limit < 1 else int(limit))
+        rows.append((str(name), questions, int(getattr(task.config, "repeats", None) or 1)))
+    return rows
+
+
+def sample_plan_line(rows: Sequence[tuple[str, int, int]]) -> str:
+    """``will draw N responses (task: Q questions x k = K, ...)``: what a run is about to sample."""
+    total = sum(questions * k for _, questions, k in rows)
+    parts = ", ".join(f"{name}: {questions} questions x k = {k}" for name, questions, k in rows)
+    return f"will draw {total:,} responses ({parts})"
+
+
+def sample_count_problem(rows: Sequence[tuple[str, int, int]], allow_large: bool = False) -> str | None:
+    """The one-line refusal of a run drawing more than ``MAX_SAMPLES`` responses without ``allow_large``."""
+    total = sum(questions * k for _, questions, k in rows)
+    if allow_large or total <= MAX_SAMPLES:
+        return None
+    return (
+        f"this run would draw {total:,} responses, above {MAX_SAMPLES:,} (a paper-scale run; about 10 hours "
+        "on a 2-core CPU); lower --repeats or --limit, or add --allow_large if you mean it"
+    )

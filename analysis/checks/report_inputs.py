@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.checks.input_checks import CONSISTENCY_MIN_K
+from analysis.runs.versions import run_versions, version_mix_warnings
 from capcal_tasks.relations import RelationError, task_relations
 
 __all__ = ["NothingToScoreError", "k_notices", "report_notices"]
@@ -68,7 +69,7 @@ def report_notices(
     found. ``calibration`` and ``select`` as in ``ReportOptions``. Raises ``NothingToScoreError`` when no
     sampling or leaderboard run is found, and what the runs' loading raises (``RunFormatError``, ...)."""
     from analysis.report.build import load_report_data  # the report's modules: only for the report
-    from analysis.report.registry import MIN_RECALIBRATION_QUESTIONS
+    from analysis.report.registry import MIN_RECALIBRATION_QUESTIONS, probe_training_questions
 
     data = load_report_data(output_dirs, select or None)
     collection = data.collection
@@ -83,7 +84,7 @@ def report_notices(
             else collection.found()
         )
         raise NothingToScoreError(f"nothing to score under {where}: no capcal sampling run; found {held}")
-    notices: list[str] = []
+    notices: list[str] = list(data.path_notes)
     sampled = set(zip(questions["model_id"], questions["task"], strict=True))
     if not confidences.empty:
         for (model_id, model, task, target), _ in confidences.groupby(
@@ -94,12 +95,14 @@ def report_notices(
                     f"{task} ({model}) scores {target}, which has no sampling run of that model here: "
                     "its confidences are left out"
                 )
-    if activations_dir is not None and not Path(activations_dir).expanduser().is_dir():
+    given = activations_dir is not None and Path(activations_dir).expanduser().is_dir()
+    if activations_dir is not None and not given:
         notices.append(f"--activations {activations_dir}: no such folder; the probe is left out")
     try:
         relations = task_relations(data.configs, calibration)
     except RelationError:
         relations = None  # the report says what is wrong with the declarations
+    notices += version_mix_warnings(run_versions(collection.files))
     notices += k_notices(questions)
     for (model_id, model, task), _ in questions.groupby(["model_id", "model", "task"], sort=True):
         if relations is None or task not in relations or not relations.is_evaluation(task):
@@ -112,9 +115,16 @@ def report_notices(
                     "and isotonic recalibration are left out"
                 )
             elif len(rows) < MIN_RECALIBRATION_QUESTIONS:
+                probed = given or (model_id, task) in data.activations  # else there is no probe to warn of
+                weak = (
+                    f", and a probe fitted on {probe_training_questions(len(rows))} of them (a quarter "
+                    "validates it) is weak"
+                    if probed
+                    else ""
+                )
                 notices.append(
                     f"{task} ({model}): its calibration split {split} has {len(rows)} questions (was it run "
                     f"with --limit?); isotonic recalibration needs {MIN_RECALIBRATION_QUESTIONS} and is left "
-                    f"out, and a probe fitted on {len(rows)} questions is weak; run {split} without --limit"
+                    f"out{weak}; run {split} without --limit"
                 )
     return notices

@@ -10,14 +10,18 @@ results file) say so on stderr, with the likely cause:
   start of the response, or an end-of-text token), or requests that failed (``capcal-api`` with
   ``allow_failures``);
 - non-empty responses without an answer (``extracted_answers`` None) or a verbalized confidence that did not
-  parse (``parse_success`` 0): a ``max_gen_toks`` below ``SHORT_GENERATION_TOKENS`` cuts responses before
-  their final answer; otherwise the responses do not give it in the form the task reads.
+  parse (``parse_success`` 0): when most of them reach ``max_gen_toks`` (their length counted with the
+  model's own tokenizer, ``responses_cut_by_limit``), the limit cut them before their final answer (raise
+  it); when they end before it, the responses are complete and do not give it in the form the task reads
+  (SmolLM2-135M-Instruct never writes ``\boxed{P}``: raising ``max_gen_toks`` changes nothing). Without the
+  tokenizer, a ``max_gen_toks`` below ``SHORT_GENERATION_TOKENS`` is named as the possible cause.
 
 "Most" is more than ``MOSTLY`` of a task's responses.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,7 +33,10 @@ __all__ = [
     "aggregate_notices",
     "empty_response_cause",
     "response_notices",
+    "responses_cut_by_limit",
+    "tokenizer_source",
     "unreadable_cause",
+    "unreadable_diagnosis",
 ]
 
 #: A task's responses are "mostly" empty or unreadable above this share.
@@ -74,16 +81,99 @@ def empty_response_cause(
     )
 
 
-def unreadable_cause(config: Mapping[str, Any], confidence: bool) -> str:
-    """The likely cause, as a phrase, of non-empty responses without an answer (``confidence``: without a
-    verbalized confidence), from the task's ``config`` (its ``generation_kwargs.max_gen_toks``)."""
+def tokenizer_source(model_args: Mapping[str, Any] | str | None) -> str | None:
+    """The local tokenizer folder of a run's ``model_args`` (``tokenizer``, else ``pretrained``), or None."""
+    if isinstance(model_args, str):
+        model_args = dict(item.split("=", 1) for item in model_args.split(",") if "=" in item)
+    if not isinstance(model_args, Mapping):
+        return None
+    source = model_args.get("tokenizer") or model_args.get("pretrained")
+    return source if isinstance(source, str) and source else None
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(source: str) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(source, local_files_only=True)
+
+
+def responses_cut_by_limit(texts: Sequence[str], max_gen_toks: Any, source: str | None) -> list[bool] | None:
+    """For each of ``texts``, whether it reached ``max_gen_toks`` tokens (re-encoded with the tokenizer at
+    ``source``; one token of slack for re-encoding), i.e. was cut by the limit rather than ended by the
+    model; None when that cannot be told (no integer limit, no local tokenizer)."""
+    if not isinstance(max_gen_toks, int) or isinstance(max_gen_toks, bool) or source is None:
+        return None
+    try:
+        tokenizer = _tokenizer(source)
+    except Exception:  # noqa: BLE001 - a hub id offline, a folder without tokenizer files: cannot tell
+        return None
+    lengths = [len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in texts]
+    return [length >= max_gen_toks - 1 for length in lengths]
+
+
+def unreadable_diagnosis(
+    config: Mapping[str, Any],
+    confidence: bool,
+    texts: Sequence[str] = (),
+    source: str | None = None,
+    readable: Sequence[bool] = (),
+) -> tuple[str, bool]:
+    """(the likely cause, as a phrase, of non-empty responses without an answer (``confidence``: without a
+    verbalized confidence); whether the run's settings are to blame). From the task's ``config`` (its
+    ``generation_kwargs.max_gen_toks``), the responses ``texts`` counted with the tokenizer at ``source``
+    (``responses_cut_by_limit``) and whether each was read (``readable``, aligned with ``texts``):
+
+    - the responses that ended on their own (before the limit) mostly unread as well: the model does not
+      state it in that form, whatever the limit (not the run's fault: SmolLM2-135M-Instruct, whose
+      verbalized responses either stop early without ``\\boxed{P}`` or run on to the limit);
+    - else most responses cut by the limit: ``max_gen_toks`` (the run's fault: raise it);
+    - without a tokenizer: a ``max_gen_toks`` below ``SHORT_GENERATION_TOKENS`` as the possible cause."""
     tokens = (config.get("generation_kwargs") or {}).get("max_gen_toks")
-    if isinstance(tokens, int) and tokens < SHORT_GENERATION_TOKENS:
-        return f"max_gen_toks={tokens} likely cuts the responses before their final answer (raise it)"
     what = (
         "a confidence as \\boxed{P}" if confidence else "an answer in the form the task reads (\\boxed{...})"
     )
-    return f"the responses do not state {what}; look at a few with capcal analyze --responses"
+    cut = responses_cut_by_limit(texts, tokens, source) if texts else None
+    if cut is not None:
+        ended = [bool(read) for read, was_cut in zip(readable, cut, strict=False) if not was_cut]
+        if ended and sum(ended) <= MOSTLY * len(ended):
+            return (
+                f"the model does not state {what}: only {sum(ended)} of the {len(ended)} responses that "
+                f"ended on their own before max_gen_toks={tokens} do, so raising the limit ({sum(cut)} "
+                "responses reached it) is unlikely to help; look at a few with capcal analyze --responses",
+                False,
+            )
+        if sum(cut) > MOSTLY * len(texts):
+            return (
+                f"max_gen_toks={tokens} cut {sum(cut)} of {len(texts)} responses before their end (raise it)",
+                True,
+            )
+        return (
+            f"{len(texts) - sum(cut)} of {len(texts)} responses end on their own before "
+            f"max_gen_toks={tokens} and some do not state {what}; look at a few with capcal analyze "
+            "--responses",
+            True,
+        )
+    if isinstance(tokens, int) and tokens < SHORT_GENERATION_TOKENS:
+        return f"max_gen_toks={tokens} may cut the responses before their final answer (raise it)", True
+    return f"the responses do not state {what}; look at a few with capcal analyze --responses", True
+
+
+def unreadable_cause(
+    config: Mapping[str, Any],
+    confidence: bool,
+    texts: Sequence[str] = (),
+    source: str | None = None,
+    readable: Sequence[bool] = (),
+) -> str:
+    """The likely cause of ``unreadable_diagnosis``, as a phrase."""
+    return unreadable_diagnosis(config, confidence, texts, source, readable)[0]
+
+
+def _flags_per_response(records: Sequence[Mapping[str, Any]]) -> list[bool]:
+    """Whether each response of verbalized-confidence ``records`` parsed (``parse_success``, one per record,
+    repeated over the record's responses), aligned with their flattened ``resps``."""
+    return [bool(record.get("parse_success")) for record in records for _ in _texts(record.get("resps"))]
 
 
 def response_notices(
@@ -113,17 +203,18 @@ def response_notices(
             continue
         answers = [a for record in records for a in record.get("extracted_answers") or []]
         parsed = [record["parse_success"] for record in records if "parse_success" in record]
+        source = tokenizer_source(model_args)
         if answers and sum(a is None for a in answers) > MOSTLY * len(answers):
             missing = sum(a is None for a in answers)
             notices.append(
                 f"task {task}: no answer could be read from {missing} of {len(answers)} responses; likely "
-                f"cause: {unreadable_cause(config, confidence=False)}"
+                f"cause: {unreadable_cause(config, False, texts, source, [a is not None for a in answers])}"
             )
         elif parsed and sum(not value for value in parsed) > MOSTLY * len(parsed):
             missing = sum(not value for value in parsed)
             notices.append(
                 f"task {task}: no confidence could be read from {missing} of {len(parsed)} responses; likely "
-                f"cause: {unreadable_cause(config, confidence=True)}"
+                f"cause: {unreadable_cause(config, True, texts, source, _flags_per_response(records))}"
             )
     return notices
 

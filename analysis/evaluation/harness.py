@@ -197,6 +197,24 @@ def _missing_data_message(name: str, what: str, local_path: str | None, reason: 
     return f"task {name} reads {what}, but {reason}; {fix}"
 
 
+def _capcal_twin(task_manager: Any, name: Any) -> str | None:
+    """capcal's task for the dataset of lm-eval's task ``name`` (``capcal_<name>``, e.g. ``capcal_gsm8k``
+    for ``gsm8k``) when capcal has one and ships its data, else None."""
+    from capcal_tasks.data_sources import data_read_by, shipped_with_capcal
+
+    twin = f"capcal_{name}" if isinstance(name, str) and not name.startswith("capcal_") else None
+    if twin is None or twin not in task_manager.all_tasks:
+        return None
+    loader = task_manager.custom_dataset_of(twin)
+    try:
+        config = task_manager.task_configs([twin]).get(twin) or {}
+        arguments = {**(config.get("metadata") or {}), **(config.get("dataset_kwargs") or {})}
+        reads = data_read_by(loader, **arguments) if loader is not None else []
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return twin if reads and all(shipped_with_capcal(read.local_path) for read in reads) else None
+
+
 def _check_data(task_manager, configs: dict[str, dict], root: Path | None, metadata: dict[str, Any]) -> None:
     """The data every task in ``configs`` reads can be read: with a local data folder ``root``, every file
     capcal's tasks read there exists; without one, every hub dataset they (and lm-eval's tasks) read is
@@ -226,7 +244,14 @@ def _check_data(task_manager, configs: dict[str, dict], root: Path | None, metad
                 source = HubSplit(path, config.get("dataset_name"), split)
                 reason = hub_split_problem(source)
                 if reason is not None:
-                    raise EvaluationInputError(_missing_data_message(name, str(source), None, reason))
+                    twin = _capcal_twin(task_manager, name)
+                    message = _missing_data_message(name, str(source), None, reason)
+                    if twin is not None:  # lm-eval's gsm8k offline: capcal's capcal_gsm8k reads bundled data
+                        message = (
+                            f"task {name} reads {source}, but {reason}; capcal ships this dataset with its "
+                            f"own task: --tasks {twin} --data_dir bundled"
+                        )
+                    raise EvaluationInputError(message)
             continue
         loader = task_manager.custom_dataset_of(name) if isinstance(name, str) else None
         if loader is None or not getattr(loader, "__module__", "").startswith("capcal_tasks."):
@@ -271,6 +296,7 @@ def check_inputs(
     gen_kwargs: str | Mapping[str, Any] | None = None,
     num_fewshot: int | None = None,
     batch_size: int | str | None = None,
+    allow_large: bool = False,
 ) -> CheckedInputs:
     """Check ``evaluate``'s inputs without loading a model or a dataset; return what they resolve to.
 
@@ -287,12 +313,20 @@ def check_inputs(
     or without one every hub dataset cached or reachable (the message suggests ``--data_dir bundled`` when
     capcal ships the dataset); a chat model (a chat template in its local tokenizer files, or on an ``LM``
     object's tokenizer) not run on capcal's chat prompts without ``apply_chat_template`` unless
-    ``plain_prompts`` (``analysis.checks.input_checks.chat_template_problem``). Raises
-    ``EvaluationInputError`` (one line). ``notices``: what a ``repeats`` below the analyses' needs leaves out
-    (``analysis.checks.input_checks.repeats_notices``).
+    ``plain_prompts`` (``analysis.checks.input_checks.chat_template_problem``); ``apply_chat_template`` only
+    for a model whose local tokenizer has a chat template (``missing_chat_template_problem``). Raises
+    ``EvaluationInputError`` (one line); ``repeats`` above ``MAX_REPEATS`` is refused without
+    ``allow_large`` (``analysis.checks.input_checks.repeats_problem``). ``notices``: what a ``repeats``
+    below the analyses' needs leaves out (``analysis.checks.input_checks.repeats_notices``). Recorded
+    paths (``activations``, ``samples_file``) are made absolute (``analysis.runs.recorded_paths``).
     """
     if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
         raise EvaluationInputError(f"repeats must be a positive integer, got {repeats!r}")
+    from analysis.checks.input_checks import repeats_problem
+
+    problem = repeats_problem(repeats, allow_large)
+    if problem is not None:
+        raise EvaluationInputError(problem)
     if limit is not None and (
         isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0 or limit != limit
     ):
@@ -309,7 +343,11 @@ def check_inputs(
     problem = run_settings_problem(output_path, settings, num_fewshot, batch_size)
     if problem is not None:
         raise EvaluationInputError(problem)
-    arguments = parse_key_values(model_args)
+    from analysis.runs.recorded_paths import absolute_recorded_paths
+
+    # recorded paths (activations=, samples_file) absolute: the results file then means the same from anywhere
+    arguments = absolute_recorded_paths(parse_key_values(model_args))
+    metadata = absolute_recorded_paths(metadata) if metadata is not None else None
     paths = (
         []
         if include_path is None
@@ -332,7 +370,11 @@ def check_inputs(
     if unknown:
         raise EvaluationInputError(unknown_task_message(unknown[0], declared))
     root = _data_root(data_dir)  # imports datasets (seconds): after the names
-    from analysis.checks.input_checks import chat_template_problem, repeats_notices
+    from analysis.checks.input_checks import (
+        chat_template_problem,
+        missing_chat_template_problem,
+        repeats_notices,
+    )
     from capcal_tasks.task_manager import UnknownTaskError, task_manager_for
 
     merged = {**arguments, **(metadata or {})}
@@ -355,6 +397,11 @@ def check_inputs(
         configs,
         apply_chat_template,
         plain_prompts,
+    )
+    if problem is not None:
+        raise EvaluationInputError(problem)
+    problem = missing_chat_template_problem(
+        arguments if isinstance(model, str) else _lm_tokenizer_source(model), apply_chat_template
     )
     if problem is not None:
         raise EvaluationInputError(problem)
@@ -415,6 +462,16 @@ def _choose_batch_size(model: Any, model_args: dict[str, Any], device: str | Non
     return choice.record()
 
 
+def _capcal_version() -> str:
+    """The installed capcal's version (``importlib.metadata``), "unknown" when it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("capcal")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def evaluate(
     model: Any,
     tasks: str | Sequence[Any],
@@ -431,6 +488,8 @@ def evaluate(
     device: str | None = "cuda:0",
     plain_prompts: bool = False,
     notify: Callable[[str], None] | None = None,
+    allow_large: bool = False,
+    inform: Callable[[str], None] | None = None,
     **simple_evaluate_kwargs: Any,
 ) -> dict[str, Any]:
     """``lm_eval.simple_evaluate`` with capcal's tasks and models, ``repeats`` and ``data_dir``.
@@ -448,11 +507,15 @@ def evaluate(
     samples, so with ``log_samples``); default: a warning of the ``analysis.evaluation`` logger. lm-eval's
     misleading log lines are filtered while it runs (``analysis.evaluation.lm_eval_messages``). Without a
     ``batch_size`` one fast on this machine is chosen (``capcal_models.batch_size.default_batch_size``),
-    logged, and recorded with the results (``config.capcal_batch_size``). Other keyword arguments go to
-    ``simple_evaluate`` unchanged.
+    logged, and recorded with the results (``config.capcal_batch_size``). Once the tasks are loaded, before
+    any request, ``inform`` receives the number of responses the run will draw (``sample_plan_line``;
+    default: an info line of the logger), and a run above ``MAX_SAMPLES`` is refused
+    (``EvaluationInputError``) without ``allow_large`` (``analysis.checks.input_checks``). Other keyword
+    arguments go to ``simple_evaluate`` unchanged.
 
     With ``output_path`` the run is saved as ``lm_eval --output_path [--log_samples]`` saves it, plus the
-    top-level key ``"capcal_model"`` (``capcal_models.model_identity.model_fingerprint_from_args``).
+    top-level keys ``"capcal_model"`` (``capcal_models.model_identity.model_fingerprint_from_args``) and
+    ``"capcal_version"``.
     Returns lm-eval's results dictionary (with ``samples`` when ``log_samples``); after a save it also holds
     ``"capcal_files"``: ``{"results": Path, "samples": {task: Path}}`` (not written to the results file).
     What was saved is read back (``analysis.checks.output_checks``): a results file that does not parse or a
@@ -475,11 +538,13 @@ def evaluate(
         gen_kwargs=simple_evaluate_kwargs.get("gen_kwargs"),
         num_fewshot=simple_evaluate_kwargs.get("num_fewshot"),
         batch_size=simple_evaluate_kwargs.get("batch_size"),
+        allow_large=allow_large,
     )
     batch_size_record = _choose_batch_size(model, checked.model_args, device, simple_evaluate_kwargs)
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
 
+    from analysis.checks.input_checks import planned_samples, sample_count_problem, sample_plan_line
     from analysis.checks.output_checks import lm_eval_save_errors
     from analysis.checks.response_checks import aggregate_notices, response_notices
     from analysis.evaluation.lm_eval_messages import filtered_lm_eval_logs, git_notice
@@ -490,7 +555,21 @@ def evaluate(
             notify(notice)
     tracker = EvaluationTracker(output_path=str(output_path)) if output_path is not None else None
     multiturn = bool(apply_chat_template) if fewshot_as_multiturn is None else fewshot_as_multiturn
-    with data_dir_setting(data_dir), filtered_lm_eval_logs(checked.configs):
+    inform = inform or logging.getLogger("analysis.evaluation").info
+
+    def plan(tasks: dict[str, Any]) -> None:  # the tasks are loaded, nothing is sampled yet
+        rows = planned_samples(tasks, limit, simple_evaluate_kwargs.get("samples"))
+        inform(sample_plan_line(rows))
+        problem = sample_count_problem(rows, allow_large)
+        if problem is not None:
+            raise EvaluationInputError(problem)
+
+    checked.task_manager.on_load = plan
+    with (
+        data_dir_setting(data_dir),
+        filtered_lm_eval_logs(checked.configs),
+        _hook_removed(checked.task_manager),
+    ):
         results = simple_evaluate(
             model=model,
             model_args=checked.model_args if isinstance(model, str) else None,
@@ -521,6 +600,7 @@ def evaluate(
         return results
     samples = results.pop("samples", None) if log_samples else None
     results["capcal_model"] = _capcal_model(model, checked.model_args)
+    results["capcal_version"] = _capcal_version()
     results.setdefault("config", {})["capcal_batch_size"] = batch_size_record
     with lm_eval_save_errors() as save_errors:  # lm-eval logs and swallows its write errors
         tracker.save_results_aggregated(results=results, samples=samples)
@@ -561,6 +641,16 @@ def _check_saved(
     raise IncompleteOutputError(
         f"the run's output is incomplete: {', '.join(problems)} ({why}){moved}; {cache}"
     )
+
+
+@contextlib.contextmanager
+def _hook_removed(task_manager: Any) -> Iterator[None]:
+    """Within the block, ``task_manager.on_load`` stays as set; after it, it is removed (a task manager can
+    be reused by a later run)."""
+    try:
+        yield
+    finally:
+        task_manager.on_load = None
 
 
 def format_results(results: Mapping[str, Any], num_fewshot: int | None = None) -> str:

@@ -52,6 +52,8 @@ from analysis.report.summary import (
 )
 from analysis.runs import RunCollection, load_runs
 from analysis.runs.joins import JoinReport, join_questions, join_report
+from analysis.runs.recorded_paths import resolve_recorded_path
+from analysis.runs.versions import run_versions, version_mix_warnings
 from capcal_tasks.relations import EVALUATION, TaskRelations, task_relations
 
 __all__ = [
@@ -89,8 +91,9 @@ class ReportData:
     collection: RunCollection
     configs: dict[str, tuple[dict, str]]  # task -> (config from a results file, that file)
     activations: dict[
-        tuple[str, str], str
-    ]  # (model_id, task) -> activations folder named in the run's metadata
+        tuple[str, str], Path
+    ]  # (model_id, task) -> activations folder named in the run's metadata, found (recorded_paths)
+    path_notes: list[str] = field(default_factory=list)  # how a relative recorded path was resolved
 
     @property
     def questions(self) -> pd.DataFrame:
@@ -113,7 +116,8 @@ def load_report_data(output_dirs: Sequence[str | Path], select=None) -> ReportDa
     (model, task); the others are listed as left out), with the task configs of the runs used."""
     collection = load_runs(output_dirs, select)
     configs: dict[str, tuple[dict, str]] = {}
-    activations: dict[tuple[str, str], str] = {}
+    activations: dict[tuple[str, str], Path] = {}
+    notes: list[str] = []
     for file in collection.files:
         results = file.results_path
         if file.task_config:
@@ -121,8 +125,13 @@ def load_report_data(output_dirs: Sequence[str | Path], select=None) -> ReportDa
             configs[file.task] = (file.task_config, where)
         folder = (file.task_config.get("metadata") or {}).get("activations")
         if isinstance(folder, str) and folder:
-            activations[(file.model_id, file.task)] = folder
-    return ReportData(collection, configs, activations)
+            recorded_in = results if results is not None else file.path
+            found = resolve_recorded_path(folder, recorded_in, "activations")
+            if found.note is not None and found.note not in notes:
+                notes.append(found.note)
+            if found.path is not None:
+                activations[(file.model_id, file.task)] = found.path
+    return ReportData(collection, configs, activations, notes)
 
 
 def _join_row(report: JoinReport) -> dict:
@@ -263,9 +272,7 @@ def _section(
     evaluation = questions[questions["task"] == task].reset_index(drop=True)
     evaluation = _with_confidences(evaluation, task, own, targets, joins, notes)
     calibration = calibration_data(questions, evaluation, task, relations, own, targets, joins, notes)
-    folder = activations_dir or (
-        Path(data.activations[(model, task)]) if (model, task) in data.activations else None
-    )
+    folder = activations_dir or data.activations.get((model, task))
     if folder is not None:
         frames = [evaluation] + ([calibration.table] if calibration is not None else [])
         _activation_joins(folder, frames, joins)
@@ -398,6 +405,7 @@ def overview_section(
     section.notes += [
         f"skipped: {_relative(path, roots)}: {reason}" for path, reason in data.collection.skipped
     ]
+    section.tables.append(("Versions: task, lm-eval, capcal", run_versions(data.collection.files)))
     section.notes += rescore_notes(data.collection.files)
     section.notes += [
         f"model {label} is known only by its label (no checkpoint fingerprint)"
@@ -506,6 +514,8 @@ def build_report(
     results = sorted(analysis.results, key=lambda result: not compares_several(result.ranking))
     rankings = [r.ranking for r in results if r.ranking is not None]
     what = [measured(r.model, r.task, r.computed.evaluation, r.inputs is not None) for r in results]
+    mixed = version_mix_warnings(run_versions(analysis.data.collection.files))
+    notices = [*notices, *(line for line in mixed if line not in notices)]
     sections = summary_sections(rankings, notices, options.n_resamples, what)
     grid = grid_section(metric_rows(results))
     if grid is not None:

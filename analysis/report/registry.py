@@ -197,6 +197,14 @@ def isotonic(column: str) -> Callable[[EstimatorContext], EstimatorResult]:
     return fit
 
 
+PROBE_VALIDATION_FRACTION = 0.25  # of the calibration split, held out to choose the probe's settings
+
+
+def probe_training_questions(calibration_questions: int) -> int:
+    """The questions the probe is fitted on out of ``calibration_questions`` (the rest validate it)."""
+    return calibration_questions - int(round(PROBE_VALIDATION_FRACTION * calibration_questions))
+
+
 def probe(context: EstimatorContext) -> EstimatorResult:
     """The linear probe on the last prompt token's activations (mean over layers), fitted on the calibration
     split (a quarter held out for validation) and evaluated on the evaluation questions."""
@@ -216,7 +224,9 @@ def probe(context: EstimatorContext) -> EstimatorResult:
         eval_features = load_activations(context.activations_dir, evaluation).last_token
     except (KeyError, ValueError) as error:
         return EstimatorResult(notes=[f"no probe: {error.args[0] if error.args else error}"])
-    splits = QuestionSplits.random(list(train["question_id"]), validation_fraction=0.25, test_fraction=0.0)
+    splits = QuestionSplits.random(
+        list(train["question_id"]), validation_fraction=PROBE_VALIDATION_FRACTION, test_fraction=0.0
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fitted = fit_probe(

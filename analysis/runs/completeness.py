@@ -9,7 +9,11 @@ response that was never produced; never read as the text "None"), or empty respo
 returns for requests that still failed at the end with ``allow_failures=True``, or a model that generated
 nothing). A confidence run is incomplete when some of its records have no question in a sampling run of
 the same model and target task (or its target task is not declared), or when its confidence parsed for
-fewer than half of its records (a verbalized confidence without ``\boxed{P}``). ``check_run`` counts each of
+fewer than half of its records because something went wrong: a P(True) or self-check without a value, or a
+verbalized confidence whose responses ``max_gen_toks`` cut. Complete means "ran as asked": a verbalized run
+whose responses ended on their own (counted with the model's tokenizer) but never state ``\boxed{P}`` is
+complete (the model does not answer in that form; re-running cannot change it); ``check_run`` lists it in
+``attrs["notes"]`` and the report leaves the estimator out, saying why. ``check_run`` counts each of
 these and names the likely cause of empty responses and unparsed confidences
 (``analysis.checks.response_checks``); ``capcal check OUTPUT_DIR...`` prints them and exits with status 1
 when a run is incomplete. Every samples file is read once (``analysis.runs.load_runs``); the results file of
@@ -24,11 +28,15 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.checks.response_checks import empty_response_cause, unreadable_cause
+from analysis.checks.response_checks import (
+    empty_response_cause,
+    tokenizer_source,
+    unreadable_diagnosis,
+)
+from analysis.runs.files import iter_sample_records, read_results
 from analysis.runs.identity import SamplesFile
 from analysis.runs.joins import JoinReport, join_report
 from analysis.runs.tables import load_runs
-from capcal_tasks.records import read_json_file
 from capcal_tasks.sampling import is_sampling_config
 
 __all__ = ["CHECK_COLUMNS", "check_run"]
@@ -83,12 +91,14 @@ def check_run(output_dir: str | Path | Sequence[str | Path]) -> pd.DataFrame:
     ]
     question_keys = set(zip(table["model_id"], table["task"], table["question_id"], strict=True))
     joins = []
+    notes: list[str] = []
     for task, run_id, run_key, group in _runs(elicited):
         report = _confidence_join(by_run[run_key], task, group, question_keys)
         joins.append(report)
-        rows.append(_confidence_row(by_run[run_key], task, run_id, group, report))
+        rows.append(_confidence_row(by_run[run_key], task, run_id, group, report, notes))
     checks = pd.DataFrame(rows, columns=CHECK_COLUMNS)
     checks.attrs["joins"] = joins
+    checks.attrs["notes"] = notes
     checks.attrs["labels"] = [(file.model, file.task, file.run_id, file.labels) for file in collection.files]
     checks.attrs["duplicates"] = collection.duplicates
     checks.attrs["skipped"] = collection.skipped
@@ -203,10 +213,25 @@ def _confidence_join(
     )
 
 
+def _responses(file: SamplesFile) -> tuple[list[str], list[bool]]:
+    """Every response string of a verbalized-confidence samples file (its records' ``resps``) and whether
+    each parsed (its record's ``parse_success``)."""
+    texts: list[str] = []
+    readable: list[bool] = []
+    for _, record in iter_sample_records(file.path):
+        for item in record.get("resps") or []:
+            found = [text for text in (item if isinstance(item, list) else [item]) if isinstance(text, str)]
+            texts += found
+            readable += [bool(record.get("parse_success"))] * len(found)
+    return texts, readable
+
+
 def _confidence_row(
-    file: SamplesFile, task: str, run_id: str, group: pd.DataFrame, report: JoinReport
+    file: SamplesFile, task: str, run_id: str, group: pd.DataFrame, report: JoinReport, notes: list[str]
 ) -> dict:
-    """The check of one confidence run: the results file, and records without a question (``report``)."""
+    """The check of one confidence run: the results file, records without a question (``report``), and
+    confidences that did not parse: a problem, or a note in ``notes`` when a verbalized run's responses are
+    not to blame (``unreadable_diagnosis``: the model does not state the confidence), module docstring."""
     problems = _file_problems(file, len(group), "records", sampling=False)
     if report.unmatched_left:
         problems.append(report.summary())
@@ -215,11 +240,18 @@ def _confidence_row(
     parsed = _parsed_records(group)
     if parsed < MIN_PARSED_SHARE * len(group):
         kind = str(group["kind"].iloc[0])
-        cause = unreadable_cause(file.task_config, confidence=kind.startswith("verbalized"))
-        problems.append(
+        verbalized = kind.startswith("verbalized")
+        texts, readable = _responses(file) if verbalized else ([], [])
+        source = tokenizer_source(_results_config(file).get("model_args"))
+        cause, run_fault = unreadable_diagnosis(file.task_config, verbalized, texts, source, readable)
+        line = (
             f"{kind} confidence parsed for {parsed} of {len(group)} records, fewer than half "
             f"(likely cause: {cause})"
         )
+        if run_fault:
+            problems.append(line)
+        else:  # ran as asked: the model's answer, not the run
+            notes.append(f"{file.model} {task} {run_id}: {line}; the run is complete")
     return _row(
         file,
         task,
@@ -243,17 +275,28 @@ def _parsed_records(group: pd.DataFrame) -> int:
     return int(parsed.sum())
 
 
+def _results_file(file: SamplesFile) -> dict:
+    """The run's results file as a dict (empty when it has none or cannot be read)."""
+    if file.results_path is None:
+        return {}
+    try:
+        loaded, _ = read_results(file.results_path)  # NaN aggregates (every parse failed) are lm-eval's own
+    except (OSError, ValueError):
+        return {}
+    return loaded
+
+
+def _results_config(file: SamplesFile) -> dict:
+    """The ``config`` of the run's results file (model, model_args), empty when there is none."""
+    config = _results_file(file).get("config")
+    return config if isinstance(config, dict) else {}
+
+
 def _empty_cause(file: SamplesFile) -> str:
     """The likely cause of a sampling run's empty responses (``empty_response_cause``), from its results
     file's model arguments and whether a chat template was applied (its ``chat_template``)."""
-    results: dict = {}
-    if file.results_path is not None:
-        try:
-            loaded = read_json_file(file.results_path)
-        except (OSError, ValueError):
-            loaded = {}
-        results = loaded if isinstance(loaded, dict) else {}
-    config = results.get("config") if isinstance(results.get("config"), dict) else {}
+    results = _results_file(file)
+    config = _results_config(file)
     applied = None if "chat_template" not in results else results.get("chat_template") is not None
     model = config.get("model") if isinstance(config.get("model"), str) else None
     return empty_response_cause(config.get("model_args"), applied, model)

@@ -10,6 +10,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis.runs.recorded_paths import resolve_recorded_path
 from capcal_models.model_identity import model_fingerprint_from_args, parse_model_args
 from capcal_tasks.checkers import describe_labels
 
@@ -62,6 +63,28 @@ def _label(results: dict | None, folder: Path) -> str:
     return folder.name
 
 
+# model arguments that name a checkpoint folder (as ``capcal_models.model_identity`` reads them)
+CHECKPOINT_ARGUMENTS = ("pretrained", "model", "path", "model_path")
+
+
+def _checkpoint_found(model_args: str | dict, folder: Path) -> str | dict:
+    """``model_args`` with a relative checkpoint path (a run of stock lm-eval, ``pretrained=./model``)
+    resolved against the run's folders, then the current folder (``resolve_recorded_path``) where it is
+    found there; unchanged otherwise (a hub id, an absolute path, unparsable arguments)."""
+    try:
+        arguments = parse_model_args(model_args)
+    except ValueError:
+        return model_args
+    changed = dict(arguments)
+    for key in CHECKPOINT_ARGUMENTS:
+        value = arguments.get(key)
+        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+            found = resolve_recorded_path(value, folder / "results.json", key)
+            if found.path is not None and found.path.is_dir():
+                changed[key] = str(found.path)
+    return changed if changed != arguments else model_args
+
+
 class ModelIdentities:
     """Model identities of results files, each (model, model_args) fingerprinted once per load."""
 
@@ -81,9 +104,10 @@ class ModelIdentities:
             }
         elif results and (results.get("config") or {}).get("model_args") is not None:
             config = results["config"]
-            key = repr((config.get("model"), config.get("model_args")))
+            model_args = _checkpoint_found(config["model_args"], folder)
+            key = repr((config.get("model"), model_args))
             if key not in self.cache:
-                self.cache[key] = model_fingerprint_from_args(str(config.get("model")), config["model_args"])
+                self.cache[key] = model_fingerprint_from_args(str(config.get("model")), model_args)
             found = {**self.cache[key], "label": label}
         else:
             found = {

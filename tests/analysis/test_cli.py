@@ -337,7 +337,7 @@ def test_eval_warns_before_the_run_about_k_and_after_it_about_unreadable_respons
         "or 1, so capability calibration is only response calibration; the consistency estimator (k >= 6), "
         "pass@k for k > 1 and majority vote will be missing; use --repeats 16 (the tasks' default)",
         "capcal eval: warning: task capcal_arithmetic: no answer could be read from 2 of 2 responses; likely "
-        "cause: max_gen_toks=8 likely cuts the responses before their final answer (raise it)",
+        "cause: max_gen_toks=8 may cut the responses before their final answer (raise it)",
     ]
     assert run.stderr.index(warnings[0]) < run.stderr.index("Running generate_until requests")
 

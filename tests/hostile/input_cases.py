@@ -192,8 +192,16 @@ def _check_small_calibration(notices: list[str]) -> None:
     (notice,) = notices
     assert notice == (
         "capcal_toy (toy-model): its calibration split capcal_toy_train has 4 questions (was it run with "
-        "--limit?); isotonic recalibration needs 10 and is left out, and a probe fitted on 4 questions is "
-        "weak; run capcal_toy_train without --limit"
+        "--limit?); isotonic recalibration needs 10 and is left out, and a probe fitted on 3 of them (a "
+        "quarter validates it) is weak; run capcal_toy_train without --limit"
+    )
+
+
+def _check_small_calibration_without_probe(notices: list[str]) -> None:
+    (notice,) = notices
+    assert notice == (
+        "capcal_toy (toy-model): its calibration split capcal_toy_train has 4 questions (was it run with "
+        "--limit?); isotonic recalibration needs 10 and is left out; run capcal_toy_train without --limit"
     )
 
 
@@ -212,6 +220,19 @@ CALIBRATION = {"capcal_role": "calibration"}
     INPUTS,
     "--limit also limits the calibration split: isotonic recalibration disappeared without a word",
     Returns(_check_small_calibration),
+)
+def _(root: Path) -> Any:
+    for task, count, metadata in ((TASK, 12, EVALUATION), ("capcal_toy_train", 4, CALIBRATION)):
+        lines = [sampling_line(i, ["4"] * 8, question_id=f"{task}/{i}") for i in range(count)]
+        write_run(root, lines, task=task, folder=task, results=_declared(task, metadata))
+    return report_notices([root], activations_dir=root)
+
+
+@case(
+    "calibration_split_cut_by_limit_without_activations",
+    INPUTS,
+    "the terminal warned of a weak probe although there were no activations and so no probe",
+    Returns(_check_small_calibration_without_probe),
 )
 def _(root: Path) -> Any:
     for task, count, metadata in ((TASK, 12, EVALUATION), ("capcal_toy_train", 4, CALIBRATION)):

@@ -8,6 +8,7 @@ from analysis.checks.response_checks import (
     empty_response_cause,
     response_notices,
     unreadable_cause,
+    unreadable_diagnosis,
 )
 from capcal_tasks.confidence.verbalized import process_results
 from capcal_tasks.sampling import score_responses
@@ -59,7 +60,7 @@ def test_responses_without_an_answer_name_a_short_max_gen_toks():
     short = {"output_type": "generate_until", "generation_kwargs": {"max_gen_toks": 16}}
     assert response_notices(samples, {"capcal_toy": short}) == [
         "task capcal_toy: no answer could be read from 2 of 3 responses; likely cause: max_gen_toks=16 "
-        "likely cuts the responses before their final answer (raise it)"
+        "may cut the responses before their final answer (raise it)"
     ]
     (notice,) = response_notices(samples, {"capcal_toy": SAMPLING})
     assert notice.endswith("the responses do not state an answer in the form the task reads (\\boxed{...}); "
@@ -100,9 +101,45 @@ def test_without_logged_samples_the_aggregates_are_read():
     }
     assert aggregate_notices(results) == [
         "task capcal_arithmetic: an answer could be read from only 0% of the responses (empty or unreadable; "
-        "--log_samples keeps them); likely cause: max_gen_toks=8 likely cuts the responses before their "
+        "--log_samples keeps them); likely cause: max_gen_toks=8 may cut the responses before their "
         "final answer (raise it)",
         "task capcal_arithmetic_verbalized: a confidence could be read from only 25% of the responses (empty "
         "or unreadable; --log_samples keeps them); likely cause: the responses do not state a confidence as "
         "\\boxed{P}; look at a few with capcal analyze --responses",
     ]
+
+
+def test_complete_responses_without_a_box_are_not_blamed_on_max_gen_toks(smollm2_path):
+    """SmolLM2's verbalized answers end on their own well before max_gen_toks=48 and never state \\boxed{P}:
+    the cause is the answer's form, not the limit (issue 32: the check said "raise max_gen_toks")."""
+    short = {"output_type": "generate_until", "generation_kwargs": {"max_gen_toks": 48}}
+    texts = ["I am fairly sure the answer is 12.", "Confidence: high.", "The answer is 7."]
+    samples = {"capcal_toy_verbalized": [_verbalized(text) for text in texts]}
+    (notice,) = response_notices(
+        samples, {"capcal_toy_verbalized": short}, model_args={"pretrained": str(smollm2_path)}
+    )
+    assert notice.endswith(
+        "likely cause: the model does not state a confidence as \\boxed{P}: only 0 of the 3 responses that "
+        "ended on their own before max_gen_toks=48 do, so raising the limit (0 responses reached it) is "
+        "unlikely to help; look at a few with capcal analyze --responses"
+    ), notice
+
+
+def test_responses_that_reach_max_gen_toks_are_cut(smollm2_path):
+    """Responses at least max_gen_toks tokens long (SmolLM2's tokenizer) were cut: raise it."""
+    from analysis.checks.response_checks import responses_cut_by_limit
+
+    long = "Let me work this out step by step, adding the tens first and then the units " * 3
+    texts = [long, long, "\\boxed{0.5}"]
+    assert responses_cut_by_limit(texts, 16, str(smollm2_path)) == [True, True, False]
+    assert responses_cut_by_limit(texts, 1024, str(smollm2_path)) == [False, False, False]
+    assert responses_cut_by_limit(texts, 16, "/no/such/tokenizer") is None
+    config = {"generation_kwargs": {"max_gen_toks": 16}}
+    # the one that ended parsed: the limit is to blame
+    diagnosis = unreadable_diagnosis(config, True, texts, str(smollm2_path), [False, False, True])
+    assert diagnosis == ("max_gen_toks=16 cut 2 of 3 responses before their end (raise it)", True)
+    # the one that ended did not parse either: the model's form, not the run
+    cause, run_fault = unreadable_diagnosis(config, True, texts, str(smollm2_path), [False, False, False])
+    assert not run_fault and cause.startswith(
+        "the model does not state a confidence as \\boxed{P}: only 0 of the 1"
+    )

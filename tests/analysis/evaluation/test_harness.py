@@ -208,7 +208,8 @@ def test_format_results_is_lm_evals_summary(tiny_run):
 @pytest.mark.slow
 def test_the_layout_is_the_one_lm_evals_cli_writes(tmp_path):
     """The same run (lm-eval's dummy model) through ``lm_eval --output_path`` and through ``evaluate``: the
-    same files, the same keys in the results file (plus capcal_model) and in every sample line."""
+    same files, the same keys in the results file (plus capcal_model and capcal_version) and in every sample
+    line."""
     from capcal_tasks import tasks_dir
 
     common = ["--model", "dummy", "--tasks", "capcal_arithmetic", "--limit", "2", "--log_samples"]
@@ -232,4 +233,5 @@ def test_the_layout_is_the_one_lm_evals_cli_writes(tmp_path):
 
     names, result_keys, sample_keys = layout(tmp_path / "lm_eval")
     assert names == ["results_TIME.json", "samples_capcal_arithmetic_TIME.jsonl"]
-    assert layout(tmp_path / "capcal") == (names, result_keys | {"capcal_model"}, sample_keys)
+    added = {"capcal_model", "capcal_version"}
+    assert layout(tmp_path / "capcal") == (names, result_keys | added, sample_keys)

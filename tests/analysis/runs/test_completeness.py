@@ -174,3 +174,53 @@ def test_undeclared_confidence_task_is_never_complete(tmp_path: Path) -> None:
     row = checks.loc["capcal_toy_verbalized"]
     assert not row["complete"] and row["unmatched"] == 1
     assert "declares no target task" in row["problems"]
+
+
+def _verbalized_beside_sampling(root: Path, smollm2: Path, responses: list[str], max_gen_toks: int) -> Path:
+    """A sampling run and a verbalized run of the same real checkpoint (its tokenizer counts the responses),
+    no confidence parsed."""
+    config = {"model": "capcal-hf", "model_args": {"pretrained": str(smollm2)}}
+    folder = root / "model__smollm2"
+    folder.mkdir(parents=True)
+    sampling = [_line(i, ["4", "5", "4", "3"]) for i in range(len(responses))]
+    (folder / f"samples_capcal_toy_{DATE}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in sampling))
+    metadata = {"capcal_task": "verbalized", "capcal_role": "confidence", "capcal_target_task": "capcal_toy"}
+    verbalized = [
+        {
+            "doc_id": i,
+            "doc": {"question_id": f"toy/{i}", "question_text": f"q{i}"},
+            "resps": [[text]],
+            "verbalized_confidence": None,
+            "parse_success": 0,
+            "parse_failures": 1,
+        }
+        for i, text in enumerate(responses)
+    ]
+    later = "2026-03-04T05-06-08.000001"
+    (folder / f"samples_capcal_toy_verbalized_{later}.jsonl").write_text(
+        "".join(json.dumps(x) + "\n" for x in verbalized)
+    )
+    configs = {
+        "capcal_toy": {"repeats": K, "metadata": {"capcal_task": "sampling"}},
+        "capcal_toy_verbalized": {"metadata": metadata, "generation_kwargs": {"max_gen_toks": max_gen_toks}},
+    }
+    for date, task in ((DATE, "capcal_toy"), (later, "capcal_toy_verbalized")):
+        results = {"results": {task: {}}, "configs": {task: configs[task]}, "config": config}
+        (folder / f"results_{date}.json").write_text(json.dumps({**results, "model_name": "smollm2"}))
+    return root
+
+
+def test_a_verbalized_run_whose_model_never_states_the_confidence_is_complete(tmp_path, smollm2_path):
+    """Responses that end on their own without \\boxed{P}: the run ran as asked (a note, exit 0 in capcal
+    check); the same responses cut at the limit: incomplete, raise max_gen_toks (issue 32)."""
+    short = ["I am fairly sure.", "Quite likely.", "The answer is 7."]
+    checks = check_run(_verbalized_beside_sampling(tmp_path / "a", smollm2_path, short, 48))
+    assert checks["complete"].all(), checks[["task", "problems"]].to_dict("records")
+    (note,) = checks.attrs["notes"]
+    assert "capcal_toy_verbalized" in note and note.endswith("; the run is complete")
+    assert "the model does not state a confidence as \\boxed{P}: only 0 of the 3 responses" in note
+    long = ["Let me think about how likely this is, step by step, from the level of the question " * 3] * 3
+    checks = check_run(_verbalized_beside_sampling(tmp_path / "b", smollm2_path, long, 16))
+    row = checks.set_index("task").loc["capcal_toy_verbalized"]
+    assert not row["complete"] and checks.attrs["notes"] == []
+    assert "max_gen_toks=16 cut 3 of 3 responses before their end (raise it)" in row["problems"]

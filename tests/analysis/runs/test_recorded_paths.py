@@ -1,0 +1,83 @@
+"""``analysis.runs.recorded_paths``: a path a run recorded means the same from any working folder (issue 32).
+The real runs with activations are in tests/test_readme_example.py; here the resolution rules, and a stock
+lm-eval run that recorded its checkpoint as a relative path (the real SmolLM2, linked)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from analysis.runs import load_runs
+from analysis.runs.recorded_paths import resolve_recorded_path
+
+
+def _layout(root: Path) -> Path:
+    """root/acts/ and root/out/model/results_*.json: ``capcal eval --output_path out/`` run from root."""
+    (root / "acts").mkdir(parents=True)
+    results = root / "out" / "model" / "results_2026-01-02T03-04-05.json"
+    results.parent.mkdir(parents=True)
+    results.write_text("{}", encoding="utf-8")
+    return results
+
+
+def test_a_relative_path_is_found_next_to_the_run_from_any_folder(tmp_path, monkeypatch):
+    results = _layout(tmp_path / "project")
+    for cwd in (tmp_path, tmp_path / "project" / "out", Path("/")):
+        monkeypatch.chdir(cwd)
+        found = resolve_recorded_path("acts/", results, "activations")
+        assert found.path == tmp_path / "project" / "acts", cwd
+        assert found.note == (
+            f"activations acts/ (relative) recorded in {results.name}: read from "
+            f"{tmp_path / 'project' / 'acts'}, relative to the run's folder {tmp_path / 'project'}"
+        )
+
+
+def test_the_current_folder_is_the_fallback_and_a_missing_path_is_named(tmp_path, monkeypatch):
+    results = _layout(tmp_path / "project")
+    (tmp_path / "elsewhere" / "other_acts").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    found = resolve_recorded_path("other_acts", results, "activations")
+    assert found.path == tmp_path / "elsewhere" / "other_acts"
+    assert found.note.endswith("relative to the current folder")
+    missing = resolve_recorded_path("gone/", results, "activations")
+    assert missing.path is None
+    assert missing.note == (
+        f"activations gone/ (relative) recorded in {results}: not found relative to the run's folders "
+        f"({results.parent} and above) or the current folder"
+    )
+    absolute = resolve_recorded_path(str(tmp_path / "project" / "acts"), results)
+    assert (absolute.path, absolute.note) == (tmp_path / "project" / "acts", None)
+    assert resolve_recorded_path("/no/such/acts", results).path is None
+
+
+def test_a_stock_run_with_a_relative_checkpoint_has_one_identity_from_any_folder(
+    tmp_path, monkeypatch, smollm2_path
+):
+    """``lm_eval --model hf --model_args pretrained=models/smollm2`` recorded the path as given: before, from
+    another folder the model was unresolved (a label), and its runs no longer joined the others."""
+    project = tmp_path / "project"
+    (project / "models").mkdir(parents=True)
+    os.symlink(smollm2_path, project / "models" / "smollm2")
+    folder = project / "out" / "models__smollm2"
+    folder.mkdir(parents=True)
+    date = "2026-01-02T03-04-05.000000"
+    record = {"doc_id": 0, "doc": {"question_id": "toy/0"}, "resps": [["\\boxed{0.5}"]],
+              "verbalized_confidence": 0.5, "parse_success": 1, "parse_failures": 0}  # fmt: skip
+    (folder / f"samples_capcal_toy_verbalized_{date}.jsonl").write_text(json.dumps(record) + "\n")
+    metadata = {"capcal_task": "verbalized", "capcal_role": "confidence", "capcal_target_task": "capcal_toy"}
+    results = {
+        "results": {"capcal_toy_verbalized": {}},
+        "configs": {"capcal_toy_verbalized": {"metadata": metadata}},
+        "config": {"model": "hf", "model_args": "pretrained=models/smollm2"},
+        "model_name": "hf",
+    }
+    (folder / f"results_{date}.json").write_text(json.dumps(results))
+    identities = []
+    for cwd in (project, tmp_path):
+        monkeypatch.chdir(cwd)
+        collection = load_runs([project / "out"])
+        (model_id,) = set(collection.confidences["model_id"])
+        identities.append(model_id)
+    assert identities[0] == identities[1]
+    assert not identities[0].startswith("unresolved:")
