@@ -785,6 +785,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             command_parser.error(unrecognized_arguments(command_parser, unknown))
     except SystemExit as exit:
         return int(exit.code or 0)
+    args.argv = argv  # for the command that writes an incomplete run again (capcal eval)
     if args.command in STOPPABLE_COMMANDS:  # children end with capcal; SIGTERM and Ctrl-C stop cleanly
         from capcal_models.sample_cache import committed_samples
         from capcal_models.stopping import RunStopped, end_descendants_at_exit, stop_message, stop_on_signals
@@ -805,7 +806,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run_command(args: argparse.Namespace) -> int:
     """Run the parsed command ``args.command``; returns its exit status."""
     if args.command == "eval":
-        args.argv = argv  # for the command that writes an incomplete run again
         return run_eval(args)
     if args.command == "tasks-dir":
         from capcal_tasks import tasks_dir
