@@ -189,14 +189,7 @@ class SectionInputs:
             return None
         columns = [c for c in table.columns if c.startswith("consistency_lf_k")]
         metrics = calibration_table(table, columns, n_resamples=self.n_resamples, seed=self.seed)
-        keep = [
-            "capability_ece",
-            "capability_ece_debiased",
-            "capability_brier",
-            "corrected_capability_brier",
-            "capability_brier_skill",
-            "soft_auroc",
-        ]
+        keep = [metric for metric in CAPABILITY_METRICS if metric != "spearman"]
         chosen = metrics["metric"].isin(keep) & metrics["estimator"].isin(columns)  # (random: main table)
         return metrics[chosen].reset_index(drop=True)
 
