@@ -49,7 +49,8 @@ def _capcal_bin(folder: Path) -> Path:
 
 
 def _env(bin_dir: Path) -> dict[str, str]:
-    path = os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])
+    # the README's commands run in the activated venv (``source .venv/bin/activate``): lm_eval is on the PATH
+    path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     python_path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
     return {**os.environ, "PATH": path, "PYTHONPATH": python_path, "OMP_NUM_THREADS": "1"}
 
