@@ -25,13 +25,28 @@ K = 6  # responses per question (the consistency estimator needs k >= 6)
 pytestmark = pytest.mark.slow
 
 
-def worked_example_script() -> str:
-    """The README's worked-example section's ``bash`` blocks, joined, each ``capcal eval`` reduced to
-    ``LIMIT`` questions and ``--repeats`` to ``K``."""
+STOCK = "Stock lm-eval runs capcal's tasks too"  # the paragraph that introduces the stock lm-eval block
+
+
+def _section_blocks() -> tuple[list[str], list[str]]:
+    """The ``bash`` blocks of the README's worked-example section: (those of the worked example, those of its
+    stock lm-eval paragraph)."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
     section = text[text.index("## A worked example") :]
     section = section[: section.index("\n## ", 1)]
-    blocks = re.findall(r"```bash\n(.*?)```", section, re.DOTALL)
+    assert STOCK in section, "the worked example's stock lm-eval paragraph moved: update STOCK"
+    worked, stock = section.split(STOCK, 1)
+
+    def blocks(part: str) -> list[str]:
+        return re.findall(r"```bash\n(.*?)```", part, re.DOTALL)
+
+    return blocks(worked), blocks(stock)
+
+
+def worked_example_script() -> str:
+    """The README's worked example's ``bash`` blocks, joined, each ``capcal eval`` reduced to ``LIMIT``
+    questions and ``--repeats`` to ``K``."""
+    blocks = _section_blocks()[0]
     assert blocks, "the worked example has no bash block"
     script = "\n".join(blocks)
     assert script.count("capcal eval ") == 4, script  # sampling, elicitation, self-check, second model
@@ -148,3 +163,24 @@ def test_a_run_that_recorded_a_relative_activations_folder_is_read_relative_to_t
     assert _without_folder_names(here, *names) == _without_folder_names(there, *names)
     assert "no activations index" not in here
     assert f"read from {old / 'acts'}, relative to the run's folder {old}" in here
+
+
+def test_the_stock_lm_eval_command_runs_as_written(smollm2_path, tmp_path):
+    """The README's stock ``lm_eval`` block, exactly as written (with ``M`` set as the worked example sets
+    it): a results file with capcal_gsm8k's mean expected accuracy, and 16 responses for each of 2 questions."""
+    blocks = _section_blocks()[1]
+    assert len(blocks) == 1 and blocks[0].lstrip().startswith("CAPCAL_DATA_DIR=bundled lm_eval "), blocks
+    env = _env(_capcal_bin(tmp_path / "bin"))
+    script = "set -euo pipefail\nM=$(capcal models path smollm2)\n" + blocks[0]
+    run = subprocess.run(
+        ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    (results,) = (tmp_path / "out").glob("*/results_*.json")
+    metrics = json.loads(results.read_text(encoding="utf-8"))["results"]["capcal_gsm8k"]
+    assert 0.0 <= metrics["expected_accuracy,all_responses"] <= 1.0, metrics
+    (samples,) = (tmp_path / "out").glob("*/samples_capcal_gsm8k_*.jsonl")
+    lines = [json.loads(line) for line in samples.read_text(encoding="utf-8").splitlines()]
+    assert len(lines) == 2 and all(len(line["resps"][0]) == 16 for line in lines), [
+        len(line["resps"][0]) for line in lines
+    ]
