@@ -167,7 +167,7 @@ def test_a_run_that_recorded_a_relative_activations_folder_is_read_relative_to_t
 
 def test_the_stock_lm_eval_command_runs_as_written(smollm2_path, tmp_path):
     """The README's stock ``lm_eval`` block, exactly as written (with ``M`` set as the worked example sets
-    it): a results file with capcal_gsm8k's mean expected accuracy, and 16 responses for each of 2 questions."""
+    it): a results file with capcal_gsm8k's mean expected accuracy, 16 responses for each of 2 questions."""
     blocks = _section_blocks()[1]
     assert len(blocks) == 1 and blocks[0].lstrip().startswith("CAPCAL_DATA_DIR=bundled lm_eval "), blocks
     env = _env(_capcal_bin(tmp_path / "bin"))
