@@ -378,10 +378,10 @@ def test_report_opens_with_a_summary_that_ranks_concludes_and_warns(tmp_path, re
 
     (result,) = analyze_runs([runs], options=_options()).results
     inputs = result.inputs
-    best, second = (name.replace("\\", "") for name in ranked[:2])
+    names = [name.replace("\\", "") for name in ranked]
     n = inputs.counts[0].astype(float)
     arrays = {}
-    for name in (best, second):
+    for name in names:
         if name.startswith("consistency_lf"):
             lf = inputs.leakage_free
             arrays[name] = (
@@ -391,17 +391,25 @@ def test_report_opens_with_a_summary_that_ranks_concludes_and_warns(tmp_path, re
             )
         else:
             arrays[name] = (inputs.confidences[name], inputs.mu, n)
-    difference = cm.bootstrap_differences(
-        {name: (cm.corrected_capability_brier_score, arrays[name]) for name in (best, second)},
-        best,
+    # every row's corrected Brier recomputed (the order is the metric's), and every row's paired difference
+    brier_of = {name: cm.corrected_capability_brier_score(*arrays[name]) for name in names}
+    assert names == sorted(names, key=brier_of.__getitem__), brier_of
+    for row, name in zip(rows, names, strict=True):
+        assert row[brier].split(" ")[0] == f"{brier_of[name]:.3f}", (name, row[brier], brier_of[name])
+    differences = cm.bootstrap_differences(
+        {name: (cm.corrected_capability_brier_score, arrays[name]) for name in names},
+        names[0],
         n_resamples=20,
         seed=0,
-    )[second]
+    )
     from analysis.report import markdown_text
     from analysis.report.summary import DIFFERENCE
 
-    advantage = rows[1][markdown_text(DIFFERENCE)]
-    assert advantage == format_interval(*difference).replace("[", "\\[").replace("]", "\\]")
+    assert len(rows) >= 3 and rows[0][markdown_text(DIFFERENCE)] == "best"
+    for row, name in zip(rows[1:], names[1:], strict=True):  # every row, not the second alone
+        expected = format_interval(*differences[name]).replace("[", "\\[").replace("]", "\\]")
+        assert row[markdown_text(DIFFERENCE)] == expected, name
+    difference = differences[names[1]]
     summary = report_markdown.section_of(markdown, "### Summary · toy-model · toy_eval")
     if difference.low > 0:
         assert f"{ranked[0]} beats {ranked[1]} on corrected capability Brier by" in summary

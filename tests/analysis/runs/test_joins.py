@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -96,15 +97,27 @@ def test_shared_question_ids_join_only_the_declared_target_task(tmp_path):
 
 
 def test_pair_models_reports_questions_of_one_model_only(tmp_path):
-    _write(tmp_path / "a", "capcal_qa", [_sampling(i, f"qa/{i}", ["4"]) for i in range(4)], SAMPLING, "small")
+    """Row i of both frames is the same question, with that question's own values, for ids whose text
+    order (qa/10 < qa/11 < qa/9) differs from their numeric and file order, in another order per model."""
+    a_answers = {8: ["4"], 9: ["5"], 10: ["4"], 11: ["5"]}  # mu_hat: 1, 0, 1, 0
+    b_answers = {12: ["4", "4"], 11: ["4", "4"], 10: ["5", "5"], 9: ["4", "5"]}  # 1, 1, 0, 0.5
     _write(
-        tmp_path / "b", "capcal_qa", [_sampling(i, f"qa/{i}", ["5"]) for i in (2, 3, 4)], SAMPLING, "large"
-    )
+        tmp_path / "a", "capcal_qa", [_sampling(i, f"qa/{i}", a) for i, a in a_answers.items()], SAMPLING,
+        "small",
+    )  # fmt: skip
+    b_lines = [_sampling(n, f"qa/{i}", a) for n, (i, a) in enumerate(b_answers.items())]
+    _write(tmp_path / "b", "capcal_qa", b_lines, SAMPLING, "large")
     table = load_runs([tmp_path]).questions
     small, large, report = pair_models(table, "small", "large")
-    assert list(small["question_id"]) == list(large["question_id"]) == ["qa/2", "qa/3"]
-    assert (report.matched, report.unmatched_left, report.unmatched_right) == (2, 2, 1)
-    assert report.unmatched_right_ids == ("capcal_qa / qa/4",)
+    assert list(small["question_id"]) == list(large["question_id"])
+    assert sorted(small["question_id"]) == ["qa/10", "qa/11", "qa/9"]
+    for (_, a_row), (_, b_row) in zip(small.iterrows(), large.iterrows(), strict=True):
+        i = int(a_row["question_id"].split("/")[1])
+        assert a_row["expected_accuracy"] == np.mean([x == "4" for x in a_answers[i]]), i
+        assert b_row["expected_accuracy"] == np.mean([x == "4" for x in b_answers[i]]), i
+    assert (report.matched, report.unmatched_left, report.unmatched_right) == (3, 1, 1)
+    assert report.unmatched_left_ids == ("capcal_qa / qa/8",)
+    assert report.unmatched_right_ids == ("capcal_qa / qa/12",)
     with pytest.raises(ValueError, match="no questions of model"):
         pair_models(table, "small", "medium")
 
