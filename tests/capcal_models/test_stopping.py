@@ -21,7 +21,9 @@ from capcal_models.stopping import WATCHDOG_VARIABLE, RunStopped, descendants, s
 # a parent that starts the watchdog, a child in a session of its own that starts a grandchild, and an orphan
 # (a child whose parent exits at once); it prints the pids and waits to be signalled
 PARENT = """
-import json, os, subprocess, sys, time
+import json, os, signal, subprocess, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal: a background job (`cmd &`, CI
+# runners) starts with SIGINT ignored, and Python then keeps it ignored
 from capcal_models.stopping import end_descendants_at_exit
 watchdog = end_descendants_at_exit()
 sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
