@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from analysis.report.render import ReportSection
+from analysis.rendering import ReportSection
 
 __all__ = ["find_self_calibration_loops", "self_calibration_sections"]
 

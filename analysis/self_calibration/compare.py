@@ -35,7 +35,7 @@ import pandas as pd
 
 from analysis.applications.self_calibration_strategies import DEFAULT_TAUS, self_calibration_curves
 from analysis.estimators.consistency import AnswerClasses, encode_answer_classes
-from analysis.report.render import Figure, ReportSection, format_interval, write_report
+from analysis.rendering import Figure, ReportSection, format_interval, write_report
 from analysis.self_calibration.data import CheckedRun, SelfCalibrationDataError, read_checked_run
 from capcal_metrics import (
     UndefinedMetricWarning,

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.estimators.elicited import join_elicited
-from analysis.report.render import markdown_text
+from analysis.rendering import markdown_text
 from analysis.runs import SamplesFile, iter_sample_records, load_runs
 from analysis.runs.joins import JoinReport
 from capcal_tasks.records import RunFormatError

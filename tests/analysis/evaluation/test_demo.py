@@ -114,7 +114,7 @@ def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browse
     import capcal_metrics as cm
     from analysis.cli import main
     from analysis.report import ReportOptions, build_report, markdown_text
-    from analysis.report.build import analyze_runs
+    from analysis.report.analyze import analyze_runs
     from analysis.report.paper_table import metric_rows
     from analysis.report.summary import DIFFERENCE
 

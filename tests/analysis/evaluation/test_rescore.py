@@ -456,7 +456,8 @@ def test_math_verify_rescores_a_real_gsm8k_run(tiny_run, tmp_path):
 
 
 def test_the_report_says_which_labels_each_run_holds(trivia_copy):
-    from analysis.report.build import load_report_data, overview_section
+    from analysis.report.analyze import load_report_data
+    from analysis.report.build import overview_section
     from capcal_tasks.relations import task_relations
 
     result = rescore(trivia_copy, "exact")
