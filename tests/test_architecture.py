@@ -177,6 +177,12 @@ def test_no_import_circles(graph, modules):
     assert not circles, "import circles among project modules:\n" + "\n".join(circles)
 
 
+def test_no_circles_among_the_subpackages_of_analysis(graph):
+    # one direction between analysis/'s sub-packages too (docs/architecture.md draws this graph)
+    arrows = {source: dict.fromkeys(targets, 0) for source, targets in subpackage_graph(graph).items()}
+    assert strongly_connected(arrows) == []
+
+
 def test_self_calibration_imports_nothing_of_the_report(graph):
     found = [
         f"{module} -> {target}"

@@ -36,7 +36,12 @@ import pandas as pd
 from analysis.applications.self_calibration_strategies import DEFAULT_TAUS, self_calibration_curves
 from analysis.estimators.consistency import AnswerClasses, encode_answer_classes
 from analysis.rendering import Figure, ReportSection, format_interval, write_report
-from analysis.self_calibration.data import CheckedRun, SelfCalibrationDataError, read_checked_run
+from analysis.self_calibration.data import (
+    CheckedRun,
+    SelfCalibrationDataError,
+    read_checked_run,
+    read_training_data,
+)
 from capcal_metrics import (
     UndefinedMetricWarning,
     auroc,
@@ -470,8 +475,6 @@ def compare_runs(
     """Read both sides (``read_checked_run``), compare (``compare_checked_runs``; ``options`` go there) and
     write the outputs to ``output_dir``. ``training_data``: a ``train.jsonl`` (or its folder) whose
     questions must not be compared."""
-    from analysis.self_calibration.data import read_training_data
-
     trained = [t["question_id"] for t in read_training_data(training_data)] if training_data else []
     comparison = compare_checked_runs(
         read_checked_run(before_sampling, before_selfcheck),

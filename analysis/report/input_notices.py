@@ -24,6 +24,8 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.checks.input_checks import CONSISTENCY_MIN_K
+from analysis.report.analyze import load_report_data
+from analysis.report.registry import MIN_RECALIBRATION_QUESTIONS, probe_training_questions
 from analysis.runs.versions import run_versions, version_mix_warnings
 from capcal_tasks.relations import RelationError, task_relations
 
@@ -68,9 +70,6 @@ def report_notices(
     """One line per thing the report will leave out for want of input (the module docstring), in the order
     found. ``calibration`` and ``select`` as in ``ReportOptions``. Raises ``NothingToScoreError`` when no
     sampling or leaderboard run is found, and what the runs' loading raises (``RunFormatError``, ...)."""
-    from analysis.report.analyze import load_report_data  # the report's modules: only for the report
-    from analysis.report.registry import MIN_RECALIBRATION_QUESTIONS, probe_training_questions
-
     data = load_report_data(output_dirs, select or None)
     collection = data.collection
     questions, confidences = collection.questions, collection.confidences
