@@ -54,10 +54,14 @@ def _relative(path: str | Path, roots: Sequence[str | Path]) -> str:
 
 
 def overview_section(
-    data: ReportData, relations: TaskRelations, roots: Sequence[str | Path] = ()
+    data: ReportData,
+    relations: TaskRelations,
+    versions: pd.DataFrame,
+    roots: Sequence[str | Path] = (),
 ) -> ReportSection:
     """Every run found (used or left out, and why), files read once (paths relative to the folder given in
-    ``roots`` that holds them), and the relations of the tasks run (the report's appendix)."""
+    ``roots`` that holds them), and the relations of the tasks run (the report's appendix). ``versions``: the
+    runs' ``analysis.runs.versions.run_versions`` table, read once by the caller."""
     runs = data.collection.runs
     rows = []
     for task in sorted(set(runs["task"])):
@@ -108,7 +112,7 @@ def overview_section(
     section.notes += [
         f"skipped: {_relative(path, roots)}: {reason}" for path, reason in data.collection.skipped
     ]
-    section.tables.append(("Versions: task, lm-eval, capcal", run_versions(data.collection.files)))
+    section.tables.append(("Versions: task, lm-eval, capcal", versions))
     section.notes += rescore_notes(data.collection.files)
     section.notes += [
         f"model {label} is known only by its label (no checkpoint fingerprint)"
@@ -155,7 +159,8 @@ def build_report(
     results = sorted(analysis.results, key=lambda result: not compares_several(result.ranking))
     rankings = [r.ranking for r in results if r.ranking is not None]
     what = [measured(r.model, r.task, r.computed.evaluation, r.inputs is not None) for r in results]
-    mixed = version_mix_warnings(run_versions(analysis.data.collection.files))
+    versions = run_versions(analysis.data.collection.files)  # read once: the warnings and the appendix
+    mixed = version_mix_warnings(versions)
     notices = [*notices, *(line for line in mixed if line not in notices)]
     sections = summary_sections(rankings, notices, options.n_resamples, what)
     grid = grid_section(metric_rows(results))
@@ -165,6 +170,6 @@ def build_report(
     sections += analysis.routing
     sections += self_calibration_sections(output_dirs, options.n_resamples, options.seed)
     sections += agreement_sections(analysis.data)
-    sections.append(overview_section(analysis.data, analysis.relations, output_dirs))
+    sections.append(overview_section(analysis.data, analysis.relations, versions, output_dirs))
     sections += [r.bookkeeping for r in results]
     return write_report(sections, report_dir, title=title)

@@ -4,7 +4,7 @@ before/after section needs.
 A ``capcal selfcal run`` folder (``analysis.self_calibration.loop``) holds ``loop.json`` beside ``before/``
 and ``after/``, each with an ``eval_sample`` and an ``eval_selfcheck`` run, and the training tuples under
 ``data/``. :func:`read_comparisons` finds every such folder at or under the given folders, reads both sides
-(``data.read_checked_run``), leaves the training questions out, compares them
+and the training questions to leave out (``data.read_checked_sides``), compares them
 (``compare.compare_checked_runs``, with the confidence and training record of ``loop.json``) and shows the
 comparison (``compare.comparison_section``); a loop that cannot be compared gets a section saying why.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from analysis.rendering import ReportSection
 from analysis.self_calibration.compare import Comparison, compare_checked_runs, comparison_section
-from analysis.self_calibration.data import SelfCalibrationDataError, read_checked_run, read_training_data
+from analysis.self_calibration.data import SelfCalibrationDataError, read_checked_sides
 
 __all__ = ["ComparisonSummary", "find_loops", "read_comparisons"]
 
@@ -58,14 +58,13 @@ def _compare_loop(folder: Path, n_resamples: int, seed: int) -> Comparison:
         options["confidence"] = settings["confidence"]
     if isinstance(record, dict) and isinstance(record.get("training"), dict):
         options["training"] = record["training"]  # the settings and identities the section lists
-    trained = []
-    if (folder / "data").exists():
-        trained = [t["question_id"] for t in read_training_data(folder / "data")]
+    sides = read_checked_sides(
+        (folder / "before" / "eval_sample", folder / "before" / "eval_selfcheck"),
+        (folder / "after" / "eval_sample", folder / "after" / "eval_selfcheck"),
+        folder / "data" if (folder / "data").exists() else None,
+    )
     return compare_checked_runs(
-        read_checked_run(folder / "before" / "eval_sample", folder / "before" / "eval_selfcheck"),
-        read_checked_run(folder / "after" / "eval_sample", folder / "after" / "eval_selfcheck"),
-        training_question_ids=trained,
-        **options,
+        sides.before, sides.after, training_question_ids=sides.training_question_ids, **options
     )
 
 
