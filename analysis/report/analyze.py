@@ -46,6 +46,7 @@ from analysis.report.summary import (
     rank_estimators,
 )
 from analysis.runs import RunCollection, load_runs
+from analysis.runs.activations import read_activation_index
 from analysis.runs.joins import JoinReport, join_questions, join_report
 from analysis.runs.recorded_paths import resolve_recorded_path
 from capcal_tasks.relations import TaskRelations, task_relations
@@ -217,8 +218,6 @@ def calibration_data(
 
 
 def _activation_joins(folder: Path, frames: Sequence[pd.DataFrame], joins: list[dict]) -> None:
-    from analysis.runs.activations import read_activation_index
-
     try:
         entries = read_activation_index(folder).get("entries", {})
     except ValueError as error:
