@@ -12,7 +12,7 @@ capcal report OUTPUT_DIR... [--output DIR] [--activations DIR] [--calibration TA
                                                               -> analysis.report.build_report
 capcal table OUTPUT_DIR... [--metric M]... [--format markdown|latex|csv|json] [--output FILE]
                                                               -> analysis.report.paper_table
-capcal demo [options]                                         -> analysis.evaluation.demo.run_demo
+capcal demo [options]                                         -> analysis.demo.run_demo
 capcal rescore OUTPUT_DIR --checker NAME [--output DIR] [--tasks T,..] [--run RUN] [judge options]
                                                               -> analysis.evaluation.rescore.rescore
 capcal selfcal data|train|compare|run [options]               -> analysis.self_calibration
@@ -296,7 +296,7 @@ def _models(args: argparse.Namespace) -> int:
 def _analyze(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from analysis.checks.report_inputs import k_notices
+    from analysis.report.input_notices import k_notices
     from analysis.runs import load_run, summarize, write_question_table
 
     table = load_run(args.output_dir, responses=args.responses)
@@ -360,9 +360,9 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _report_notices(args: argparse.Namespace, calibration: dict[str, list[str]]) -> list[str]:
-    """``analysis.checks.report_inputs.report_notices`` for ``capcal report``'s flags, each printed as a
+    """``analysis.report.input_notices.report_notices`` for ``capcal report``'s flags, each printed as a
     warning on stderr (``NothingToScoreError``, a ``ValueError``, ends the command with exit status 2)."""
-    from analysis.checks.report_inputs import report_notices
+    from analysis.report.input_notices import report_notices
 
     notices = report_notices(args.output_dirs, args.activations, calibration, args.run or None)
     for notice in notices:
@@ -464,7 +464,7 @@ RESCORE_JUDGE_FLAGS = {
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from analysis.evaluation.demo import run_demo
+    from analysis.demo import run_demo
 
     run_demo(
         output_dir=args.output_dir,

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.runs.files import RESULTS_NAME, read_results, walk_folders
-from capcal_models.prepare import MANIFEST_NAME, MODELS
+from capcal_models.model_files import MANIFEST_NAME
+from capcal_models.prepare import MODELS
 
 __all__ = [
     "BOARD_COLUMNS",

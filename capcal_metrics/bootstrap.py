@@ -31,37 +31,17 @@ property.
 
 from __future__ import annotations
 
-import functools
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import brier, correlation, debiased_ece, ece, ranking, selective
-from ._kernels import Kernel, Workspace
+from ._kernels import Workspace
+from .kernel_registry import metric_kernel
 from .validation import UndefinedMetricWarning, check_fraction, check_integer, check_same_length
 
 __all__ = ["BootstrapCI", "bootstrap_ci", "bootstrap_cis", "bootstrap_differences"]
-
-# Public metric -> its kernel factory: (workspace, same arguments) -> ``evaluate()`` (see _kernels).
-_KERNEL_FACTORIES: dict[Callable[..., Any], Callable[..., Kernel]] = {
-    ece.expected_calibration_error: ece._expected_calibration_error_kernel,
-    ece.maximum_calibration_error: ece._maximum_calibration_error_kernel,
-    ece.adaptive_calibration_error: ece._adaptive_calibration_error_kernel,
-    debiased_ece.debiased_expected_calibration_error: (
-        debiased_ece._debiased_expected_calibration_error_kernel
-    ),
-    brier.brier_score: brier._brier_score_kernel,
-    brier.corrected_capability_brier_score: brier._corrected_capability_brier_score_kernel,
-    ranking.soft_label_auroc: ranking._soft_label_auroc_kernel,
-    ranking.auroc: ranking._soft_label_auroc_kernel,
-    ranking.average_precision: ranking._average_precision_kernel,
-    correlation.pearson_correlation: correlation._pearson_correlation_kernel,
-    correlation.spearman_correlation: correlation._spearman_correlation_kernel,
-    selective.area_under_risk_coverage_curve: selective._area_under_risk_coverage_curve_kernel,
-    selective.prediction_rejection_ratio: selective._prediction_rejection_ratio_kernel,
-}
 
 # Resamples per chunk = max(1, this // N): the counts and each kernel temporary of a chunk are (chunk, N)
 # float64 arrays of about 4 MB, small enough to stay in cache, large enough to amortise per-call overheads.
@@ -288,7 +268,7 @@ def _resample(
         data = {name: [reordered[id(array)] for array in arrays] for name, arrays in data.items()}
 
     workspace = Workspace()  # shared by all kernels: groupings once, group sums once per chunk
-    kernels = {name: _kernel(workspace, metric_fn, data[name]) for name, (metric_fn, _) in metrics.items()}
+    kernels = {name: metric_kernel(workspace, fn, data[name]) for name, (fn, _) in metrics.items()}
     values = {name: np.empty((n_resamples, *estimate.shape)) for name, estimate in estimates.items()}
     rng = np.random.default_rng(seed)
     questions = np.arange(n_questions)
@@ -307,19 +287,6 @@ def _resample(
                     values[name][start + offset] = metric_fn(*(array[rows] for array in data[name]))
 
     return estimates, values
-
-
-def _kernel(workspace: Workspace, metric_fn: Callable[..., Any], arrays: list[np.ndarray]) -> Kernel | None:
-    """The prepared weighted kernel of a package metric (possibly a keyword-only partial), else None."""
-    keywords: dict[str, Any] = {}
-    if isinstance(metric_fn, functools.partial) and not metric_fn.args:
-        keywords = dict(metric_fn.keywords)
-        metric_fn = metric_fn.func
-    try:
-        factory = _KERNEL_FACTORIES.get(metric_fn)
-    except TypeError:  # unhashable callable
-        factory = None
-    return None if factory is None else factory(workspace, *arrays, **keywords)
 
 
 def _bootstrap_counts(

@@ -27,6 +27,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from ._kernels import Workspace
+from .kernel_registry import metric_kernel
 from .validation import UndefinedMetricWarning, check_fraction
 
 __all__ = ["JackknifeCI", "jackknife_ci", "jackknife_items", "leave_one_out_values"]
@@ -86,14 +87,12 @@ def _leave_one_out_by_kernel(
     """theta_(-i) for every i from the metric's weighted kernel (weights 1 - e_i, in chunks of rows), or None
     for a statistic without one. The rows are sorted by the first array first (the kernels' fast path; the
     metrics depend only on the multiset of rows) and the values returned in the input order."""
-    from .bootstrap import _kernel  # the registry of this package's kernels
-
     if not all(array.ndim == 1 for array in arrays):
         return None
     order = np.argsort(arrays[0], kind="stable")
     ordered = [array[order] for array in arrays]
     workspace = Workspace()
-    kernel = _kernel(workspace, statistic, ordered)
+    kernel = metric_kernel(workspace, statistic, ordered)
     if kernel is None:
         return None
     n_rows = len(order)

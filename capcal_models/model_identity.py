@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from capcal_models.prepare import MANIFEST_NAME
+from capcal_models.model_files import MANIFEST_NAME, file_sha256
 from capcal_tasks.records import parse_json_object
 from capcal_tasks.settings import capcal_home
 
@@ -33,7 +33,6 @@ __all__ = [
     "CHECKPOINT_FILE_PATTERNS",
     "checkpoint_files",
     "checkpoint_fingerprint",
-    "file_sha256",
     "model_fingerprint_from_args",
     "parse_model_args",
 ]
@@ -57,7 +56,6 @@ CHECKPOINT_FILE_PATTERNS = (
 )
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 _PATH_ARGUMENTS = ("pretrained", "model", "path", "model_path")
-_CHUNK = 1 << 22
 
 
 def checkpoint_files(folder: Path) -> list[Path]:
@@ -73,15 +71,6 @@ def checkpoint_files(folder: Path) -> list[Path]:
 
 def _cache_dir() -> Path:
     return capcal_home() / "cache" / "fingerprints"
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 (hex) of a file's bytes (uncached; ``checkpoint_fingerprint`` keeps its own cache)."""
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _file_sha256(path: Path) -> str:

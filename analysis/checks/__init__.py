@@ -4,6 +4,8 @@
   (``analysis.evaluation.check_inputs``).
 - ``response_checks``: responses that came back empty or unreadable, and their likely cause, after a run
   (``capcal eval``, ``capcal check``).
-- ``report_inputs``: what the runs given to ``capcal report`` cannot score, before the report is built.
 - ``output_checks``: what a command wrote, read back after it (a full disk is a failed run, not a cut file).
+
+What the runs given to ``capcal report`` cannot score is the report's own check
+(``analysis.report.input_notices``).
 """

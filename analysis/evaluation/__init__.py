@@ -1,4 +1,5 @@
-"""Producing lm-eval runs: the libraries behind ``capcal eval``, ``capcal rescore`` and ``capcal demo``.
+"""Producing lm-eval runs: the libraries behind ``capcal eval`` and ``capcal rescore`` (and ``capcal demo``,
+``analysis.demo``, which runs them and then the report).
 
 - ``harness``: ``evaluate`` (lm-eval's ``simple_evaluate`` with capcal's tasks and models; ``capcal eval``),
   with its input checks and its saved files; its names are importable from ``analysis.evaluation`` itself
@@ -6,7 +7,6 @@
 - ``lm_eval_messages``: lm-eval's misleading log lines, filtered while ``evaluate`` runs.
 - ``rescore``: a run's logged responses judged again by another checker, written as a new run
   (``capcal rescore``).
-- ``demo``: capability calibration end to end on real local models (``capcal demo``, ``make demo``).
 
 The checks of what a run is given and what it returns are in :mod:`analysis.checks`.
 """

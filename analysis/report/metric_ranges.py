@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from analysis.report.render import format_interval
+from analysis.rendering import format_interval
 
 __all__ = ["MARKS", "marked_interval", "range_footnotes", "range_marks"]
 

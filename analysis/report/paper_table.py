@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.rendering import ReportSection, markdown_table
+from analysis.report.analyze import analyze_runs
 from analysis.report.calibration_table import interval_label
 from analysis.report.metric_ranges import marked_interval, range_footnotes
 from analysis.report.registry import LEAKY
-from analysis.report.render import ReportSection, markdown_table
 from analysis.report.sections import higher_is_better, metric_header
 
 __all__ = [
@@ -87,8 +88,6 @@ def paper_table(
     """One row per (model, evaluation task, estimator, metric) of the runs under ``output_dirs``, as
     :func:`metric_rows` (``options``: ``analysis.report.ReportOptions``, as for ``capcal report``; the same
     settings give the same numbers as the report). ``metrics`` keeps only these metrics (default: all)."""
-    from analysis.report.build import analyze_runs
-
     rows = metric_rows(analyze_runs(output_dirs, activations_dir, options).results)
     if rows.empty:
         folders = ", ".join(str(folder) for folder in output_dirs)

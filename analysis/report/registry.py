@@ -33,6 +33,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.estimators.consistency import consistency_from_table
+from analysis.estimators.probes import QuestionSplits, fit_probe
+from analysis.estimators.recalibration import fit_isotonic
+from analysis.runs.activations import load_activations
 
 __all__ = [
     "ALL_SECTIONS",
@@ -167,8 +170,6 @@ def isotonic(column: str) -> Callable[[EstimatorContext], EstimatorResult]:
     evaluation questions."""
 
     def fit(context: EstimatorContext) -> EstimatorResult:
-        from analysis.estimators.recalibration import fit_isotonic
-
         name = f"isotonic_{column}"
         calibration, evaluation = context.calibration, context.evaluation
         if column not in evaluation.columns or not evaluation[column].notna().any() or calibration is None:
@@ -208,9 +209,6 @@ def probe_training_questions(calibration_questions: int) -> int:
 def probe(context: EstimatorContext) -> EstimatorResult:
     """The linear probe on the last prompt token's activations (mean over layers), fitted on the calibration
     split (a quarter held out for validation) and evaluated on the evaluation questions."""
-    from analysis.estimators.probes import QuestionSplits, fit_probe
-    from analysis.runs.activations import load_activations
-
     if context.activations_dir is None:
         return EstimatorResult()
     calibration = context.calibration

@@ -18,6 +18,7 @@ from analysis.applications.routing import pair_models, routing_curves
 from analysis.applications.self_calibration_strategies import self_calibration_curves
 from analysis.estimators.consistency import encode_answer_classes
 from analysis.judge.agreement import NOT_SENT, UNPARSEABLE, RescoreAgreement
+from analysis.rendering import Figure, ReportSection, format_interval
 from analysis.report.calibration_table import (
     CAPABILITY_METRICS,
     HIGHER_IS_BETTER,
@@ -36,7 +37,6 @@ from analysis.report.figures import (
 )
 from analysis.report.metric_ranges import marked_interval, range_footnotes
 from analysis.report.registry import BUDGET, CALIBRATION_TABLES, LEAKY, PASS_AT_K, ComputedEstimators
-from analysis.report.render import Figure, ReportSection, format_interval
 from analysis.runs.joins import join_questions
 
 __all__ = [

@@ -47,10 +47,10 @@ import numpy as np
 import pandas as pd
 
 import capcal_metrics as cm
+from analysis.rendering import Figure, ReportSection, format_interval
 from analysis.report.figures import Interval, forest_figure
 from analysis.report.metric_ranges import marked_interval, range_footnotes
 from analysis.report.registry import LEAKY
-from analysis.report.render import Figure, ReportSection, format_interval
 from analysis.report.sections import SectionInputs, higher_is_better, metric_header
 
 __all__ = [

@@ -35,8 +35,12 @@ import pandas as pd
 
 from analysis.applications.self_calibration_strategies import DEFAULT_TAUS, self_calibration_curves
 from analysis.estimators.consistency import AnswerClasses, encode_answer_classes
-from analysis.report.render import Figure, ReportSection, format_interval, write_report
-from analysis.self_calibration.data import CheckedRun, SelfCalibrationDataError, read_checked_run
+from analysis.rendering import Figure, ReportSection, format_interval, write_report
+from analysis.self_calibration.data import (
+    CheckedRun,
+    SelfCalibrationDataError,
+    read_checked_sides,
+)
 from capcal_metrics import (
     UndefinedMetricWarning,
     auroc,
@@ -467,17 +471,13 @@ def compare_runs(
     training_data: str | Path | None = None,
     **options: Any,
 ) -> Comparison:
-    """Read both sides (``read_checked_run``), compare (``compare_checked_runs``; ``options`` go there) and
+    """Read both sides (``read_checked_sides``), compare (``compare_checked_runs``; ``options`` go there) and
     write the outputs to ``output_dir``. ``training_data``: a ``train.jsonl`` (or its folder) whose
     questions must not be compared."""
-    from analysis.self_calibration.data import read_training_data
-
-    trained = [t["question_id"] for t in read_training_data(training_data)] if training_data else []
+    before, after = (before_sampling, before_selfcheck), (after_sampling, after_selfcheck)
+    sides = read_checked_sides(before, after, training_data)
     comparison = compare_checked_runs(
-        read_checked_run(before_sampling, before_selfcheck),
-        read_checked_run(after_sampling, after_selfcheck),
-        training_question_ids=trained,
-        **options,
+        sides.before, sides.after, training_question_ids=sides.training_question_ids, **options
     )
     write_comparison(comparison, output_dir)
     return comparison

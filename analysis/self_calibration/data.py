@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.estimators.elicited import join_elicited
-from analysis.report.render import markdown_text
+from analysis.rendering import markdown_text
 from analysis.runs import SamplesFile, iter_sample_records, load_runs
 from analysis.runs.joins import JoinReport
 from capcal_tasks.records import RunFormatError
@@ -51,9 +51,11 @@ __all__ = [
     "TUPLE_FIELDS",
     "SelfCalibrationDataError",
     "CheckedRun",
+    "CheckedSides",
     "TrainingData",
     "build_training_data",
     "read_checked_run",
+    "read_checked_sides",
     "read_training_data",
     "ssc_targets",
     "target_histogram",
@@ -292,6 +294,27 @@ def read_checked_run(sampling_dir: str | Path, selfcheck_dir: str | Path) -> Che
     except ValueError as error:
         raise SelfCalibrationDataError(f"{selfcheck.path}: {error}") from None
     return CheckedRun(joined, sampling, selfcheck, reports[0])
+
+
+@dataclass(frozen=True)
+class CheckedSides:
+    """The two sides of a before/after comparison and the training questions it must leave out."""
+
+    before: CheckedRun
+    after: CheckedRun
+    training_question_ids: list[str]
+
+
+def read_checked_sides(
+    before: tuple[str | Path, str | Path],
+    after: tuple[str | Path, str | Path],
+    training_data: str | Path | None = None,
+) -> CheckedSides:
+    """Both sides, each a (sampling folder, self-check folder) pair read with :func:`read_checked_run`, and
+    the question ids of ``training_data`` (a ``train.jsonl`` or its folder, :func:`read_training_data`;
+    none when None)."""
+    trained = [t["question_id"] for t in read_training_data(training_data)] if training_data else []
+    return CheckedSides(read_checked_run(*before), read_checked_run(*after), trained)
 
 
 def _is_confidence(collection: Any, file: SamplesFile) -> bool:

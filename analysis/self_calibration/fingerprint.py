@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from capcal_models.model_identity import file_sha256
+from capcal_models.model_files import file_sha256
 
 __all__ = [
     "REUSE_MODES",

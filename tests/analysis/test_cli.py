@@ -254,7 +254,7 @@ def test_models_list_names_every_model_in_aligned_columns(capsys):
 
 
 def test_the_demos_second_model_is_the_same_from_the_cli_and_the_library():
-    from analysis.evaluation.demo import DEFAULT_STRONG_MODEL
+    from analysis.demo import DEFAULT_STRONG_MODEL
 
     assert build_parser().parse_args(["demo"]).strong_model == DEFAULT_STRONG_MODEL
 
@@ -262,7 +262,7 @@ def test_the_demos_second_model_is_the_same_from_the_cli_and_the_library():
 def test_the_demo_elicits_the_second_models_verbalized_confidence_only_when_asked():
     import inspect
 
-    from analysis.evaluation.demo import run_demo
+    from analysis.demo import run_demo
 
     defaults = inspect.signature(run_demo).parameters
     parsed = build_parser().parse_args(["demo"])

@@ -230,7 +230,7 @@ def test_capcal_table_of_two_real_tasks_matches_the_report_cell_by_cell(math_run
     task, every cell equals the cell of its task's section, and ``capcal table`` exports the same numbers."""
     from analysis.cli import main
     from analysis.report import ReportOptions, build_report
-    from analysis.report.build import analyze_runs
+    from analysis.report.analyze import analyze_runs
     from analysis.report.paper_table import metric_rows
 
     output, _ = math_runs

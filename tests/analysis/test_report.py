@@ -347,7 +347,7 @@ def test_report_opens_with_a_summary_that_ranks_concludes_and_warns(tmp_path, re
     ranked, its leakage-free form is."""
     import capcal_metrics as cm
     from analysis.report import build_report
-    from analysis.report.build import analyze_runs
+    from analysis.report.analyze import analyze_runs
 
     runs = _runs(tmp_path / "runs")
     notice = f"activations folder {HOSTILE} does not exist"
@@ -637,7 +637,7 @@ def test_summary_opens_with_a_verdict_per_model_and_the_section_that_compares_fi
     subsections and the per-task sections; its forest plot sits under the verdicts, before what was
     measured; the phrases read as sentences."""
     from analysis.report import build_report
-    from analysis.report.build import analyze_runs
+    from analysis.report.analyze import analyze_runs
 
     runs = _one_estimator_model(_runs(tmp_path / "runs"))
     analysis = analyze_runs([runs], options=_options())
@@ -716,7 +716,7 @@ def test_the_forest_plot_draws_the_ranking_and_the_base_rate_where_the_skill_is_
     hollow) and its base-rate line is the Brier where the skill is 0: 1 - Brier / base rate is each
     estimator's Brier skill in the table."""
     import capcal_metrics as cm
-    from analysis.report.build import analyze_runs
+    from analysis.report.analyze import analyze_runs
     from analysis.report.summary import forest_intervals
 
     (result,) = analyze_runs([_runs(tmp_path / "runs")], options=_options()).results

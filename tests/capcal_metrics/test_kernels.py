@@ -8,7 +8,7 @@ import pytest
 
 import capcal_metrics as cm
 from capcal_metrics import _kernels as kernels
-from capcal_metrics import bootstrap as bootstrap_module
+from capcal_metrics import kernel_registry
 
 
 def _brute_group_sums(weights: np.ndarray, values: np.ndarray | None, keys: np.ndarray) -> np.ndarray:
@@ -79,7 +79,7 @@ def test_loading_new_weights_forgets_the_previous_sums():
     np.testing.assert_array_equal(workspace.total, [5.0])
 
 
-@pytest.mark.parametrize("metric", sorted(bootstrap_module._KERNEL_FACTORIES, key=lambda f: f.__name__))
+@pytest.mark.parametrize("metric", sorted(kernel_registry.KERNEL_FACTORIES, key=lambda f: f.__name__))
 def test_a_row_of_counts_is_the_metric_of_the_repeated_rows(metric):
     """The contract every kernel keeps: row b of the weights = the metric on np.repeat(rows, weights[b])."""
     rng = np.random.default_rng(6)
@@ -93,7 +93,7 @@ def test_a_row_of_counts_is_the_metric_of_the_repeated_rows(metric):
     counts = rng.multinomial(n, np.full(n, 1.0 / n), size=4)
     counts[:, :2] = np.maximum(counts[:, :2], 1)  # both classes present in every row
     workspace = kernels.Workspace(counts)
-    kernel = bootstrap_module._KERNEL_FACTORIES[metric](workspace, *arrays)
+    kernel = kernel_registry.KERNEL_FACTORIES[metric](workspace, *arrays)
     rows = np.arange(n)
     expected = [metric(*(array[np.repeat(rows, row)] for array in arrays)) for row in counts]
     np.testing.assert_allclose(kernel(), expected, rtol=1e-10, atol=1e-12)
@@ -102,6 +102,6 @@ def test_a_row_of_counts_is_the_metric_of_the_repeated_rows(metric):
 def test_evaluate_once_is_the_unweighted_metric():
     confidence = np.array([0.1, 0.4, 0.4, 0.9])
     target = np.array([0.0, 0.5, 1.0, 1.0])
-    value = kernels.evaluate_once(bootstrap_module._KERNEL_FACTORIES[cm.brier_score], confidence, target)
+    value = kernels.evaluate_once(kernel_registry.KERNEL_FACTORIES[cm.brier_score], confidence, target)
     assert value == pytest.approx(np.mean((confidence - target) ** 2), rel=1e-15)
     np.testing.assert_array_equal(kernels.unit_weights(3), [[1, 1, 1]])

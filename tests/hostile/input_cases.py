@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from analysis.checks.report_inputs import NothingToScoreError, report_notices
+from analysis.report.input_notices import NothingToScoreError, report_notices
 from analysis.runs import RunFormatError, load_run, load_runs
 from analysis.runs.completeness import check_run
 

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.evaluation.demo import DEFAULT_STRONG_MODEL, LOGLIKELIHOOD_MODEL, SAMPLER
+from analysis.demo import DEFAULT_STRONG_MODEL, LOGLIKELIHOOD_MODEL, SAMPLER
 from analysis.report import format_interval
 from analysis.runs import load_run
 
@@ -114,7 +114,7 @@ def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browse
     import capcal_metrics as cm
     from analysis.cli import main
     from analysis.report import ReportOptions, build_report, markdown_text
-    from analysis.report.build import analyze_runs
+    from analysis.report.analyze import analyze_runs
     from analysis.report.paper_table import metric_rows
     from analysis.report.summary import DIFFERENCE
 
@@ -223,7 +223,7 @@ def test_the_second_models_verbalized_confidence_is_refused_early_without_a_chat
     """``strong_verbalized_max_gen_toks`` without a second model, with a bound that is not positive, or with a
     second model that has no chat template: one ``ValueError`` naming the fix, before any lm-eval run (the
     output folder stays empty)."""
-    from analysis.evaluation.demo import run_demo
+    from analysis.demo import run_demo
     from capcal_models.prepare import prepare_model
 
     output = tmp_path / "demo"

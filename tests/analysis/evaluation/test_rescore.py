@@ -456,12 +456,14 @@ def test_math_verify_rescores_a_real_gsm8k_run(tiny_run, tmp_path):
 
 
 def test_the_report_says_which_labels_each_run_holds(trivia_copy):
-    from analysis.report.build import load_report_data, overview_section
+    from analysis.report.analyze import load_report_data
+    from analysis.report.build import overview_section
+    from analysis.runs.versions import run_versions
     from capcal_tasks.relations import task_relations
 
     result = rescore(trivia_copy, "exact")
     data = load_report_data([trivia_copy])
-    section = overview_section(data, task_relations(data.configs, None))
+    section = overview_section(data, task_relations(data.configs, None), run_versions(data.collection.files))
     runs = dict(section.tables)["Runs: used and left out"].set_index("labels")
     assert runs.loc[f"rescored: exact ({result.checker_version})", "used"]
     assert not runs.loc["task checker", "used"]

@@ -24,10 +24,13 @@ def _loop_folder(root, runs) -> object:
 @pytest.mark.slow
 def test_report_shows_the_comparison_of_a_loop_folder(selfcal_runs, tmp_path):
     from analysis.report import ReportOptions, build_report
-    from analysis.report.self_calibration import find_self_calibration_loops, self_calibration_sections
+    from analysis.report.self_calibration import self_calibration_sections
+    from analysis.self_calibration.results import find_loops, read_comparisons
 
     loop = _loop_folder(tmp_path / "outer" / "loop", selfcal_runs)
-    assert list(find_self_calibration_loops([tmp_path / "outer"])) == [loop.resolve()]
+    assert find_loops([tmp_path / "outer", tmp_path / "outer" / "loop"]) == [loop.resolve()]  # each once
+    (summary,) = read_comparisons([tmp_path / "outer"], n_resamples=50)
+    assert summary.problem is None and summary.comparison.settings["confidence"] == "p_yes"
     (section,) = self_calibration_sections([tmp_path / "outer"], n_resamples=50)
     metrics = section.tables[0][1]  # before, after and after - before of every metric
     differences = [str(v) for v in metrics["after - before"] if str(v) != "n/a"]
@@ -48,3 +51,10 @@ def test_a_loop_folder_that_cannot_be_compared_says_why(tmp_path):
     (loop / "loop.json").write_text("{}")
     (section,) = self_calibration_sections([tmp_path])
     assert section.warnings and section.warnings[0].startswith("not compared: ")
+    assert not section.sentences  # no "how to read" over a comparison that was not made
+
+    from analysis.self_calibration.results import read_comparisons
+
+    (summary,) = read_comparisons([tmp_path, loop])  # the same loop reached twice is read once
+    assert summary.comparison is None and summary.folder == loop.resolve()
+    assert summary.problem == section.warnings[0]

@@ -1,6 +1,6 @@
 """What the runs given to ``capcal report`` cannot score, said before the report is built.
 
-``report_notices`` reads the folders as the report does (``analysis.report.build.load_report_data``) and
+``report_notices`` reads the folders as the report does (``analysis.report.analyze.load_report_data``) and
 returns one line per input that leaves something out, for stderr and the report summary's warnings
 (``build_report(..., notices=...)``):
 
@@ -24,6 +24,8 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.checks.input_checks import CONSISTENCY_MIN_K
+from analysis.report.analyze import load_report_data
+from analysis.report.registry import MIN_RECALIBRATION_QUESTIONS, probe_training_questions
 from analysis.runs.versions import run_versions, version_mix_warnings
 from capcal_tasks.relations import RelationError, task_relations
 
@@ -68,9 +70,6 @@ def report_notices(
     """One line per thing the report will leave out for want of input (the module docstring), in the order
     found. ``calibration`` and ``select`` as in ``ReportOptions``. Raises ``NothingToScoreError`` when no
     sampling or leaderboard run is found, and what the runs' loading raises (``RunFormatError``, ...)."""
-    from analysis.report.build import load_report_data  # the report's modules: only for the report
-    from analysis.report.registry import MIN_RECALIBRATION_QUESTIONS, probe_training_questions
-
     data = load_report_data(output_dirs, select or None)
     collection = data.collection
     questions, confidences = collection.questions, collection.confidences

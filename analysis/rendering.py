@@ -1,4 +1,7 @@
-"""Rendering the report: a self-contained ``report.html`` and a ``report.md`` summary from report sections.
+"""Rendering report sections: a self-contained ``report.html`` and a ``report.md`` summary.
+
+Shared by ``capcal report`` (``analysis.report``) and ``capcal selfcal compare``
+(``analysis.self_calibration.compare``), so neither imports the other for it.
 
 The HTML needs no network to open: figures are inline PNGs (``data:`` URIs), styles are inline, there is
 no script. Every piece of text that comes from data (model names, questions, model responses) is HTML-escaped,
