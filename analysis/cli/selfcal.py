@@ -22,7 +22,7 @@ def add_parser(commands: SubParsers) -> Any:
 def add_actions(actions: Any) -> None:
     """The actions of ``capcal selfcal`` (analysis.self_calibration)."""
     from analysis.self_calibration.loop import LoopSettings
-    from analysis.self_calibration.train import TrainConfig
+    from analysis.self_calibration.train_config import TrainConfig
 
     making = actions.add_parser("data", help="SSC training tuples from a sampling run and its self-check run")
     making.add_argument("sampling_dir", help="folder with the (training-split) sampling run")
@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     """``build_training_data``, ``train_self_calibration``, ``compare_runs`` or
     ``run_self_calibration_loop`` with the flags; prints where the results are."""
     from analysis.self_calibration import compare, data, loop, train
+    from analysis.self_calibration.train_config import TrainConfig
 
     if args.selfcal_command == "data":
         excluded = loop.question_ids_of(args.exclude_run) if args.exclude_run else []
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         )  # fmt: skip
         print(terminal_text(f"{result.counts['tuples']} tuples -> {result.path} (card {result.readme})"))
     elif args.selfcal_command == "train":
-        config = dataclass_from_flags(args, train.TrainConfig)
+        config = dataclass_from_flags(args, TrainConfig)
         result = train.train_self_calibration(args.data, loop.model_path(args.model), args.output, config)
         print(terminal_text(f"adapter {result.adapter_dir}\nmerged  {result.merged_dir}"))
     elif args.selfcal_command == "compare":
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         print(terminal_text(f"report: {result.files['html']}\nsummary: {result.files['markdown']}"))
     else:
         settings = dataclass_from_flags(args, loop.LoopSettings)
-        config = dataclass_from_flags(args, train.TrainConfig)
+        config = dataclass_from_flags(args, TrainConfig)
         result = loop.run_self_calibration_loop(args.output_dir, settings, config)
         timings = ", ".join(
             f"{name} {'reused' if name in result.reused else f'{value:.0f} s'}"
