@@ -246,7 +246,7 @@ CHILD = {
         "import analysis.runs.records\nanalysis.runs.records.recheck_sampling_record = lambda *a: None\n"
         "print(len(analysis.runs.load_run(sys.argv[1])))"
     ),
-    # what `capcal check DIR` and `capcal report DIR --output OUT` call (analysis/cli.py only parses)
+    # what `capcal check DIR` and `capcal report DIR --output OUT` call (analysis/cli/ only parses)
     "check": "from analysis.runs.completeness import check_run\nprint(check_run(sys.argv[1]).to_string())",
     "report": "from analysis.report import build_report\nprint(build_report([sys.argv[1]], sys.argv[2]))",
 }

@@ -44,7 +44,8 @@ from analysis.self_calibration.compare import (
 )
 from analysis.self_calibration.data import DEFAULT_LM_THRESHOLD, build_training_data, read_training_data
 from analysis.self_calibration.fingerprint import REUSE_MODES, content_digest, run_step
-from analysis.self_calibration.train import TrainConfig, train_self_calibration
+from analysis.self_calibration.train import train_self_calibration
+from analysis.self_calibration.train_config import TrainConfig
 
 __all__ = [
     "STEP_FOLDERS",

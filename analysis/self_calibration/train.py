@@ -1,5 +1,11 @@
 r"""Self-Calibration training: LoRA fine-tuning on SSC targets with transformers' ``Trainer``.
 
+This module wires the parts together (the trainer with the method's loss and schedule, checkpoints and
+resumption, adapter and merged outputs); the parts live beside it: the settings in
+:mod:`analysis.self_calibration.train_config`, which tuples an epoch sees in
+:mod:`analysis.self_calibration.example_draw`, tokenised examples and batches in
+:mod:`analysis.self_calibration.encoding`, the loss in :mod:`analysis.self_calibration.loss`.
+
 Huang et al. 2025 ("Efficient Test-Time Scaling via Self-Calibration", arXiv 2503.00031; code
 ``Chengsong-Huang/Self-Calibration``, ``model_training/train.py``), on the tuples of
 :mod:`analysis.self_calibration.data`. Two kinds of example, drawn from one budget B
@@ -54,92 +60,13 @@ from typing import Any
 
 import numpy as np
 
-from analysis.self_calibration.data import SelfCalibrationDataError, read_training_data
+from analysis.self_calibration.data import read_training_data
+from analysis.self_calibration.encoding import collator, encode_tuples
+from analysis.self_calibration.example_draw import plan_epoch, split_validation
+from analysis.self_calibration.loss import mean_loss, selfcal_loss
+from analysis.self_calibration.train_config import METHOD_SCHEDULE, TrainConfig
 
-__all__ = [
-    "METHOD_SCHEDULE",
-    "EpochPlan",
-    "TrainConfig",
-    "TrainResult",
-    "balanced_indices",
-    "bucket_slots",
-    "draw_examples",
-    "encode_tuples",
-    "method_lr_factor",
-    "plan_epoch",
-    "selfcal_loss",
-    "split_validation",
-    "target_buckets",
-    "train_self_calibration",
-]
-
-BUCKET_WIDTH = 0.05
-METHOD_SCHEDULE = "micro_batch_cosine"
-SAMPLINGS = ("bucket_cap", "bucket_uniform", "natural")
-
-
-@dataclass
-class TrainConfig:
-    """Every setting of :func:`train_self_calibration` (defaults: the method's, module docstring)."""
-
-    lora_r: int = 32
-    lora_alpha: int = 16
-    lora_dropout: float = 0.05
-    target_modules: tuple[str, ...] = ("q_proj", "v_proj")
-    learning_rate: float = 5e-5
-    lr_scheduler_type: str = METHOD_SCHEDULE  # or a transformers schedule name ("cosine", "linear", ...)
-    warmup_steps: int = 0
-    weight_decay: float = 0.01  # torch.optim.AdamW's default, as the method runs it
-    max_grad_norm: float = 0.0  # 0: no clipping (the method clips nothing)
-    train_batch_size: int = 1
-    gradient_accumulation_steps: int = 64
-    epochs: float = 1.0
-    max_steps: int = -1  # > 0 overrides epochs
-    smooth_l1_beta: float = 0.25
-    lm_weight: float = 0.1
-    causal_lm_ratio: float = 0.7  # share of the budget for causal-LM examples
-    balanced: bool = True  # draw confidence examples per target bucket (false: as the data are)
-    with_replacement: bool = False  # balanced draws: each draw a uniform non-empty bucket (not the method)
-    bucket_width: float = BUCKET_WIDTH
-    examples_per_epoch: int | None = (
-        None  # budget B; default: tuples / (1 - causal_lm_ratio), so cap ~ n / 21
-    )
-    validation_fraction: float = 0.1  # questions held out for the validation loss (the method: 10 %)
-    max_length: int = 1024
-    loss_eval_examples: int = 64  # training tuples (seeded draw) on which the loss is measured before/after
-    save_steps: int = 50
-    save_total_limit: int = 2
-    logging_steps: int = 1
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        checks = {
-            "lora_r": self.lora_r >= 1,
-            "lora_alpha": self.lora_alpha > 0,
-            "lora_dropout": 0.0 <= self.lora_dropout < 1.0,
-            "learning_rate": self.learning_rate > 0,
-            "weight_decay": self.weight_decay >= 0,
-            "max_grad_norm": self.max_grad_norm >= 0,
-            "train_batch_size": self.train_batch_size >= 1,
-            "gradient_accumulation_steps": self.gradient_accumulation_steps >= 1,
-            "epochs": self.epochs > 0,
-            "smooth_l1_beta": self.smooth_l1_beta > 0,
-            "lm_weight": self.lm_weight >= 0,
-            "causal_lm_ratio": 0.0 <= self.causal_lm_ratio < 1.0,
-            "bucket_width": 0 < self.bucket_width <= 1,
-            "examples_per_epoch": self.examples_per_epoch is None or self.examples_per_epoch >= 1,
-            "validation_fraction": 0.0 <= self.validation_fraction < 1.0,
-            "save_steps": self.save_steps >= 1,
-            "max_length": self.max_length >= 8,
-        }
-        bad = [name for name, ok in checks.items() if not ok]
-        if bad:
-            raise ValueError(
-                f"invalid training setting(s): {', '.join(f'{b}={getattr(self, b)!r}' for b in bad)}"
-            )
-        if not self.target_modules:
-            raise ValueError("target_modules must name at least one module")
-        self.target_modules = tuple(self.target_modules)
+__all__ = ["METHOD_SCHEDULE", "TrainConfig", "TrainResult", "method_lr_factor", "train_self_calibration"]
 
 
 @dataclass(frozen=True)
@@ -152,218 +79,11 @@ class TrainResult:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def bucket_slots(width: float = BUCKET_WIDTH) -> int:
-    """The method's number of target slots, ``len(numpy.arange(0, 1 + width, width))`` (21 at 0.05;
-    ``model_training/train.py`` line 188)."""
-    return len(np.arange(0, 1.0 + width, width))
-
-
-def target_buckets(targets: Sequence[float], width: float = BUCKET_WIDTH) -> np.ndarray:
-    """The method's bucket of each target: ``min(t // width, slots - 1)`` with Python's floating-point
-    floor division (``model_training/train.py`` line 218), so ``1.0 // 0.05`` = 19: SSC = 1 shares the
-    bucket [0.95, 1)."""
-    slots = bucket_slots(width)
-    return np.array([int(min(float(t) // width, slots - 1)) for t in targets], dtype=int)
-
-
-def balanced_indices(
-    targets: Sequence[float], count: int, seed: int, width: float = BUCKET_WIDTH
-) -> list[int]:
-    """``count`` tuple indices drawn *with* replacement, balanced over target buckets (``target_buckets``):
-    each draw picks a non-empty bucket uniformly, then a tuple of it uniformly
-    (``numpy.random.default_rng(seed)``). Not the method's draw (``draw_examples`` is); kept as an option."""
-    values = np.asarray(targets, dtype=float)
-    if values.size == 0:
-        raise ValueError("no targets to balance")
-    buckets = target_buckets(values, width)
-    members = [np.flatnonzero(buckets == b) for b in range(bucket_slots(width))]
-    members = [m for m in members if m.size]
-    rng = np.random.default_rng(seed)
-    chosen = rng.integers(0, len(members), size=count)
-    return [int(members[b][rng.integers(0, members[b].size)]) for b in chosen]
-
-
-def _natural(indices: np.ndarray, count: int, rng: np.random.Generator) -> list[int]:
-    """``count`` of ``indices`` as they are: seeded shuffles, repeated as needed."""
-    if not indices.size or count <= 0:
-        return []
-    rounds = -(-count // indices.size)
-    return [int(i) for _ in range(rounds) for i in rng.permutation(indices)][:count]
-
-
-def draw_examples(
-    targets: Sequence[float],
-    lm_flags: Sequence[bool],
-    config: TrainConfig,
-    budget: int | None = None,
-) -> dict[str, list[int]]:
-    """The tuples of one epoch: ``{"confidence": [...], "lm": [...]}`` (tuple indices).
-
-    Default (``balanced``, not ``with_replacement``), the method's draw (``model_training/train.py`` lines
-    213-233): per bucket ``min(size, cap)`` tuples without replacement, ``cap = floor(B (1 - r) / slots)``,
-    and ``min(lm tuples, floor(B r))`` causal-LM examples without replacement; B = ``budget`` (default
-    ``config.examples_per_epoch``), r = ``causal_lm_ratio``. Without a budget, ``cap = ceil(n / slots)``
-    for n tuples and every LM tuple is drawn (the method's budget is a fraction of hundreds of thousands of
-    tuples; on a few hundred its formula gives a cap of 0 or 1). ``with_replacement``: ``B (1 - r)`` draws
-    of ``balanced_indices``; not ``balanced``: ``B (1 - r)`` tuples as the data are (B default
-    ``ceil(n / (1 - r))``). Seeded by ``config.seed``."""
-    values = np.asarray(targets, dtype=float)
-    flags = np.asarray(lm_flags, dtype=bool)
-    if values.size == 0 or values.size != flags.size:
-        raise ValueError(f"{values.size} targets and {flags.size} LM flags: need equal, non-zero counts")
-    ratio = config.causal_lm_ratio
-    budget = budget or config.examples_per_epoch
-    slots = bucket_slots(config.bucket_width)
-    cap = int(budget * (1.0 - ratio) // slots) if budget else math.ceil(values.size / slots)
-    budget = budget or math.ceil(values.size / (1.0 - ratio))
-    confidence_count = int(budget * (1.0 - ratio))
-    rng = np.random.default_rng(config.seed)
-    if not config.balanced:
-        confidence = _natural(np.arange(values.size), confidence_count, rng)
-    elif config.with_replacement:
-        confidence = balanced_indices(values, confidence_count, config.seed, config.bucket_width)
-    else:
-        buckets = target_buckets(values, config.bucket_width)
-        confidence = []
-        for bucket in range(slots):
-            members = np.flatnonzero(buckets == bucket)
-            if members.size and cap > 0:
-                confidence += [
-                    int(i) for i in rng.choice(members, size=min(members.size, cap), replace=False)
-                ]
-    lm_members = np.flatnonzero(flags)
-    lm_count = min(lm_members.size, int(budget * ratio))
-    lm = [int(i) for i in rng.choice(lm_members, size=lm_count, replace=False)] if lm_count else []
-    return {"confidence": confidence, "lm": lm}
-
-
-def split_validation(tuples: Sequence[dict], fraction: float, seed: int) -> tuple[list[int], list[int]]:
-    """(training, validation) tuple indices: ``round(fraction * questions)`` questions (at least one when
-    ``fraction`` > 0 and there are two or more) held out whole, chosen by a seeded permutation."""
-    questions = sorted({t["question_id"] for t in tuples})
-    held = int(round(fraction * len(questions)))
-    if fraction > 0 and len(questions) > 1:
-        held = min(max(held, 1), len(questions) - 1)
-    chosen = set(np.random.default_rng(seed).permutation(questions)[:held].tolist()) if held else set()
-    training = [i for i, t in enumerate(tuples) if t["question_id"] not in chosen]
-    validation = [i for i, t in enumerate(tuples) if t["question_id"] in chosen]
-    return training, validation
-
-
 def method_lr_factor(step: int, micro_batches: int) -> float:
     """The method's learning-rate factor at optimisation step ``step``: ``(1 + cos(pi step / T)) / 2`` with
     T = ``micro_batches`` (``CosineAnnealingLR(T_max=epochs * len(dataloader))``, stepped once per
     optimisation step: ``model_training/train.py`` lines 383 and 530)."""
     return 0.5 * (1.0 + math.cos(math.pi * min(step, micro_batches) / max(micro_batches, 1)))
-
-
-def encode_tuples(tuples: Sequence[dict], tokenizer: Any, max_length: int) -> list[dict]:
-    """Tokenised confidence examples, one per tuple: ``input_ids`` of the context, ``labels`` (all -100),
-    ``yes_id`` (``yes_text`` must be one token), ``target`` (SSC), ``lm`` (a causal-LM example of the tuple,
-    ``{"input_ids", "labels"}``: the context up to the response's end plus the end-of-sequence token, labels
-    on the response's tokens and that token; None for a tuple without ``lm_loss``). A context longer than
-    ``max_length`` tokens or a multi-token ``yes_text`` raises ``SelfCalibrationDataError``."""
-    examples = []
-    yes_ids: dict[str, int] = {}
-    eos = tokenizer.eos_token or ""
-    for number, item in enumerate(tuples, start=1):
-        yes_text = item["yes_text"].strip()
-        if yes_text not in yes_ids:
-            ids = tokenizer(yes_text, add_special_tokens=False)["input_ids"]
-            if len(ids) != 1:
-                raise SelfCalibrationDataError(f"tuple {number}: yes_text {yes_text!r} is {len(ids)} tokens")
-            yes_ids[yes_text] = ids[0]
-        input_ids = list(tokenizer(item["context"], add_special_tokens=False)["input_ids"])
-        if len(input_ids) > max_length:
-            raise SelfCalibrationDataError(
-                f"tuple {number} (question {item['question_id']}): {len(input_ids)} tokens, more than "
-                f"max_length {max_length}"
-            )
-        lm = None
-        if item["lm_loss"]:
-            start, end = item["response_start"], item["response_end"]
-            text = item["context"][:end] + eos
-            encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-            ids = list(encoded["input_ids"])
-            labels = [
-                ids[k] if high > start and low < len(text) else -100
-                for k, (low, high) in enumerate(encoded["offset_mapping"])
-            ]
-            lm = {"input_ids": ids[:max_length], "labels": labels[:max_length]}
-        examples.append(
-            {
-                "input_ids": input_ids,
-                "labels": [-100] * len(input_ids),
-                "yes_id": yes_ids[yes_text],
-                "target": float(item["ssc"]),
-                "lm": lm,
-            }
-        )
-    return examples
-
-
-def _epoch_examples(examples: list[dict], drawn: dict[str, list[int]], seed: int) -> list[dict]:
-    """The drawn confidence and causal-LM examples in one seeded shuffle."""
-    rows = [{**examples[i], "lm": None, "confidence": True} for i in drawn["confidence"]]
-    for i in drawn["lm"]:
-        lm = examples[i]["lm"]
-        rows.append({"input_ids": lm["input_ids"], "labels": lm["labels"], "yes_id": examples[i]["yes_id"],
-                     "target": -1.0, "lm": None, "confidence": False})  # fmt: skip
-    order = np.random.default_rng(seed).permutation(len(rows))
-    return [rows[i] for i in order]
-
-
-def _collate(pad_id: int):
-    import torch
-
-    def collate(batch: list[dict]) -> dict:
-        width = max(len(b["input_ids"]) for b in batch)
-        pad = lambda values, fill: values + [fill] * (width - len(values))  # noqa: E731
-        return {
-            "input_ids": torch.tensor([pad(b["input_ids"], pad_id) for b in batch]),
-            "attention_mask": torch.tensor([pad([1] * len(b["input_ids"]), 0) for b in batch]),
-            "labels": torch.tensor([pad(b["labels"], -100) for b in batch]),
-            "last_index": torch.tensor([len(b["input_ids"]) - 1 for b in batch]),
-            "yes_id": torch.tensor([b["yes_id"] for b in batch]),
-            "target": torch.tensor([b["target"] for b in batch], dtype=torch.float32),
-            "confidence": torch.tensor([b.get("confidence", True) for b in batch], dtype=torch.bool),
-        }
-
-    return collate
-
-
-def selfcal_loss(model: Any, inputs: dict, beta: float, lm_weight: float) -> tuple[Any, dict[str, float]]:
-    """The training loss of one micro-batch, ``confidence + lm_weight * lm`` (module docstring), and its
-    parts (``confidence_loss``: mean SmoothL1 over the batch's confidence examples; ``lm_loss``: mean
-    cross-entropy over the labelled tokens; mean ``p_yes``). ``inputs``: a batch of the collator (right
-    padding)."""
-    import torch
-    import torch.nn.functional as F
-
-    outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
-    logits = outputs.logits
-    zero = torch.zeros((), device=logits.device)
-    rows = inputs["confidence"].nonzero().flatten()
-    if rows.numel():
-        last = logits[rows, inputs["last_index"][rows]].float()
-        p_yes = torch.softmax(last, dim=-1)[torch.arange(rows.numel()), inputs["yes_id"][rows]]
-        confidence = F.smooth_l1_loss(p_yes, inputs["target"][rows].to(p_yes.dtype), beta=beta)
-    else:
-        p_yes, confidence = None, zero
-    labels = inputs["labels"][:, 1:]
-    tokens = (labels != -100).sum()
-    if tokens > 0 and lm_weight > 0:
-        lm = F.cross_entropy(
-            logits[:, :-1].reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=-100,
-            reduction="sum",
-        ) / tokens  # fmt: skip
-    else:
-        lm = zero
-    loss = confidence + lm_weight * lm
-    parts = {"confidence_loss": float(confidence.detach()), "lm_loss": float(lm.detach())}
-    if p_yes is not None:
-        parts["p_yes"] = float(p_yes.detach().mean())
-    return loss, parts
 
 
 def _trainer_class():
@@ -424,80 +144,6 @@ def _dataset(examples: list[dict]):
             return examples[index]
 
     return Examples()
-
-
-def mean_loss(
-    model: Any, examples: list[dict], pad_id: int, config: TrainConfig, batch_size: int = 8
-) -> dict | None:
-    """The loss and its parts averaged over ``examples`` (confidence examples and, for tuples with one,
-    their causal-LM example; no gradient; dropout off): before/after figures. None without examples."""
-    import torch
-
-    if not examples:
-        return None
-    collate = _collate(pad_id)
-    was_training = model.training
-    model.eval()
-    sums: dict[str, float] = {}
-    counts: dict[str, int] = {}
-    lm_rows = [{"input_ids": e["lm"]["input_ids"], "labels": e["lm"]["labels"], "yes_id": e["yes_id"],
-                "target": -1.0, "confidence": False} for e in examples if e["lm"]]  # fmt: skip
-    confidence_rows = [{**e, "confidence": True} for e in examples]
-    with torch.no_grad():
-        for rows, key in ((confidence_rows, "confidence_loss"), (lm_rows, "lm_loss")):
-            for start in range(0, len(rows), batch_size):
-                batch = rows[start : start + batch_size]
-                _, parts = selfcal_loss(
-                    model, collate(batch), config.smooth_l1_beta, max(config.lm_weight, 1.0)
-                )
-                for name in (key, "p_yes") if key == "confidence_loss" else (key,):
-                    sums[name] = sums.get(name, 0.0) + parts[name] * len(batch)
-                    counts[name] = counts.get(name, 0) + len(batch)
-    model.train(was_training)
-    out = {name: sums[name] / counts[name] for name in sums}
-    out.setdefault("lm_loss", 0.0)
-    out["loss"] = out["confidence_loss"] + config.lm_weight * out["lm_loss"]
-    out["examples"] = len(examples)
-    return out
-
-
-@dataclass(frozen=True)
-class EpochPlan:
-    """One epoch's examples and the schedule's length: ``drawn`` (kind -> indices into the tuples, from
-    ``draw_examples``), ``epoch`` (the shuffled examples, cut to whole optimisation steps unless
-    ``max_steps`` is set), ``dropped`` (how many the cut left out) and ``schedule_micro_batches`` (the
-    method's cosine length in micro-batches; None with another ``lr_scheduler_type``)."""
-
-    drawn: dict[str, list[int]]
-    epoch: list[dict]
-    dropped: int
-    schedule_micro_batches: int | None
-
-
-def plan_epoch(examples: Sequence[dict], training: Sequence[int], config: TrainConfig) -> EpochPlan:
-    """Draw the epoch's examples from the ``training`` tuples (``draw_examples``) and count its schedule.
-
-    Raises ``SelfCalibrationDataError`` when fewer examples are drawn than one optimisation step takes."""
-    drawn_local = draw_examples(
-        [examples[i]["target"] for i in training], [examples[i]["lm"] is not None for i in training], config
-    )
-    drawn = {kind: [training[i] for i in indices] for kind, indices in drawn_local.items()}
-    epoch = _epoch_examples(examples, drawn, config.seed)
-    window = config.train_batch_size * config.gradient_accumulation_steps
-    micro_batches = math.ceil(len(epoch) / config.train_batch_size)  # the method's len(dataloader)
-    kept = len(epoch) - len(epoch) % window if config.max_steps <= 0 else len(epoch)
-    if kept == 0:
-        raise SelfCalibrationDataError(
-            f"{len(epoch)} examples drawn, fewer than one optimisation step ({config.train_batch_size} x "
-            f"{config.gradient_accumulation_steps}); raise examples_per_epoch or lower the batch"
-        )
-    total_micro = None
-    if config.lr_scheduler_type == METHOD_SCHEDULE:
-        steps = config.max_steps if config.max_steps > 0 else None
-        total_micro = (
-            steps * config.gradient_accumulation_steps if steps else math.ceil(config.epochs * micro_batches)
-        )
-    return EpochPlan(drawn, epoch[:kept], len(epoch) - kept, total_micro)
 
 
 def _training_arguments(config: TrainConfig, checkpoints: Path, method_schedule: bool) -> Any:
@@ -588,7 +234,7 @@ def train_self_calibration(
         model=model,
         args=arguments,
         train_dataset=_dataset(epoch),
-        data_collator=_collate(pad_id),
+        data_collator=collator(pad_id),
         callbacks=list(callbacks),
         beta=config.smooth_l1_beta,
         lm_weight=config.lm_weight,

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli import build_parser, eval_request, parse_dict_flag, parse_seed
+from analysis.cli import build_parser
+from analysis.cli.arguments import parse_dict_flag, parse_seed
+from analysis.cli.eval_command import eval_request
 
 REPO = Path(__file__).resolve().parents[2]
 # Runs ``capcal ARGS`` in a fresh process, then prints whether SmolLM2's model code was ever imported.

@@ -17,7 +17,7 @@ from analysis.self_calibration.data import (
     ssc_targets,
     target_histogram,
 )
-from analysis.self_calibration.train import balanced_indices
+from analysis.self_calibration.example_draw import balanced_indices
 from capcal_tasks.records import RunFormatError
 
 # ---------------------------------------------------------------- pure parts
@@ -216,7 +216,7 @@ def test_cli_data_one_line_refusal(selfcal_runs, tmp_path, capsys):
 def test_method_bucket_rule_is_floor_division_capped_at_the_last_slot():
     """``min(t // 0.05, 20)`` with Python floats (``model_training/train.py`` line 218): 21 slots, SSC = 1
     falls in bucket 19 (1.0 // 0.05 = 19) and binary floats move 0.5 and 0.95 down one (0.5 // 0.05 = 9)."""
-    from analysis.self_calibration.train import bucket_slots, target_buckets
+    from analysis.self_calibration.example_draw import bucket_slots, target_buckets
 
     assert bucket_slots() == 21
     assert target_buckets([0.0, 0.049, 0.05, 0.1, 0.15, 0.5, 0.949, 0.95, 0.999, 1.0]).tolist() == [
@@ -227,7 +227,8 @@ def test_method_bucket_rule_is_floor_division_capped_at_the_last_slot():
 def test_method_draw_caps_each_bucket_without_replacement():
     """Per bucket min(size, cap) distinct tuples, cap = floor(B (1 - r) / 21); min(LM tuples, floor(B r))
     distinct causal-LM examples; seeded."""
-    from analysis.self_calibration.train import TrainConfig, draw_examples, target_buckets
+    from analysis.self_calibration.example_draw import draw_examples, target_buckets
+    from analysis.self_calibration.train_config import TrainConfig
 
     rng = np.random.default_rng(5)
     targets = np.concatenate([rng.uniform(0, 0.1, 300), rng.uniform(0.4, 0.5, 40), [1.0] * 7])
@@ -256,7 +257,7 @@ def test_method_draw_caps_each_bucket_without_replacement():
 
 
 def test_validation_split_holds_out_whole_questions():
-    from analysis.self_calibration.train import split_validation
+    from analysis.self_calibration.example_draw import split_validation
 
     tuples = [{"question_id": f"q{i // 3}"} for i in range(60)]  # 20 questions x 3 tuples
     training, validation = split_validation(tuples, 0.1, seed=0)

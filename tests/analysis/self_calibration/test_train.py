@@ -161,7 +161,8 @@ def _synthetic_examples(n: int, lm_every: int) -> list[dict]:
 
 def test_an_epoch_is_cut_to_whole_optimisation_steps_and_its_cosine_counts_micro_batches():
     from analysis.self_calibration.data import SelfCalibrationDataError
-    from analysis.self_calibration.train import METHOD_SCHEDULE, plan_epoch
+    from analysis.self_calibration.example_draw import plan_epoch
+    from analysis.self_calibration.train_config import METHOD_SCHEDULE
 
     examples = _synthetic_examples(200, lm_every=3)
     training = list(range(0, 200, 2))  # every other tuple; the rest would be the validation questions
