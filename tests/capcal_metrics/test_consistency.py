@@ -153,3 +153,21 @@ LABELS = np.array([[1, 2, 1, 1]])
 def test_bad_input_is_named(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_the_chunks_change_nothing(monkeypatch):
+    """Rows are processed CHUNK_ROWS at a time; the random stream is drawn row after row, so chunks of 3 rows
+    give the very values of one chunk (uneven row lengths included)."""
+    from capcal_metrics import consistency
+
+    rng = np.random.default_rng(8)
+    labels = rng.integers(0, 3, size=(11, 9))
+    correctness = (labels == 0).astype(int)
+    n = rng.integers(6, 10, size=11)
+    whole = response_consistency(labels, 4, n=n, seed=5)
+    whole_lf = leakage_free_consistency(labels, correctness, 2, n=n, pool_size=4, seed=5)
+    monkeypatch.setattr(consistency, "CHUNK_ROWS", 3)
+    np.testing.assert_array_equal(response_consistency(labels, 4, n=n, seed=5), whole)
+    chunked_lf = leakage_free_consistency(labels, correctness, 2, n=n, pool_size=4, seed=5)
+    for field in ("confidence", "mu_hat", "draw_indices", "pool_mask", "target_mask"):
+        np.testing.assert_array_equal(getattr(chunked_lf, field), getattr(whole_lf, field), err_msg=field)
