@@ -42,19 +42,27 @@ def kappa_from_counts(counts: ArrayLike) -> float:
     matrix = check_whole_numbers(counts, "counts", ndim=2)
     if matrix.shape[0] != matrix.shape[1]:
         raise ValueError(f"counts must be a square matrix, got shape {matrix.shape}")
+    return _kappa(matrix)
+
+
+def _kappa(matrix: np.ndarray) -> float:
+    """Kappa of a validated square count matrix; an undefined kappa's warning points at the caller of the
+    public function that called this one (stacklevel 4)."""
     n = int(matrix.sum())
     if n == 0:
-        return undefined_metric("cohens_kappa", "no labelled responses")
+        return undefined_metric("cohens_kappa", "no labelled responses", stacklevel=4)
     observed = float(np.trace(matrix)) / n
     expected = float(np.dot(matrix.sum(axis=1), matrix.sum(axis=0))) / n**2
     if expected >= 1.0:
-        return undefined_metric("cohens_kappa", "both raters give every response the same label")
+        return undefined_metric(
+            "cohens_kappa", "both raters give every response the same label", stacklevel=4
+        )
     return (observed - expected) / (1.0 - expected)
 
 
 def cohens_kappa(labels_a: ArrayLike, labels_b: ArrayLike) -> float:
     """Cohen's kappa of two 0/1 labelings of the same responses (see the module docstring)."""
-    return kappa_from_counts(confusion_counts(labels_a, labels_b))
+    return _kappa(confusion_counts(labels_a, labels_b))
 
 
 def pooled_kappa(question_counts: ArrayLike) -> float:
@@ -65,4 +73,4 @@ def pooled_kappa(question_counts: ArrayLike) -> float:
         counts = counts.reshape(-1, 2, 2)
     if counts.ndim != 3 or counts.shape[1:] != (2, 2):
         raise ValueError(f"question_counts must have shape (N, 2, 2) or (N, 4), got {counts.shape}")
-    return kappa_from_counts(counts.sum(axis=0))
+    return _kappa(counts.sum(axis=0))
