@@ -171,3 +171,35 @@ def test_the_chunks_change_nothing(monkeypatch):
     chunked_lf = leakage_free_consistency(labels, correctness, 2, n=n, pool_size=4, seed=5)
     for field in ("confidence", "mu_hat", "draw_indices", "pool_mask", "target_mask"):
         np.testing.assert_array_equal(getattr(chunked_lf, field), getattr(whole_lf, field), err_msg=field)
+
+
+def test_the_documented_random_streams():
+    """The docstrings' contract, row by row: response consistency takes the k allowed positions with the
+    smallest keys of ``default_rng([seed, 0, k])``; the leakage-free split takes the pool_size allowed
+    positions with the smallest keys of ``default_rng([seed, 1, pool_size])``, and the draw the k pool
+    entries with the smallest keys of ``default_rng([seed, 2, k, pool_size])``, in the pool's order."""
+    rng = np.random.default_rng(21)
+    labels = rng.integers(0, 3, size=(7, 8))
+    correctness = (labels == 1).astype(int)
+    n = np.array([8, 6, 7, 8, 5, 8, 6])
+    seed, k, pool_size = 9, 3, 4
+
+    keys = np.random.default_rng([seed, 0, k]).random(labels.shape)
+    expected = []
+    for i, row in enumerate(labels):
+        picked = sorted(range(n[i]), key=lambda j: keys[i, j])[:k]
+        expected.append(max(Counter(row[picked].tolist()).values()) / k)
+    np.testing.assert_array_equal(response_consistency(labels, k, n=n, seed=seed), expected)
+
+    result = leakage_free_consistency(labels, correctness, k, n=n, pool_size=pool_size, seed=seed)
+    split = np.random.default_rng([seed, 1, pool_size]).random(labels.shape)
+    draw = np.random.default_rng([seed, 2, k, pool_size]).random((labels.shape[0], pool_size))
+    for i in range(labels.shape[0]):
+        pool = sorted(range(n[i]), key=lambda j: split[i, j])[:pool_size]
+        assert set(np.flatnonzero(result.pool_mask[i])) == set(pool), i
+        masked = np.where(np.arange(labels.shape[1]) < n[i], split[i], 2.0)
+        pool_order = np.argpartition(masked, pool_size - 1)[:pool_size]  # the pool's order, as drawn
+        drawn = pool_order[sorted(range(pool_size), key=lambda j: draw[i, j])[:k]]
+        assert set(result.draw_indices[i]) == set(drawn.tolist()), i
+        target = [j for j in range(n[i]) if j not in pool]
+        assert result.mu_hat[i] == np.mean(correctness[i, target]), i
