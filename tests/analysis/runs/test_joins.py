@@ -118,8 +118,27 @@ def test_pair_models_reports_questions_of_one_model_only(tmp_path):
     assert (report.matched, report.unmatched_left, report.unmatched_right) == (3, 1, 1)
     assert report.unmatched_left_ids == ("capcal_qa / qa/8",)
     assert report.unmatched_right_ids == ("capcal_qa / qa/12",)
+    assert report.summary() == (
+        "small <-> large: matched 3 of 4 small and 4 large; 1 small without large (first: capcal_qa / qa/8); "
+        "1 large without small (first: capcal_qa / qa/12); small is known only by its label (unresolved "
+        "checkpoint); large is known only by its label (unresolved checkpoint)"
+    )
+    assert "index" not in small.columns and list(small.index) == list(range(3))
+    by_id = pair_models(table, "unresolved:small", "unresolved:large")  # a model named by its model_id
+    assert by_id[0].equals(small) and by_id[1].equals(large)
     with pytest.raises(ValueError, match="no questions of model"):
         pair_models(table, "small", "medium")
+    twice = pd.concat([table, table[table["model"] == "small"]])
+    with pytest.raises(
+        ValueError,
+        match=r"^model small has several rows per \('task', 'question_id'\); use one run per task$",
+    ):
+        pair_models(twice, "small", "large")
+    # model ids win over labels: a label that is another model's id selects that model
+    relabelled = table.assign(model=table["model"].map({"small": "unresolved:large", "large": "other"}))
+    assert list(pair_models(relabelled, "unresolved:large", "unresolved:small")[0]["model"].unique()) == [
+        "other"
+    ]
 
 
 def _activations(directory: Path, keys: list[tuple[str, str]], model: str = "toy") -> None:
