@@ -96,3 +96,33 @@ def test_all_equal_confidences_route_like_random(models):
     flat = curves[curves["method"] == "flat"]["accuracy"].to_numpy()
     random = curves[curves["method"] == "random"]["accuracy"].to_numpy()
     np.testing.assert_allclose(flat, random, rtol=0, atol=1e-14)
+
+
+def test_curves_at_the_fractions_asked_for(models):
+    """Every method's curve is evaluated at the caller's fractions (not the default grid), and each
+    estimator's points are routing_accuracy's; at 0.3 of 10 questions, 3 of the lowest are routed."""
+    _, cheap, strong = models
+    cheap, strong = cheap[:10], strong[:10]
+    confidence = np.linspace(0.9, 0.0, 10)
+    curves = routing_curves({"c": confidence}, cheap, strong, fractions=[0.0, 0.3, 1.0])
+    assert curves.groupby("method")["fraction"].apply(list).to_dict() == {
+        method: [0.0, 0.3, 1.0] for method in ("c", "random", "oracle_cheap", "oracle_gain")
+    }
+    points = curves[curves["method"] == "c"]["accuracy"].to_numpy()
+    np.testing.assert_allclose(points, routing_accuracy(confidence, cheap, strong, [0.0, 0.3, 1.0]))
+    routed = np.argsort(confidence)[:3]  # the three lowest confidences go to the strong model
+    np.testing.assert_allclose(points[1], np.where(np.isin(np.arange(10), routed), strong, cheap).mean())
+
+
+def test_each_bad_input_is_named():
+    good = np.array([0.2, 0.5, 0.9])
+    for arguments, message in (
+        ((good, [0.1, 1.5, 0.2], good), r"^mu_cheap "),
+        ((good, good, [0.1, 0.2]), r"^mu_strong "),
+        ((good, good, [0.1, 0.2, -0.1]), r"^mu_strong "),
+        ((good, good, good, [0.5, 1.5]), r"^fractions "),
+        (([0.1, np.nan, 0.3], good, good), r"^priority must be finite with one value per question \(3\)$"),
+        (([0.1, 0.2], good, good), r"^priority must be finite with one value per question \(3\)$"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            routing_accuracy(*arguments)
