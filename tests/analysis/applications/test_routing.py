@@ -80,11 +80,21 @@ def test_pair_models_joins_on_question_id():
         {"question_id": ["c", "a", "d"], "expected_accuracy": [0.9, 0.8, 0.7], "n": [8, 8, 8]}
     )
     paired = pair_models(cheap, strong)
-    assert paired["question_id"].tolist() == ["a", "c"]
-    assert paired["mu_strong"].tolist() == [0.8, 0.9] and paired["n_cheap"].tolist() == [4, 4]
+    assert paired.to_dict("list") == {
+        "question_id": ["a", "c"], "mu_cheap": [0.1, 0.3], "n_cheap": [4, 4], "mu_strong": [0.8, 0.9],
+        "n_strong": [8, 8],
+    }  # fmt: skip
+    assert list(paired.index) == [0, 1]
+    for name, table in (("cheap", cheap), ("strong", strong)):
+        with pytest.raises(ValueError, match=f"^{name} table has no column\\(s\\) expected_accuracy, n$"):
+            pair_models(
+                *[t.drop(columns=["expected_accuracy", "n"]) if t is table else t for t in (cheap, strong)]
+            )
+        with pytest.raises(ValueError, match=f"^{name} table has several rows per \\('question_id',\\)"):
+            pair_models(*[pd.concat([t, t]) if t is table else t for t in (cheap, strong)])
     with pytest.raises(ValueError, match="several rows"):
         pair_models(pd.concat([cheap, cheap]), strong)
-    with pytest.raises(ValueError, match="share no question"):
+    with pytest.raises(ValueError, match="^the cheap and strong tables share no question$"):
         pair_models(cheap, strong.assign(question_id=["x", "y", "z"]))
     with pytest.raises(ValueError, match=r"fractions"):
         routing_accuracy([0.1], [0.1], [0.2], [1.5])
