@@ -35,7 +35,6 @@ __all__ = [
     "response_notices",
     "responses_cut_by_limit",
     "tokenizer_source",
-    "unreadable_cause",
     "unreadable_diagnosis",
 ]
 
@@ -159,17 +158,6 @@ def unreadable_diagnosis(
     return f"the responses do not state {what}; look at a few with capcal analyze --responses", True
 
 
-def unreadable_cause(
-    config: Mapping[str, Any],
-    confidence: bool,
-    texts: Sequence[str] = (),
-    source: str | None = None,
-    readable: Sequence[bool] = (),
-) -> str:
-    """The likely cause of ``unreadable_diagnosis``, as a phrase."""
-    return unreadable_diagnosis(config, confidence, texts, source, readable)[0]
-
-
 def _flags_per_response(records: Sequence[Mapping[str, Any]]) -> list[bool]:
     """Whether each response of verbalized-confidence ``records`` parsed (``parse_success``, one per record,
     repeated over the record's responses), aligned with their flattened ``resps``."""
@@ -206,15 +194,16 @@ def response_notices(
         source = tokenizer_source(model_args)
         if answers and sum(a is None for a in answers) > MOSTLY * len(answers):
             missing = sum(a is None for a in answers)
+            read = [a is not None for a in answers]
             notices.append(
                 f"task {task}: no answer could be read from {missing} of {len(answers)} responses; likely "
-                f"cause: {unreadable_cause(config, False, texts, source, [a is not None for a in answers])}"
+                f"cause: {unreadable_diagnosis(config, False, texts, source, read)[0]}"
             )
         elif parsed and sum(not value for value in parsed) > MOSTLY * len(parsed):
             missing = sum(not value for value in parsed)
             notices.append(
                 f"task {task}: no confidence could be read from {missing} of {len(parsed)} responses; likely "
-                f"cause: {unreadable_cause(config, True, texts, source, _flags_per_response(records))}"
+                f"cause: {unreadable_diagnosis(config, True, texts, source, _flags_per_response(records))[0]}"
             )
     return notices
 
@@ -233,7 +222,7 @@ def aggregate_notices(results: Mapping[str, Any]) -> list[str]:
         ):
             rate = metrics.get(key) if isinstance(metrics, Mapping) else None
             if isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate < 1 - MOSTLY:
-                cause = unreadable_cause(configs.get(task) or {}, confidence=confidence)
+                cause = unreadable_diagnosis(configs.get(task) or {}, confidence=confidence)[0]
                 notices.append(
                     f"task {task}: {what} could be read from only {rate:.0%} of the responses (empty or "
                     f"unreadable; --log_samples keeps them); likely cause: {cause}"

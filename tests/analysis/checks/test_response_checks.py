@@ -7,7 +7,6 @@ from analysis.checks.response_checks import (
     aggregate_notices,
     empty_response_cause,
     response_notices,
-    unreadable_cause,
     unreadable_diagnosis,
 )
 from capcal_tasks.confidence.verbalized import process_results
@@ -72,7 +71,7 @@ def test_verbalized_confidences_that_never_parse():
     samples["capcal_toy_verbalized"].append(_verbalized("no box"))
     (notice,) = response_notices(samples, {"capcal_toy_verbalized": SAMPLING})
     assert notice.startswith("task capcal_toy_verbalized: no confidence could be read from 3 of 5 responses")
-    assert unreadable_cause(SAMPLING, confidence=True) in notice
+    assert unreadable_diagnosis(SAMPLING, confidence=True)[0] in notice
 
 
 def test_log_likelihood_tasks_are_not_looked_at():
