@@ -47,16 +47,14 @@ def kappa_from_counts(counts: ArrayLike) -> float:
 
 def _kappa(matrix: np.ndarray) -> float:
     """Kappa of a validated square count matrix; an undefined kappa's warning points at the caller of the
-    public function that called this one (stacklevel 4)."""
+    public function that called this one."""
     n = int(matrix.sum())
     if n == 0:
-        return undefined_metric("cohens_kappa", "no labelled responses", stacklevel=4)
+        return undefined_metric("cohens_kappa", "no labelled responses")
     observed = float(np.trace(matrix)) / n
     expected = float(np.dot(matrix.sum(axis=1), matrix.sum(axis=0))) / n**2
     if expected >= 1.0:
-        return undefined_metric(
-            "cohens_kappa", "both raters give every response the same label", stacklevel=4
-        )
+        return undefined_metric("cohens_kappa", "both raters give every response the same label")
     return (observed - expected) / (1.0 - expected)
 
 

@@ -39,7 +39,13 @@ import numpy as np
 
 from ._kernels import Workspace
 from .kernel_registry import metric_kernel
-from .validation import UndefinedMetricWarning, check_fraction, check_integer, check_same_length
+from .validation import (
+    UndefinedMetricWarning,
+    caller_stacklevel,
+    check_fraction,
+    check_integer,
+    check_same_length,
+)
 
 __all__ = ["BootstrapCI", "bootstrap_ci", "bootstrap_cis", "bootstrap_differences"]
 
@@ -88,7 +94,7 @@ def bootstrap_ci(
             f"bootstrap_ci: the metric was undefined (NaN) on {undefined['']} of {n_resamples} "
             "resamples; they are left out of the interval",
             UndefinedMetricWarning,
-            stacklevel=2,
+            stacklevel=caller_stacklevel(),
         )
     return results[""]
 
@@ -131,7 +137,7 @@ def bootstrap_cis(
                 f"bootstrap_cis: metric {name!r} was undefined (NaN) on {count} of {n_resamples} "
                 "resamples; they are left out of its interval",
                 UndefinedMetricWarning,
-                stacklevel=2,
+                stacklevel=caller_stacklevel(),
             )
     return results
 
@@ -180,7 +186,7 @@ def bootstrap_differences(
                 f"bootstrap_differences: {name!r} - {reference!r} was undefined (NaN) on {undefined} of "
                 f"{len(values[name])} resamples; they are left out of its interval",
                 UndefinedMetricWarning,
-                stacklevel=2,
+                stacklevel=caller_stacklevel(),
             )
         results[name] = ci
     return results

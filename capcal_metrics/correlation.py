@@ -43,7 +43,7 @@ def _correlation(
     """Validate, return NaN with a warning for a constant input, else evaluate ``factory``'s kernel."""
     confidence, target = check_confidence_and_target(confidence, target)
     if confidence.min() == confidence.max() or target.min() == target.max():
-        return undefined_metric(name, "confidence or target is constant", stacklevel=4)
+        return undefined_metric(name, "confidence or target is constant")
     return evaluate_once(factory, confidence, target)
 
 

@@ -8,6 +8,8 @@ undefined on valid input (AUROC with a single class, ...) is reported by :func:`
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from typing import Any
 
@@ -23,6 +25,7 @@ __all__ = [
     "check_probabilities",
     "check_same_length",
     "check_whole_numbers",
+    "caller_stacklevel",
     "undefined_metric",
 ]
 
@@ -31,13 +34,27 @@ class UndefinedMetricWarning(RuntimeWarning):
     """A metric is undefined on this input (e.g. AUROC with a single class) and is returned as NaN."""
 
 
-def undefined_metric(metric: str, reason: str, *, stacklevel: int = 3) -> float:
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning raised by the calling function at the first frame outside
+    capcal_metrics: the user's line, however many package frames (private helpers, wrappers) lie between."""
+    package_dir = os.path.dirname(os.path.abspath(__file__))
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == package_dir:
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def undefined_metric(metric: str, reason: str) -> float:
     """Warn with :class:`UndefinedMetricWarning` and return NaN; the package-wide policy when undefined.
 
-    ``stacklevel`` 3 points the warning at the caller of the public metric that calls this function.
+    The warning points at the first caller outside capcal_metrics (:func:`caller_stacklevel`).
     """
     warnings.warn(
-        f"{metric} is undefined: {reason}; returning nan", UndefinedMetricWarning, stacklevel=stacklevel
+        f"{metric} is undefined: {reason}; returning nan",
+        UndefinedMetricWarning,
+        stacklevel=caller_stacklevel(),
     )
     return float("nan")
 

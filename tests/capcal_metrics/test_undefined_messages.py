@@ -92,3 +92,17 @@ def test_a_defined_value_gives_no_warning():
         for function, *_ in CASES:
             arguments = DEFINED.get(function, (CONFIDENCE, np.array([0.0, 1.0, 0.0, 1.0])))
             assert np.isfinite(function(*arguments)), function.__name__
+
+
+def test_the_bootstraps_warnings_point_at_the_callers_line():
+    """A metric undefined on some resamples: each bootstrap's warning counts them and points here."""
+    labels = np.array([0, 0, 0, 0, 0, 1])  # a resample without the positive makes AUROC undefined
+    scores = np.linspace(0.1, 0.9, 6)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", message="auroc is undefined")
+        cm.bootstrap_ci(cm.auroc, scores, labels, n_resamples=50, seed=0)
+        cm.bootstrap_cis({"auroc": (cm.auroc, (scores, labels))}, n_resamples=50, seed=0)
+    assert [w.category for w in caught] == [cm.UndefinedMetricWarning] * 2, [str(w.message) for w in caught]
+    assert "resamples; they are left out of" in str(caught[0].message)
+    assert [w.filename for w in caught] == [__file__] * 2
