@@ -30,17 +30,25 @@ __all__ = [
 ]
 
 
+_TRANSPARENT_WRAPPERS = ("mutmut.",)
+
+
 class UndefinedMetricWarning(RuntimeWarning):
     """A metric is undefined on this input (e.g. AUROC with a single class) and is returned as NaN."""
 
 
 def caller_stacklevel() -> int:
     """The ``stacklevel`` that points a warning raised by the calling function at the first frame outside
-    capcal_metrics: the user's line, however many package frames (private helpers, wrappers) lie between."""
+    capcal_metrics: the user's line, however many package frames (private helpers, wrappers) lie between.
+    The wrapper frames that mutation testing puts around every function (mutmut's trampolines) are skipped
+    too, so the warnings' tests hold under ``mutmut run`` (tests/README.md, "Mutation testing")."""
     package_dir = os.path.dirname(os.path.abspath(__file__))
     frame = sys._getframe(1)
     level = 1
-    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == package_dir:
+    while frame is not None and (
+        os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == package_dir
+        or str(frame.f_globals.get("__name__", "")).startswith(_TRANSPARENT_WRAPPERS)
+    ):
         frame = frame.f_back
         level += 1
     return level
