@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -43,11 +44,16 @@ def caller_stacklevel() -> int:
     The wrapper frames that mutation testing puts around every function (mutmut's trampolines) are skipped
     too, so the warnings' tests hold under ``mutmut run`` (tests/README.md, "Mutation testing")."""
     package_dir = os.path.dirname(os.path.abspath(__file__))
+
+    def is_wrapper(frame: FrameType) -> bool:
+        return str(frame.f_globals.get("__name__", "")).startswith(_TRANSPARENT_WRAPPERS)
+
     frame = sys._getframe(1)
-    level = 1
+    while frame is not None and is_wrapper(frame):  # wrappers of this function: not on the warning's stack
+        frame = frame.f_back
+    level = 1  # the function that warns
     while frame is not None and (
-        os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == package_dir
-        or str(frame.f_globals.get("__name__", "")).startswith(_TRANSPARENT_WRAPPERS)
+        is_wrapper(frame) or os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == package_dir
     ):
         frame = frame.f_back
         level += 1
