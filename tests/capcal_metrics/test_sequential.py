@@ -223,6 +223,7 @@ def test_confidence_sequence_ends_solve_the_boundary_equation_to_the_tolerance()
 
     for end in bounds:
         np.testing.assert_allclose(log_ratio(end), math.log(10.0), atol=1e-8)
+        assert np.all(log_ratio(end) >= math.log(10.0))  # rounded outward: the ends lie just outside the set
     assert np.all(log_ratio(bounds.lower + 1e-9) < math.log(10.0))
     assert np.all(log_ratio(bounds.upper - 1e-9) < math.log(10.0))
 
