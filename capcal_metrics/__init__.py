@@ -12,12 +12,20 @@ Inputs are validated (ValueError naming the argument); a metric undefined on its
 :class:`UndefinedMetricWarning`. Functions named ``random_baseline_*`` give the expectation of a metric when
 every confidence is drawn i.i.d. from U(0, 1). Beside the paper's metrics: the debiased ECE (Kumar et al.
 2019; the binned ECE is biased upward by its bin noise), Brier skill scores over the constant forecast at the
-base rate (plain and finite-k corrected), and jackknife intervals over questions.
+base rate (plain and finite-k corrected), and jackknife intervals over questions. For adaptive sampling
+(:mod:`capcal_metrics.sequential`): group-sequential stopping plans, estimates of mu, mu^2 and pass@k that
+stay unbiased after a data-dependent stop, an anytime-valid confidence sequence, and their exact operating
+characteristics.
 """
 
 from .binning import ReliabilityDiagram, assign_bins, equal_width_bin_edges, reliability_diagram
 from .bootstrap import BootstrapCI, bootstrap_ci, bootstrap_cis, bootstrap_differences
-from .brier import brier_score, corrected_capability_brier_score, random_baseline_brier_score
+from .brier import (
+    brier_score,
+    capability_brier_from_moments,
+    corrected_capability_brier_score,
+    random_baseline_brier_score,
+)
 from .consistency import LeakageFreeConsistency, leakage_free_consistency, modal_count, response_consistency
 from .correlation import pearson_correlation, spearman_correlation
 from .debiased_ece import debiased_expected_calibration_error
@@ -37,6 +45,24 @@ from .selective import (
     random_baseline_aurc,
     risk_coverage_curve,
 )
+from .sequential import (
+    ConfidenceSequence,
+    OperatingCharacteristics,
+    SequentialPlan,
+    confidence_sequence,
+    confidence_sequence_coverage,
+    confidence_width_rule,
+    operating_characteristics,
+    path_counts,
+    sample_proportion,
+    terminal_probabilities,
+    terminal_states,
+    unanimity_rule,
+    unbiased_mean,
+    unbiased_mean_square,
+    unbiased_moment,
+    unbiased_pass_at_k,
+)
 from .skill import (
     base_rate_variance,
     brier_skill_score,
@@ -47,22 +73,29 @@ from .validation import UndefinedMetricWarning
 
 __all__ = [
     "BootstrapCI",
+    "ConfidenceSequence",
     "JackknifeCI",
     "LeakageFreeConsistency",
+    "OperatingCharacteristics",
     "ReliabilityDiagram",
     "RiskCoverageCurve",
+    "SequentialPlan",
     "UndefinedMetricWarning",
     "adaptive_calibration_error",
     "area_under_risk_coverage_curve",
     "assign_bins",
     "auroc",
     "average_precision",
+    "base_rate_variance",
     "bootstrap_ci",
     "bootstrap_cis",
     "bootstrap_differences",
-    "base_rate_variance",
     "brier_score",
     "brier_skill_score",
+    "capability_brier_from_moments",
+    "confidence_sequence",
+    "confidence_sequence_coverage",
+    "confidence_width_rule",
     "corrected_brier_skill_score",
     "corrected_capability_brier_score",
     "debiased_expected_calibration_error",
@@ -74,7 +107,9 @@ __all__ = [
     "leave_one_out_values",
     "maximum_calibration_error",
     "modal_count",
+    "operating_characteristics",
     "pass_at_k",
+    "path_counts",
     "pearson_correlation",
     "predicted_pass_at_k",
     "prediction_rejection_ratio",
@@ -86,6 +121,14 @@ __all__ = [
     "reliability_diagram",
     "response_consistency",
     "risk_coverage_curve",
+    "sample_proportion",
     "soft_label_auroc",
     "spearman_correlation",
+    "terminal_probabilities",
+    "terminal_states",
+    "unanimity_rule",
+    "unbiased_mean",
+    "unbiased_mean_square",
+    "unbiased_moment",
+    "unbiased_pass_at_k",
 ]

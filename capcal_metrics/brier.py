@@ -21,7 +21,12 @@ from numpy.typing import ArrayLike
 from ._kernels import Kernel, Workspace, evaluate_once
 from .validation import check_confidence_and_target, check_probabilities, check_whole_numbers
 
-__all__ = ["brier_score", "corrected_capability_brier_score", "random_baseline_brier_score"]
+__all__ = [
+    "brier_score",
+    "capability_brier_from_moments",
+    "corrected_capability_brier_score",
+    "random_baseline_brier_score",
+]
 
 
 def brier_score(confidence: ArrayLike, target: ArrayLike) -> float:
@@ -55,6 +60,21 @@ def corrected_capability_brier_score(confidence: ArrayLike, mu_hat: ArrayLike, n
     return evaluate_once(_corrected_capability_brier_score_kernel, confidence, mu_hat, n)
 
 
+def capability_brier_from_moments(
+    confidence: ArrayLike, mu_hat: ArrayLike, mu_square_hat: ArrayLike
+) -> float:
+    """Capability Brier from unbiased estimates of mu and mu^2: unbiased for mean_i (c_i - mu_i)^2.
+
+    ``mean_i [c_i^2 - 2 c_i mu_hat_i + mu_square_hat_i]``, since ``(c - mu)^2 = c^2 - 2 c mu + mu^2`` is
+    linear in mu and mu^2. For adaptive sampling, with the path-count estimates of mu and mu^2 after
+    stopping (:mod:`capcal_metrics.sequential`). At a fixed n, ``mu_square_hat = s(s - 1)/(n(n - 1))
+    = mu_hat^2 - mu_hat (1 - mu_hat)/(n - 1)`` and this is :func:`corrected_capability_brier_score`.
+    """
+    confidence, mu_hat = check_confidence_and_target(confidence, mu_hat, target_name="mu_hat")
+    mu_square_hat = check_probabilities(mu_square_hat, "mu_square_hat", length=confidence.size)
+    return evaluate_once(_capability_brier_from_moments_kernel, confidence, mu_hat, mu_square_hat)
+
+
 def random_baseline_brier_score(target: ArrayLike) -> float:
     """E[Brier] when each c_i ~ U(0, 1): ``mean_i (1/3 - target_i + target_i^2)`` (exact).
 
@@ -83,3 +103,16 @@ def _corrected_capability_brier_score_kernel(
     noise = mu_hat * (1.0 - mu_hat) / (np.asarray(n_samples, dtype=np.float64) - 1.0)
     corrected_error = (confidence - mu_hat) ** 2 - noise
     return lambda: (workspace.weights @ corrected_error) / workspace.total
+
+
+def _capability_brier_from_moments_kernel(
+    workspace: Workspace, confidence: ArrayLike, mu_hat: ArrayLike, mu_square_hat: ArrayLike
+) -> Kernel:
+    """Brier from moments per row of weights: sum_i w_i (c_i^2 - 2 c_i m_i + q_i) / sum_i w_i."""
+    confidence = np.asarray(confidence, dtype=np.float64)
+    squared_error = (
+        confidence**2
+        - 2.0 * confidence * np.asarray(mu_hat, dtype=np.float64)
+        + np.asarray(mu_square_hat, dtype=np.float64)
+    )
+    return lambda: (workspace.weights @ squared_error) / workspace.total

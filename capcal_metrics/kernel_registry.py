@@ -27,6 +27,7 @@ KERNEL_FACTORIES: dict[Callable[..., Any], Callable[..., Kernel]] = {
     ),
     brier.brier_score: brier._brier_score_kernel,
     brier.corrected_capability_brier_score: brier._corrected_capability_brier_score_kernel,
+    brier.capability_brier_from_moments: brier._capability_brier_from_moments_kernel,
     ranking.soft_label_auroc: ranking._soft_label_auroc_kernel,
     ranking.auroc: ranking._soft_label_auroc_kernel,
     ranking.average_precision: ranking._average_precision_kernel,

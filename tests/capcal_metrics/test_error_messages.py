@@ -23,6 +23,10 @@ LABELS = np.array([0, 1, 0, 1, 1, 0])
 N_SAMPLES = np.full(N, 4)
 DRAWN = np.array([[0, 0, 1, 2], [1, 1, 1, 1], [0, 1, 2, 3], [2, 2, 0, 0], [1, 0, 1, 0], [3, 3, 3, 1]])
 CORRECT = (DRAWN == 0).astype(int)
+PLAN = cm.unanimity_rule((2, 4))  # terminal states (2, 0), (2, 2), (4, 1..3)
+STOP_N = np.array([2, 4, 4, 2])
+STOP_S = np.array([0, 1, 3, 2])
+STATES = dict(plan=PLAN, n_samples=STOP_N, n_correct=STOP_S)
 
 # valid arguments of every public function taking checked inputs (the callables of bootstrap and jackknife
 # are checked in their own tests)
@@ -57,6 +61,31 @@ VALID: dict[str, dict] = {
     "risk_coverage_curve": {"confidence": CONFIDENCE, "target": TARGET},
     "soft_label_auroc": {"confidence": CONFIDENCE, "target": TARGET},
     "spearman_correlation": {"confidence": CONFIDENCE, "target": TARGET},
+    "capability_brier_from_moments": {"confidence": CONFIDENCE, "mu_hat": TARGET, "mu_square_hat": TARGET**2},
+    # capcal_metrics.sequential (adaptive sampling)
+    "unanimity_rule": {"looks": (2, 4)},
+    "confidence_width_rule": {"looks": (2, 4), "width": 0.9, "alpha": 0.05, "prior": 0.5},
+    "path_counts": {"plan": PLAN, "first_successes": 1, "first_failures": 1},
+    "terminal_states": {"plan": PLAN},
+    "terminal_probabilities": {"plan": PLAN, "mu": TARGET},
+    "unbiased_moment": {**STATES, "successes": 1, "failures": 1},
+    "unbiased_mean": STATES,
+    "unbiased_mean_square": STATES,
+    "unbiased_pass_at_k": {**STATES, "k": 2},
+    "sample_proportion": STATES,
+    "confidence_sequence": {
+        "n_samples": STOP_N,
+        "n_correct": STOP_S,
+        "alpha": 0.05,
+        "prior": 0.5,
+        "tolerance": 1e-9,
+    },
+    "operating_characteristics": {
+        "plan": PLAN,
+        "mu": TARGET,
+        "estimates": np.array([0.0, 1.0, 0.25, 0.5, 0.75]),
+    },
+    "confidence_sequence_coverage": {"plan": PLAN, "mu": TARGET, "alpha": 0.05, "prior": 0.5},
     # capcal_metrics.agreement (the self-check judge's agreement with the reference)
     "confusion_counts": {"labels_a": LABELS, "labels_b": 1 - LABELS},
     "cohens_kappa": {"labels_a": LABELS, "labels_b": LABELS},
@@ -78,6 +107,8 @@ def _invalid_values(value: object) -> list[object]:
     """Values of the wrong kind, shape, length or range for an argument whose valid value is ``value``."""
     if isinstance(value, str):
         return ["no_such_strategy"]
+    if isinstance(value, cm.SequentialPlan):
+        return [None, (2, 4)]
     if isinstance(value, float):
         return [float("nan"), -0.5, 2.0, 0.0]
     if isinstance(value, int):

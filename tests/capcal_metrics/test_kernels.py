@@ -90,6 +90,8 @@ def test_a_row_of_counts_is_the_metric_of_the_repeated_rows(metric):
     arrays = [confidence, target]
     if metric is cm.corrected_capability_brier_score:
         arrays.append(rng.integers(2, 20, n))
+    if metric is cm.capability_brier_from_moments:
+        arrays.append(target * rng.random(n))  # an estimate of mu^2 in [0, 1]
     counts = rng.multinomial(n, np.full(n, 1.0 / n), size=4)
     counts[:, :2] = np.maximum(counts[:, :2], 1)  # both classes present in every row
     workspace = kernels.Workspace(counts)

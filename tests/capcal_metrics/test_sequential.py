@@ -1,0 +1,349 @@
+"""Group-sequential sampling (capcal_metrics.sequential): path counts and estimators against a brute-force
+enumeration of every 0/1 sequence, exact unbiasedness on a grid of mu, the known bias of s/n after stopping,
+the single-look reductions to the fixed-k formulas, and the exact coverage of the confidence sequence. Every
+expectation is a finite sum over the plan's terminal states (no simulation): tolerances are float rounding.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import capcal_metrics as cm
+
+MU_GRID = np.linspace(0.0, 1.0, 201)
+PLAN_LOOKS = [(16, 32, 64, 100), (8, 16, 32, 64)]
+
+
+def _plans(looks: tuple[int, ...]) -> list[cm.SequentialPlan]:
+    """The plan's looks under both rules (the width rule stops early on some states, e.g. (16, 0): 0.27)."""
+    return [cm.unanimity_rule(looks), cm.confidence_width_rule(looks, width=0.3)]
+
+
+PLANS = [plan for looks in PLAN_LOOKS for plan in _plans(looks)]
+PLAN_IDS = [f"{plan.rule}-{plan.looks}" for plan in PLANS]
+
+
+def _random_rule(looks: tuple[int, ...], seed: int) -> cm.SequentialPlan:
+    """A plan stopping on random (look, s) cells: the recursion must not rely on unanimity's shape."""
+    stop = np.random.default_rng(seed).random((len(looks), looks[-1] + 1)) < 0.4
+    stop[-1] = True
+    return cm.SequentialPlan(looks, stop, "random")
+
+
+# --- brute force --------------------------------------------------------------------------------------------
+
+BRUTE_FORCE_PLANS = [
+    cm.unanimity_rule((2, 4, 6)),
+    cm.unanimity_rule((3, 5, 8)),
+    cm.confidence_width_rule((3, 5, 8), width=0.95),
+    _random_rule((2, 4, 6), seed=1),
+    _random_rule((3, 5, 8), seed=2),
+]
+
+
+def _enumerate(plan: cm.SequentialPlan) -> list[tuple[tuple[int, ...], int, int]]:
+    """(the drawn prefix, n, s) at the stop for every one of the 2^k_max sequences, by walking the looks."""
+    stopped = []
+    for sequence in itertools.product((0, 1), repeat=plan.k_max):
+        for i, look in enumerate(plan.looks):
+            s = sum(sequence[:look])
+            if plan.stop[i, s]:
+                stopped.append((sequence[:look], look, s))
+                break
+    return stopped
+
+
+@pytest.mark.parametrize("plan", BRUTE_FORCE_PLANS, ids=lambda p: f"{p.rule}-{p.looks}")
+def test_path_counts_and_estimators_match_the_enumeration_of_every_sequence(plan):
+    stopped = _enumerate(plan)
+    # each sequence of k_max draws stands for its 2^(k_max - n) continuations: count distinct drawn prefixes
+    prefixes = {(prefix, n, s) for prefix, n, s in stopped}
+    counts = Counter((n, s) for _, n, s in prefixes)
+    n, s = cm.terminal_states(plan)
+    assert sorted(counts) == sorted(zip(n.tolist(), s.tolist(), strict=True))
+    table = cm.path_counts(plan)
+    for (look, successes), count in counts.items():
+        assert table[plan.looks.index(look), successes] == count
+    assert sum(1 for value in table.ravel() if value) == len(counts)
+
+    for a, b in [(1, 0), (2, 0), (0, 1), (0, 2), (1, 1), (0, plan.looks[0])]:
+        with_prefix = Counter(
+            (n_, s_)
+            for prefix, n_, s_ in prefixes
+            if prefix[:a] == (1,) * a and prefix[a : a + b] == (0,) * b
+        )
+        expected = np.array([with_prefix[state] / counts[state] for state in zip(n, s, strict=True)])
+        np.testing.assert_allclose(cm.unbiased_moment(plan, n, s, a, b), expected, rtol=0, atol=1e-15)
+
+    for mu in (0.0, 0.2, 0.5, 0.93, 1.0):
+        brute = Counter()
+        for prefix, n_, s_ in prefixes:
+            brute[(n_, s_)] += mu ** sum(prefix) * (1 - mu) ** (n_ - sum(prefix))
+        expected = np.array([brute[state] for state in zip(n, s, strict=True)])
+        probabilities = cm.terminal_probabilities(plan, [mu])[0]
+        np.testing.assert_allclose(probabilities, expected, rtol=1e-12, atol=1e-15)
+        assert probabilities.sum() == pytest.approx(1.0, abs=1e-12)
+
+
+# --- exact unbiasedness -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("plan", PLANS, ids=PLAN_IDS)
+def test_path_count_estimates_are_unbiased_on_a_fine_grid_of_mu(plan):
+    n, s = cm.terminal_states(plan)
+    assert n.min() < plan.k_max  # the plan does stop early somewhere
+    l_1 = plan.looks[0]
+    targets = {
+        "mu": (cm.unbiased_mean(plan, n, s), MU_GRID),
+        "mu^2": (cm.unbiased_mean_square(plan, n, s), MU_GRID**2),
+        "mu(1-mu)": (cm.unbiased_moment(plan, n, s, 1, 1), MU_GRID * (1 - MU_GRID)),
+        "(1-mu)^3": (cm.unbiased_moment(plan, n, s, 0, 3), (1 - MU_GRID) ** 3),
+        "(1-mu)^l_1": (cm.unbiased_moment(plan, n, s, 0, l_1), (1 - MU_GRID) ** l_1),
+    }
+    for k in (1, 4, l_1):
+        targets[f"pass@{k}"] = (cm.unbiased_pass_at_k(plan, n, s, k), 1 - (1 - MU_GRID) ** k)
+    for name, (estimates, target) in targets.items():
+        mean = cm.operating_characteristics(plan, MU_GRID, estimates).mean
+        np.testing.assert_allclose(mean, target, rtol=0, atol=1e-9, err_msg=name)
+
+
+def test_unbiased_at_k_max_1000_where_counts_overflow_float64():
+    """C(1000, 500) ~ 2.7e299 and path counts reach 2^1000 ~ 1e301: exact ints keep the ratios exact."""
+    plan = cm.unanimity_rule((16, 64, 256, 1000))
+    n, s = cm.terminal_states(plan)
+    assert max(cm.path_counts(plan).ravel()) > 2**990
+    mu = np.linspace(0.0, 1.0, 41)
+    for estimates, target in [
+        (cm.unbiased_mean(plan, n, s), mu),
+        (cm.unbiased_mean_square(plan, n, s), mu**2),
+        (cm.unbiased_pass_at_k(plan, n, s, 16), 1 - (1 - mu) ** 16),
+    ]:
+        np.testing.assert_allclose(cm.operating_characteristics(plan, mu, estimates).mean, target, atol=1e-9)
+
+
+def test_sample_proportion_bias_is_the_closed_form_for_the_16_then_100_plan():
+    """E[s/n] - mu = (1 - 16/100) [mu^16 (1 - mu) - mu (1 - mu)^16] for "stop at 16 if unanimous, else 100":
+    E[s/n] = mu^16 + E[s_100 / 100; not unanimous at 16] with E[s_100; all 16 correct] = mu^16 (16 + 84 mu)
+    and E[s_100; none correct] = (1 - mu)^16 84 mu. The constant is exactly 0.84; the bias is -0.018731 at
+    mu = 0.0588 (s/n too low: a rare success is diluted by the 84 extra draws) and +0.018731 at 0.9412."""
+    plan = cm.unanimity_rule((16, 100))
+    n, s = cm.terminal_states(plan)
+    mu = np.linspace(0.0, 1.0, 10001)
+    bias = cm.operating_characteristics(plan, mu, cm.sample_proportion(plan, n, s)).mean - mu
+    np.testing.assert_allclose(bias, 0.84 * (mu**16 * (1 - mu) - mu * (1 - mu) ** 16), rtol=0, atol=1e-12)
+    assert np.max(bias) == pytest.approx(0.018731, abs=1e-6)
+    assert mu[np.argmax(bias)] == pytest.approx(0.9412, abs=1e-4)
+    assert np.min(bias) == pytest.approx(-np.max(bias), abs=1e-12)
+    unbiased = cm.operating_characteristics(plan, mu, cm.unbiased_mean(plan, n, s)).mean - mu
+    assert np.max(np.abs(unbiased)) < 1e-12
+
+
+# --- one look is fixed k ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k_fixed", [1, 2, 20, 1000])
+def test_a_single_look_gives_the_fixed_k_estimators(k_fixed):
+    plan = cm.unanimity_rule((k_fixed,))
+    n, s = cm.terminal_states(plan)
+    np.testing.assert_array_equal(s, np.arange(k_fixed + 1))
+    np.testing.assert_allclose(cm.unbiased_mean(plan, n, s), s / n, rtol=1e-15, atol=0)
+    np.testing.assert_array_equal(cm.sample_proportion(plan, n, s), s / n)
+    if k_fixed >= 2:
+        expected = s * (s - 1) / (n * (n - 1))
+        np.testing.assert_allclose(cm.unbiased_mean_square(plan, n, s), expected, rtol=1e-15, atol=0)
+    for k in sorted({1, 2, k_fixed // 2, k_fixed} - {0}):
+        if k <= k_fixed:
+            np.testing.assert_allclose(
+                cm.unbiased_pass_at_k(plan, n, s, k), cm.pass_at_k(n, s, k), rtol=1e-12, atol=1e-15
+            )
+
+
+# --- confidence sequence ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("plan", [*PLANS, cm.unanimity_rule((16, 100))], ids=[*PLAN_IDS, "unanimity-16-100"])
+def test_confidence_sequence_covers_mu_after_stopping_and_holds_the_estimates(plan):
+    coverage = cm.confidence_sequence_coverage(plan, MU_GRID, alpha=0.05)
+    assert np.all(coverage >= 0.95), MU_GRID[coverage < 0.95]
+    n, s = cm.terminal_states(plan)
+    bounds = cm.confidence_sequence(n, s)
+    for estimate in (cm.unbiased_mean(plan, n, s), s / n):
+        assert np.all((bounds.lower <= estimate) & (estimate <= bounds.upper))
+
+
+def test_confidence_sequence_holds_at_every_n_simultaneously():
+    """P(exists n <= 300: mu outside the interval at n) <= alpha, exactly: forward recursion over (n, s) of
+    the probability of never having left the interval (Ville's inequality for the mixture martingale)."""
+    n_max = 300
+    outside = []
+    for n in range(1, n_max + 1):
+        bounds = cm.confidence_sequence(np.full(n + 1, n), np.arange(n + 1))
+        outside.append((bounds.lower, bounds.upper))
+    for mu in (0.01, 0.1, 0.3, 0.5, 0.8, 0.97):
+        alive = np.array([1.0])  # P(s successes after n draws, mu inside at every n' <= n)
+        for n in range(1, n_max + 1):
+            alive = np.concatenate([alive * (1 - mu), [0.0]]) + np.concatenate([[0.0], alive * mu])
+            lower, upper = outside[n - 1]
+            alive = np.where((lower <= mu) & (mu <= upper), alive, 0.0)
+        assert 1.0 - alive.sum() <= 0.05, mu
+
+
+@pytest.mark.parametrize(("n", "s"), [(16, 0), (16, 5), (32, 32), (64, 20), (100, 50), (100, 97)])
+def test_confidence_sequence_is_wider_than_clopper_pearson_at_a_fixed_n(n, s):
+    """Anytime validity costs width: the interval at one n contains the exact fixed-n (Clopper-Pearson)."""
+    bounds = cm.confidence_sequence([n], [s], alpha=0.05)
+    exact = stats.binomtest(s, n).proportion_ci(confidence_level=0.95, method="exact")
+    assert bounds.lower[0] <= exact.low and exact.high <= bounds.upper[0]
+    assert bounds.upper[0] - bounds.lower[0] > exact.high - exact.low + 0.01
+
+
+def test_confidence_sequence_ends_solve_the_boundary_equation_to_the_tolerance():
+    """At each end the mixture ratio B(s + a0, n - s + a0) / B(a0, a0) / (mu^s (1 - mu)^(n - s)) = 1/alpha."""
+    n, s, a0 = np.array([16, 100, 64]), np.array([3, 50, 63]), 0.5
+    bounds = cm.confidence_sequence(n, s, alpha=0.1, prior=a0, tolerance=1e-12)
+
+    def log_ratio(mu):
+        log_beta = [
+            math.lgamma(x + a0) + math.lgamma(y + a0) - math.lgamma(x + y + 2 * a0)
+            for x, y in zip(s, n - s, strict=True)
+        ]
+        return (
+            np.array(log_beta)
+            - 2 * math.lgamma(a0)
+            + math.lgamma(2 * a0)
+            - s * np.log(mu)
+            - (n - s) * np.log1p(-mu)
+        )
+
+    for end in bounds:
+        np.testing.assert_allclose(log_ratio(end), math.log(10.0), atol=1e-8)
+        assert np.all(log_ratio(end) >= math.log(10.0))  # rounded outward: the ends lie just outside the set
+    assert np.all(log_ratio(bounds.lower + 1e-9) < math.log(10.0))
+    assert np.all(log_ratio(bounds.upper - 1e-9) < math.log(10.0))
+
+
+def test_unanimous_intervals_at_16():
+    """Jeffreys' mixing prior (the default) gives the tighter interval where adaptive runs stop: 0 of 16."""
+    jeffreys = cm.confidence_sequence([16, 16], [0, 16])
+    uniform = cm.confidence_sequence([16], [0], prior=1.0)
+    assert jeffreys.lower[0] == 0.0 and jeffreys.upper[1] == 1.0
+    assert jeffreys.upper[0] == pytest.approx(0.26665, abs=1e-5)
+    assert jeffreys.lower[1] == pytest.approx(1 - jeffreys.upper[0], abs=1e-12)
+    assert uniform.upper[0] == pytest.approx(0.30532, abs=1e-5)
+
+
+def test_confidence_width_rule_stops_exactly_where_the_interval_is_narrow():
+    plan = cm.confidence_width_rule((16, 32, 64, 100), width=0.3)
+    for i, look in enumerate(plan.looks[:-1]):
+        bounds = cm.confidence_sequence(np.full(look + 1, look), np.arange(look + 1))
+        np.testing.assert_array_equal(plan.stop[i, : look + 1], bounds.upper - bounds.lower < 0.3)
+    assert plan.stop[0, 0] and not plan.stop[0, 8] and plan.stop[-1].all()
+
+
+# --- variance and the Brier score under stopping ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("looks", PLAN_LOOKS, ids=str)
+def test_variance_after_stopping_respects_the_sequential_cramer_rao_bound(looks):
+    """Var(unbiased mean) >= mu (1 - mu) / E[n] (Wolfowitz 1947's sequential Cramer-Rao bound). Under the
+    unanimity rule the standard deviation over that at fixed k_max, for the lead's table:
+    (16, 32, 64, 100) at mu = 0.02, 0.05, 0.1, 0.3, 0.5: SD ratio 2.33, 2.09, 1.73, 1.05, 1.00;
+    (8, 16, 32, 64): 2.74, 2.59, 2.36, 1.54, 1.18 (symmetric in mu <-> 1 - mu). A question rarely solved
+    mostly stops at l_1 with the estimate 0, and the rare non-unanimous start carries the whole mean."""
+    plan = cm.unanimity_rule(looks)
+    n, s = cm.terminal_states(plan)
+    mu = MU_GRID[1:-1]
+    oc = cm.operating_characteristics(plan, mu, cm.unbiased_mean(plan, n, s))
+    assert np.all(np.isfinite(oc.variance))
+    assert np.all(oc.variance >= mu * (1 - mu) / oc.expected_samples - 1e-12)
+    assert np.all(oc.expected_samples <= plan.k_max) and np.all(oc.expected_samples >= looks[0])
+    ratio = np.sqrt(oc.variance / (mu * (1 - mu) / plan.k_max))
+    expected = {
+        (16, 32, 64, 100): [2.33, 2.09, 1.73, 1.05, 1.00],
+        (8, 16, 32, 64): [2.74, 2.59, 2.36, 1.54, 1.18],
+    }
+    at = [np.argmin(np.abs(mu - m)) for m in (0.02, 0.05, 0.1, 0.3, 0.5)]
+    np.testing.assert_allclose(ratio[at], expected[looks], atol=0.006)
+
+
+def test_brier_from_moments_with_fixed_k_estimates_is_the_corrected_capability_brier():
+    rng = np.random.default_rng(3)
+    n = rng.integers(2, 40, 300)
+    s = rng.binomial(n, rng.beta(0.5, 0.5, 300))
+    confidence = rng.random(300)
+    from_moments = cm.capability_brier_from_moments(confidence, s / n, s * (s - 1) / (n * (n - 1)))
+    assert from_moments == pytest.approx(cm.corrected_capability_brier_score(confidence, s / n, n), abs=1e-14)
+
+
+@pytest.mark.parametrize("confidence", [0.0, 0.07, 0.5, 0.9])
+def test_brier_from_moments_is_unbiased_after_stopping_and_plain_brier_is_not(confidence):
+    """E[c^2 - 2 c mu_hat + mu2_hat] = (c - mu)^2 exactly under the unanimity plan; (c - s/n)^2 misses by its
+    noise and stopping bias."""
+    plan = cm.unanimity_rule((16, 32, 64, 100))
+    n, s = cm.terminal_states(plan)
+    mu_hat, mu_square_hat = cm.unbiased_mean(plan, n, s), cm.unbiased_mean_square(plan, n, s)
+    per_state = np.array(
+        [
+            cm.capability_brier_from_moments([confidence], [m], [q])
+            for m, q in zip(mu_hat, mu_square_hat, strict=True)
+        ]
+    )
+    mu = np.linspace(0.0, 1.0, 101)
+    probabilities = cm.terminal_probabilities(plan, mu)
+    np.testing.assert_allclose(probabilities @ per_state, (confidence - mu) ** 2, atol=1e-9)
+    plain = probabilities @ (confidence - s / n) ** 2 - (confidence - mu) ** 2
+    assert np.max(np.abs(plain)) > 1e-3
+
+
+# --- errors -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: cm.unanimity_rule((16, 16, 32)), "looks must be strictly increasing"),
+        (lambda: cm.unanimity_rule((32, 16)), "looks must be strictly increasing"),
+        (lambda: cm.unanimity_rule((0, 16)), "looks must be >= 1"),
+        (lambda: cm.unanimity_rule(()), "looks is empty"),
+        (lambda: cm.unanimity_rule((2.5, 4)), "looks must contain whole numbers"),
+        (lambda: cm.confidence_width_rule((4, 8), width=0.0), "width must be in"),
+        (lambda: cm.SequentialPlan((2, 4), np.zeros((2, 5), bool), "x"), "stop must stop at the last look"),
+        (lambda: cm.SequentialPlan((2, 4), np.ones((2, 4), bool), "x"), r"stop must have shape .* \(2, 5\)"),
+        (
+            lambda: cm.unbiased_pass_at_k(cm.unanimity_rule((4, 8)), [8], [3], 5),
+            "k=5 exceeds the first look l_1=4",
+        ),
+        (
+            lambda: cm.unbiased_moment(cm.unanimity_rule((4, 8)), [8], [3], 3, 2),
+            "exceeds the first look l_1 = 4",
+        ),
+        (lambda: cm.path_counts(cm.unanimity_rule((4, 8)), 2, 3), "exceeds the first look l_1 = 4"),
+        (lambda: cm.unbiased_mean_square(cm.unanimity_rule((1, 8)), [8], [3]), "l_1 >= 2, the plan's is 1"),
+        (lambda: cm.unbiased_mean(cm.unanimity_rule((4, 8)), [8], [9]), "n_correct must be <= n_samples"),
+        (
+            lambda: cm.unbiased_mean(cm.unanimity_rule((4, 8)), [6], [3]),
+            r"one of the plan's looks \(4, 8\); found 6",
+        ),
+        (
+            lambda: cm.unbiased_mean(cm.unanimity_rule((4, 8)), [4, 4], [0, 2]),
+            r"\(4, 2\) is not a terminal state",
+        ),
+        (lambda: cm.unbiased_mean(cm.unanimity_rule((4, 8)), [8], [0]), r"\(8, 0\) is not a terminal state"),
+        (lambda: cm.unbiased_mean((4, 8), [8], [3]), "plan must be a SequentialPlan"),
+        (lambda: cm.confidence_sequence([10], [3], prior=0.0), "prior must be a finite number > 0"),
+        (lambda: cm.confidence_sequence([10], [3], alpha=1.0), "alpha must be in"),
+        (
+            lambda: cm.operating_characteristics(cm.unanimity_rule((2, 4)), [0.5], [0.5, 0.5]),
+            "estimates must have",
+        ),
+    ],
+)
+def test_bad_input_is_one_clear_value_error(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
