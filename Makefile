@@ -13,7 +13,7 @@ export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: demo test lint env browser vllm-env clean
+.PHONY: demo test lint env browser vllm-env clean mutation mutation-changed
 
 env: $(STAMP)
 
@@ -43,6 +43,23 @@ vllm-env:
 
 test: lint browser vllm-env
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Mutation testing (tests/README.md, "Mutation testing"): everything configured in pyproject.toml, or only the
+# mutated modules changed since $(BASE) (committed or not): the cheap run for a change.
+BASE ?= main
+# the tests run inside mutants/, one folder down: point them at the real data beside the checkout
+MUTMUT := CAPCAL_SHARED_DATA=$${CAPCAL_SHARED_DATA:-$(CURDIR)/../shared/data} $(BIN)/mutmut
+
+mutation: $(STAMP)
+	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -e ".[mutation]"
+	$(MUTMUT) run --max-children 2
+	$(MUTMUT) results
+
+mutation-changed: $(STAMP)
+	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -e ".[mutation]"
+	@targets="$$($(BIN)/python tests/mutation_targets.py $(BASE))" && \
+	if [ -z "$$targets" ]; then echo "no mutated module changed since $(BASE)"; \
+	else $(MUTMUT) run --max-children 2 $$targets && $(MUTMUT) results; fi
 
 clean:
 	rm -rf $(VENV) .venv-vllm capcal_demo .pytest_cache
