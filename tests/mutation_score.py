@@ -1,0 +1,121 @@
+"""The mutation score per package and module, equivalent mutants left out (tests/README.md, "Mutation
+testing").
+
+    mutmut run --max-children 2 && python tests/mutation_score.py          # or: make mutation
+
+reads ``mutmut results --all true`` (run from the repository root, after ``mutmut run``) and
+``tests/mutation_equivalents.txt``: one surviving mutant per line, ``NAME  reason``, for the mutants that
+change no behaviour a caller can see (each line says why). Score = killed / (mutants run - equivalent), where
+killed counts mutmut's "killed" and "timeout" and the run excludes "not checked" and "skipped". The
+equivalents are checked against the run: a listed mutant that no longer exists or was killed is reported,
+so the list cannot go stale silently.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EQUIVALENTS = REPO / "tests" / "mutation_equivalents.txt"
+KILLED = ("killed", "timeout")
+NOT_RUN = ("not checked", "skipped", "check was interrupted by user")
+
+
+def read_statuses(lines: Iterable[str]) -> dict[str, str]:
+    """``{mutant name: status}`` from ``mutmut results --all true``'s lines (``    NAME: status``)."""
+    statuses = {}
+    for line in lines:
+        name, sep, status = line.strip().partition(": ")
+        if sep and "__mutmut_" in name:
+            statuses[name] = status.strip()
+    return statuses
+
+
+def read_equivalents(path: Path = EQUIVALENTS) -> dict[str, str]:
+    """``{mutant name: reason}``; blank lines and ``#`` comments skipped; a line without a reason is an error
+    naming the file and line."""
+    equivalents = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, _, reason = line.strip().partition(" ")
+        if not reason.strip():
+            raise ValueError(f"{path}:{number}: {name} has no reason (write NAME, then why it is equivalent)")
+        equivalents[name] = reason.strip()
+    return equivalents
+
+
+def module_of(mutant: str) -> str:
+    """The module of a mutant name: ``capcal_metrics.ece.x_ece__mutmut_3`` -> ``capcal_metrics.ece``."""
+    return mutant.split(".x", 1)[0]
+
+
+def scores(statuses: dict[str, str], equivalents: dict[str, str]) -> dict[str, Counter]:
+    """Counts per module and per package (top-level name): run, killed, equivalent, survived."""
+    table: dict[str, Counter] = defaultdict(Counter)
+    for name, status in statuses.items():
+        if status in NOT_RUN:
+            continue
+        module = module_of(name)
+        for key in {module, module.split(".")[0]}:
+            counts = table[key]
+            counts["run"] += 1
+            if status in KILLED:
+                counts["killed"] += 1
+            elif name in equivalents:
+                counts["equivalent"] += 1
+            else:
+                counts["survived"] += 1
+    return dict(table)
+
+
+def stale_equivalents(statuses: dict[str, str], equivalents: dict[str, str]) -> list[str]:
+    """Listed equivalents of the modules this run covers that are not among its survivors (renamed, removed,
+    or now killed)."""
+    covered = {module_of(name) for name in statuses}
+    return sorted(
+        name
+        for name in equivalents
+        if module_of(name) in covered and statuses.get(name) not in ("survived", "no tests", "suspicious")
+    )
+
+
+def markdown(table: dict[str, Counter]) -> str:
+    """The table for tests/README.md: packages in bold, their modules below."""
+    lines = [
+        "| module | mutants run | killed | equivalent | survived | score |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for key in sorted(table, key=lambda k: (k.split(".")[0], "." in k, k)):
+        c = table[key]
+        live = c["run"] - c["equivalent"]
+        score = f"{100 * c['killed'] / live:.1f}%" if live else "-"
+        label = f"**{key}**" if "." not in key else f"`{key}`"
+        lines.append(
+            f"| {label} | {c['run']} | {c['killed']} | {c['equivalent']} | {c['survived']} | {score} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    results = subprocess.run(
+        [sys.executable, "-m", "mutmut", "results", "--all", "true"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    statuses = read_statuses(results.stdout.splitlines())
+    equivalents = read_equivalents()
+    print(markdown(scores(statuses, equivalents)))
+    stale = stale_equivalents(statuses, equivalents)
+    if stale:
+        print(f"\n{len(stale)} listed equivalent(s) are not survivors of this run: {', '.join(stale)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
