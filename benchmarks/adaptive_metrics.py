@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         for distribution in MU_DISTRIBUTIONS
         for looks in SIMULATION_PLANS
     ]
-    print(pd.concat(tables).round(4).to_string(index=False))
+    print(pd.concat(tables).round(6).to_string(index=False))
     return 0
 
 
