@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import capcal_metrics as cm
@@ -18,6 +19,7 @@ from analysis.estimators.adaptive import (
 )
 from analysis.estimators.adaptive_replay import replay_stopping
 from analysis.estimators.adaptive_simulation import simulate_adaptive_metrics
+from analysis.report.calibration_table import calibration_table
 
 
 def _run(seed: int = 0, size: int = 120, k: int = 16):
@@ -125,3 +127,26 @@ def test_simulation_bias_within_monte_carlo_error_of_fixed_k():
     assert 0.5 < table["samples_saved"].iloc[0] < 0.65
     with pytest.raises(ValueError, match="unknown mu distribution"):
         simulate_adaptive_metrics("normal", pool, cm.unanimity_rule([8, 16]))
+
+
+def test_single_look_intervals_equal_the_calibration_tables():
+    """Same seed and resamples: a fixed-k run's intervals are the report's, metric by metric."""
+    confidence, correctness = _run(5, size=80, k=8)
+    k = correctness.shape[1]
+    s = correctness.sum(axis=1)
+    table = pd.DataFrame(
+        {"expected_accuracy": s / k, "n": k, "correctness": list(correctness), "conf": confidence}
+    )
+    report = calibration_table(table, ["conf"], n_resamples=300, seed=7)
+    report = report.loc[report["estimator"] == "conf"].set_index("metric")
+    ours = adaptive_metric_intervals(
+        confidence, np.full(80, k), s, cm.unanimity_rule([k]), n_resamples=300, seed=7
+    )
+    for name, interval in ours.items():
+        row = report.loc[name]
+        np.testing.assert_allclose(
+            [interval.estimate, interval.low, interval.high],
+            [row.estimate, row.low, row.high],
+            rtol=1e-9,
+            err_msg=name,
+        )
