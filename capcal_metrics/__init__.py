@@ -65,7 +65,9 @@ from .sequential import (
 )
 from .skill import (
     base_rate_variance,
+    base_rate_variance_from_moments,
     brier_skill_score,
+    brier_skill_score_from_moments,
     corrected_brier_skill_score,
     random_baseline_brier_skill_score,
 )
@@ -87,11 +89,13 @@ __all__ = [
     "auroc",
     "average_precision",
     "base_rate_variance",
+    "base_rate_variance_from_moments",
     "bootstrap_ci",
     "bootstrap_cis",
     "bootstrap_differences",
     "brier_score",
     "brier_skill_score",
+    "brier_skill_score_from_moments",
     "capability_brier_from_moments",
     "confidence_sequence",
     "confidence_sequence_coverage",

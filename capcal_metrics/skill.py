@@ -38,7 +38,11 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .brier import corrected_capability_brier_score, random_baseline_brier_score
+from .brier import (
+    capability_brier_from_moments,
+    corrected_capability_brier_score,
+    random_baseline_brier_score,
+)
 from .rounding import summation_error_bound, variance_is_zero
 from .validation import (
     check_confidence_and_target,
@@ -49,7 +53,9 @@ from .validation import (
 
 __all__ = [
     "base_rate_variance",
+    "base_rate_variance_from_moments",
     "brier_skill_score",
+    "brier_skill_score_from_moments",
     "corrected_brier_skill_score",
     "random_baseline_brier_skill_score",
 ]
@@ -73,9 +79,33 @@ def base_rate_variance(target: ArrayLike, n_samples: ArrayLike | None = None) ->
     n = np.broadcast_to(check_whole_numbers(n_samples, "n_samples").astype(np.float64), target.shape)
     if np.any(n < 2):
         raise ValueError(f"n_samples must be >= 2 for every query; found n = {int(np.min(n))}")
-    mean_noise = (1.0 - 1.0 / size) * float(np.mean(target * (1.0 - target) / (n - 1.0)))
+    return _spread_less_noise(target, spread, target * (1.0 - target) / (n - 1.0))
+
+
+def base_rate_variance_from_moments(mu_hat: ArrayLike, mu_square_hat: ArrayLike) -> float:
+    """Unbiased variance of the true mu over the questions from unbiased estimates of mu_i and mu_i^2; 0 when
+    it is zero up to rounding.
+
+    ``S_hat = mean_i (mu_hat_i - mean mu_hat)^2 - (1 - 1/N) mean_i d_i``, ``d_i = mu_hat_i^2 -
+    mu_square_hat_i``: d_i is unbiased for Var(mu_hat_i) (E mu_hat^2 = mu^2 + Var, E mu_square_hat =
+    mu^2), and
+    E mean_i (mu_hat_i - mean mu_hat)^2 = S + (1 - 1/N) mean_i Var(mu_hat_i) for independent questions. For
+    adaptive sampling, with the path-count estimates after stopping (:mod:`capcal_metrics.sequential`). At a
+    fixed n, ``mu_square_hat = s(s - 1)/(n(n - 1))`` gives ``d_i = mu_hat_i (1 - mu_hat_i)/(n - 1)`` and this
+    is :func:`base_rate_variance` with ``n_samples`` (equal up to rounding); the same rounding rule.
+    """
+    mu_hat = check_probabilities(mu_hat, "mu_hat")
+    mu_square_hat = check_probabilities(mu_square_hat, "mu_square_hat", length=mu_hat.size)
+    spread = float(np.mean((mu_hat - mu_hat.mean()) ** 2))
+    return _spread_less_noise(mu_hat, spread, mu_hat**2 - mu_square_hat)
+
+
+def _spread_less_noise(target: np.ndarray, spread: float, noise: np.ndarray) -> float:
+    """``spread - (1 - 1/N) mean(noise)``; 0 when within N eps (A + B) + (N eps max|t|)^2 of 0."""
+    size = target.size
+    mean_noise = (1.0 - 1.0 / size) * float(np.mean(noise))
     variance = spread - mean_noise
-    rounding = float(summation_error_bound(size, spread + mean_noise))
+    rounding = float(summation_error_bound(size, spread + abs(mean_noise)))
     rounding += float(summation_error_bound(size, np.max(np.abs(target)))) ** 2
     return 0.0 if abs(variance) <= rounding else variance
 
@@ -115,6 +145,27 @@ def corrected_brier_skill_score(confidence: ArrayLike, mu_hat: ArrayLike, n_samp
             "the estimated variance of mu over the questions is <= 0 (mu_hat's spread is sampling noise)",
         )
     return 1.0 - corrected_brier / variance
+
+
+def brier_skill_score_from_moments(
+    confidence: ArrayLike, mu_hat: ArrayLike, mu_square_hat: ArrayLike
+) -> float:
+    """Capability BSS = 1 - CB / S_hat from unbiased estimates of mu_i and mu_i^2 (higher is better).
+
+    ``CB = mean_i (c_i^2 - 2 c_i mu_hat_i + mu_square_hat_i)`` (:func:`capcal_metrics.capability_brier_from_
+    moments`) and S_hat of :func:`base_rate_variance_from_moments`: unbiased estimates of mean (c - mu)^2 and
+    of the variance of the true mu, so the ratio has the O(1/N) bias of :func:`corrected_brier_skill_score`,
+    which it equals (up to rounding) at a fixed n with ``mu_square_hat = s(s - 1)/(n(n - 1))``. For adaptive
+    sampling (:mod:`capcal_metrics.sequential`). NaN with an UndefinedMetricWarning when S_hat <= 0.
+    """
+    brier = capability_brier_from_moments(confidence, mu_hat, mu_square_hat)  # validates the inputs
+    variance = base_rate_variance_from_moments(mu_hat, mu_square_hat)
+    if variance <= 0.0:
+        return undefined_metric(
+            "brier_skill_score_from_moments",
+            "the estimated variance of mu over the questions is <= 0 (mu_hat's spread is sampling noise)",
+        )
+    return 1.0 - brier / variance
 
 
 def random_baseline_brier_skill_score(target: ArrayLike, n_samples: ArrayLike | None = None) -> float:

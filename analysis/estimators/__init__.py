@@ -3,6 +3,9 @@
 The estimators are those of "On Calibration of LLMs: From Response To Capability" (arXiv 2602.13540) plus
 Self-Calibration's per-response check ("Efficient Test-Time Scaling via Self-Calibration", arXiv 2503.00031):
 
+* :mod:`.adaptive` — the capability metrics of an adaptively sampled run (per-question stops and a
+  stopping plan), unbiased after the stop; :mod:`.adaptive_replay` replays a plan on a fixed-k run's samples
+  and :mod:`.adaptive_simulation` simulates the metrics against fixed-k sampling;
 * :mod:`.consistency` — response consistency for k drawn responses, in the paper's form and leakage-free;
 * :mod:`.elicited` — verbalized confidence, P(True) and Self-Calibration's per-response check, read from the
   confidence tasks' logs and joined to the per-question table by question id, with parse-failure counts;
