@@ -118,11 +118,10 @@ def _aggregate(records: list[dict], template: Mapping[str, Any]) -> dict[str, An
     return entry
 
 
-def _final_record(record: dict, doc_id: int, looks: tuple[int, ...], rule: dict) -> dict:
+def _final_record(record: dict, looks: tuple[int, ...], rule: dict) -> dict:
     """A look's record of a stopped question as the adaptive run logs it
     (``capcal_tasks.adaptive_records``)."""
     final = {key: value for key, value in record.items() if not key.startswith("pass_at_")}
-    final["doc_id"] = doc_id
     final.update(adaptive_fields(list(looks), rule, list(record["correctness"])))
     return final
 
@@ -188,16 +187,17 @@ def evaluate_adaptive(
     inform = inform or logging.getLogger("analysis.evaluation").info
     batch_size_record = _choose_batch_size(model, checked.model_args, device, evaluate_kwargs)
     lm = _load_model(model, checked.model_args, evaluate_kwargs, device)
+    # lm-eval logs a question's doc_id as its index among the task's evaluation documents, also under
+    # ``samples`` (given sorted: lm-eval maps its i-th selected document to the list's i-th entry)
     first_selection = {name: sorted(set(indices)) for name, indices in samples.items()} if samples else None
-    doc_index: dict[str, list[int]] = {}  # task -> eval-doc index of each first-look doc_id
-    final: dict[str, dict[int, dict]] = {}  # task -> first-look doc_id -> final record
-    active: dict[str, list[int]] = {}  # task -> first-look doc_ids still sampling
+    final: dict[str, dict[int, dict]] = {}  # task -> doc_id -> final record
+    active: dict[str, list[int]] = {}  # task -> doc_ids still sampling
     first_results: dict[str, Any] | None = None
     for look_number, look in enumerate(plan_looks):
         if look_number == 0:
             selection, look_limit, look_tasks = first_selection, limit, tasks
         else:
-            selection = {task: [doc_index[task][d] for d in ids] for task, ids in active.items() if ids}
+            selection = {task: sorted(ids) for task, ids in active.items() if ids}
             look_limit, look_tasks = None, sorted(selection)
             if not selection:
                 break
@@ -217,20 +217,15 @@ def evaluate_adaptive(
             return results
         for task, records in results["samples"].items():
             if look_number == 0:
-                count = len(records)
-                chosen = (first_selection or {}).get(task)
-                doc_index[task] = list(chosen) if chosen else list(range(count))
-                ids = [record["doc_id"] for record in records]
                 final[task], active[task] = {}, []
-            else:
-                ids = [active[task][record["doc_id"]] for record in records]
             still = []
-            for doc_id, record in zip(ids, records, strict=True):
+            for record in records:
+                doc_id = record["doc_id"]
                 n, s = len(record["correctness"]), sum(record["correctness"])
                 if n != look:
                     raise RuntimeError(f"{task}: look {look} logged {n} samples for doc {doc_id}")
                 if plan.stop[look_number, s]:
-                    final[task][doc_id] = _final_record(record, doc_id, plan_looks, rule_setting)
+                    final[task][doc_id] = _final_record(record, plan_looks, rule_setting)
                 else:
                     still.append(doc_id)
             active[task] = still
