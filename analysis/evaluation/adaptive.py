@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from analysis.checks.input_checks import repeats_notices
 from analysis.evaluation.harness import (
     EvaluationInputError,
     _choose_batch_size,
@@ -185,6 +186,15 @@ def evaluate_adaptive(
     except ValueError as error:
         raise EvaluationInputError(str(error)) from None
     inform = inform or logging.getLogger("analysis.evaluation").info
+    notify = evaluate_kwargs.pop("notify", None) or logging.getLogger("analysis.evaluation").warning
+    for notice in checked.notices:  # what k_max leaves out, once (not each look's smaller k)
+        notify(notice)
+    per_look = {notice for look in plan_looks for notice in repeats_notices(look, checked.configs)}
+
+    def notify_once(message: str) -> None:
+        if message not in per_look:
+            notify(message)
+
     batch_size_record = _choose_batch_size(model, checked.model_args, device, evaluate_kwargs)
     lm = _load_model(model, checked.model_args, evaluate_kwargs, device)
     # lm-eval logs a question's doc_id as its index among the task's evaluation documents, also under
@@ -211,6 +221,7 @@ def evaluate_adaptive(
             log_samples=True,
             device=device,
             inform=inform,
+            notify=notify_once,
             **evaluate_kwargs,
         )
         if results is None:  # not the main process

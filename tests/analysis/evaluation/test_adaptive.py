@@ -159,6 +159,9 @@ def test_the_results_file_records_the_plan_and_the_samples_drawn(runs) -> None:
     mean = np.mean([record["expected_accuracy"] for record in records.values()])
     assert results["results"][TASK]["expected_accuracy,all_responses"] == pytest.approx(mean, abs=1e-12)
     assert results["configs"][TASK]["repeats"] == K_MAX
+    # what k_max = 4 leaves out is said once; the smaller k of the first look is not warned about
+    assert runs["stderr"].count("warning: --repeats 4 on capcal_arithmetic") == 1, runs["stderr"][-3000:]
+    assert "--repeats 2 on" not in runs["stderr"]
     # the progress line of each look
     lines = [line for line in runs["stderr"].splitlines() if "adaptive look" in line]
     assert len(lines) == 2, runs["stderr"][-3000:]
