@@ -162,6 +162,14 @@ def evaluate_adaptive(
         raise EvaluationInputError(str(error)) from None
     if samples is not None and limit is not None:
         raise EvaluationInputError("--samples and --limit cannot be used together")
+    if not isinstance(model, str):
+        raise EvaluationInputError(
+            "--adaptive needs a registered model name (e.g. capcal-hf), not a model object"
+        )
+    if evaluate_kwargs.get("predict_only"):
+        raise EvaluationInputError(
+            "--adaptive stops on each look's scores: it cannot run with --predict_only"
+        )
     checked = check_inputs(
         model,
         tasks,
