@@ -45,9 +45,13 @@ from analysis.evaluation.harness import (
 from capcal_tasks.adaptive_records import adaptive_fields, parse_rule, sequential_plan
 from capcal_tasks.sampling import extraction_rate, is_sampling_config, response_accuracy
 
-__all__ = ["DEFAULT_LOOKS", "adaptive_looks", "evaluate_adaptive", "parse_looks"]
+__all__ = ["ADAPTIVE_MODELS", "DEFAULT_LOOKS", "adaptive_looks", "evaluate_adaptive", "parse_looks"]
 
 DEFAULT_LOOKS = (16, 32, 64)
+# capcal's engines: sample i of a question is numbered and seeded by its repeat index (and cached by it), so
+# each look's first samples are the earlier looks' samples. Stock lm-eval models draw new ones at every look,
+# which would make the stop depend on samples the record does not hold.
+ADAPTIVE_MODELS = ("capcal-hf", "capcal-vllm", "capcal-api", "capcal-api-chat")
 _CUSTOM_AGGREGATIONS = {"correctness": response_accuracy, "extracted_answers": extraction_rate}
 
 
@@ -165,6 +169,11 @@ def evaluate_adaptive(
     if not isinstance(model, str):
         raise EvaluationInputError(
             "--adaptive needs a registered model name (e.g. capcal-hf), not a model object"
+        )
+    if model not in ADAPTIVE_MODELS:
+        raise EvaluationInputError(
+            f"--adaptive needs one of capcal's engines ({', '.join(ADAPTIVE_MODELS)}), whose samples are "
+            f"seeded by repeat and kept from look to look; {model} draws new samples at every look"
         )
     if evaluate_kwargs.get("predict_only"):
         raise EvaluationInputError(

@@ -69,6 +69,13 @@ def test_adaptive_on_a_task_that_does_not_sample_is_refused(smollm2_path) -> Non
     assert "--adaptive samples capcal's sampling tasks only; capcal_arithmetic_ptrue" in _one_error_line(run)
 
 
+def test_adaptive_with_a_stock_model_is_refused() -> None:
+    """Stock lm-eval models draw new samples at every look: the stop would depend on samples not logged."""
+    run = _capcal("eval", "--model", "hf", "--model_args", "pretrained=/no/such/model",
+                  "--tasks", TASK, "--limit", "2", "--adaptive")  # fmt: skip
+    assert "--adaptive needs one of capcal's engines (capcal-hf, capcal-vllm" in _one_error_line(run)
+
+
 def _arguments(model: Path, cache: Path, output: Path) -> list[str]:
     return [
         "eval", "--model", "capcal-hf", "--model_args", f"pretrained={model},seed={SEED},cache_path={cache}",
