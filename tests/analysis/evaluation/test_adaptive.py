@@ -201,3 +201,18 @@ def test_a_killed_adaptive_run_resumes_to_the_uninterrupted_one(runs, smollm2_pa
     for doc_id, record in uninterrupted.items():
         for key in ("resps", "correctness", "extracted_answers", "expected_accuracy", "adaptive", "doc"):
             assert resumed[doc_id][key] == record[key], (doc_id, key)
+
+
+def test_adaptive_flags_become_evaluate_adaptive_arguments() -> None:
+    from analysis.cli import build_parser
+    from analysis.cli.eval_command import eval_request
+
+    def request(*flags: str) -> dict:
+        return eval_request(
+            build_parser().parse_args(["eval", "--model", "capcal-hf", "--tasks", TASK, *flags])
+        )
+
+    assert "looks" not in request() and "rule" not in request()
+    assert (request("--adaptive")["looks"], request("--adaptive")["rule"]) == (None, "unanimity")
+    chosen = request("--adaptive", "--looks", "16,32", "--adaptive_rule", "width:0.2")
+    assert (chosen["looks"], chosen["rule"]) == ((16, 32), "width:0.2")
