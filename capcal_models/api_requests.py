@@ -1,9 +1,10 @@
 """The requests capcal-api sends: which samples are still needed, in which requests, with which seeds.
 
 For sampling, a repeat group (``capcal_models.sampling_plan.RepeatGroup``: the k clones of one question)
-whose samples are not all in the cache becomes one request with ``n`` = the missing repeats and the seed of
-the first of them (vLLM gives choice i that seed + i), or, with ``supports_n`` off, one request per missing
-repeat with its own seed (``RepeatGroup.seed``). When a server returns fewer choices than ``n``,
+whose samples are not all in the cache becomes one request per run of consecutive missing repeats, with ``n``
+= its length and the seed s + r of its first repeat r, s the seed of repeat 0 (vLLM gives choice i that seed
++ i, so repeat r always has seed s + r), or, with ``supports_n`` off, one request per missing repeat with its
+own seed (``RepeatGroup.seed``). When a server returns fewer choices than ``n``,
 ``follow_up_jobs`` asks for each of the rest in a request of its own. For first-token log-likelihoods
 (P(True)), the requests that share a question and a prompt (its answer words) become one greedy request
 (``context_groups``).
@@ -78,12 +79,28 @@ def sampling_jobs(
     supports_n: bool,
     parse: Callable[[dict], list[str]],
 ) -> Iterator[Job]:
-    """The requests for the ``missing`` repeats of a group: one with ``n = len(missing)`` and the seed of its
-    first repeat when ``supports_n`` (and more than one is missing), else one per repeat with its own seed."""
+    """The requests for the ``missing`` repeats of a group. With ``supports_n``: one request per run of
+    consecutive missing repeats r_0, ..., r_0 + m - 1, with ``n = m`` (left out for m = 1) and seed s + r_0,
+    s the seed of repeat 0: vLLM gives choice i the seed + i, so repeat r has seed s + r however the repeats
+    are split (all k at once, the rest of a cached run, an adaptive run's later looks), as in capcal-vllm.
+    Without it: one request per repeat with its own seed (``RepeatGroup.seed``)."""
     group = origin.group
-    batches = [list(missing)] if supports_n and len(missing) > 1 else [[repeat] for repeat in missing]
+    if supports_n:
+        batches: list[list[int]] = []
+        for repeat in missing:
+            if batches and repeat == batches[-1][-1] + 1:
+                batches[-1].append(repeat)
+            else:
+                batches.append([repeat])
+    else:
+        batches = [[repeat] for repeat in missing]
     for repeats in batches:
-        job_payload = dict(payload, seed=group.seed(origin.run_seed, repeats[0]))
+        seed = (
+            group.seed(origin.run_seed, 0) + repeats[0]
+            if supports_n
+            else group.seed(origin.run_seed, repeats[0])
+        )
+        job_payload = dict(payload, seed=seed)
         if len(repeats) > 1:
             job_payload["n"] = len(repeats)
         yield request_job(origin, job_payload, repeats, parse)

@@ -16,7 +16,9 @@ The same module reads the record back: ``parse_sampling_record(record, where, ta
 line strictly (types and ranges of every field; ``n_samples``, ``expected_accuracy``, every ``pass_at_{m}``
 and ``majority_vote_accuracy`` equal to what the correctness vector and extracted answers imply; equal
 extracted answers judged alike; a ``null`` response never read as text) and raises
-``capcal_tasks.records.RunFormatError`` naming ``where`` (file:line) for any violation.
+``capcal_tasks.records.RunFormatError`` naming ``where`` (file:line) for any violation. A record of an
+adaptive run (one with an ``adaptive`` object) holds the unbiased estimates instead of c/k and Chen's pass@m,
+and is checked by ``capcal_tasks.adaptive_records.check_adaptive_record``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from capcal_metrics.pass_at_k import pass_at_k
+from capcal_tasks.adaptive_records import check_adaptive_record
 from capcal_tasks.answers.prompt_echo import remove_prompt_text
 from capcal_tasks.question_id import fallback_question_id
 from capcal_tasks.records import RunFormatError, check_binary, check_count, check_finite
@@ -221,8 +224,10 @@ def parse_sampling_record(record: dict, where: str, task: str, *, allow_null_res
 
     Returns ``doc_id``, ``doc``, ``question_id``, ``responses`` (None only for a null response, and only with
     ``allow_null_responses``), ``null_responses``, ``extracted_answers``, ``correctness``, ``n``,
-    ``expected_accuracy``, ``majority_vote_accuracy`` (None when not logged), ``pass_at`` ({m: value}) and
-    ``source_correctness`` (a re-scored record's source labels, checked as 0/1 of length k; None otherwise).
+    ``expected_accuracy``, ``majority_vote_accuracy`` (None when not logged), ``pass_at`` ({m: value}),
+    ``source_correctness`` (a re-scored record's source labels, checked as 0/1 of length k; None otherwise)
+    and ``adaptive`` (an adaptive run's ``adaptive`` object, ``capcal_tasks.adaptive_records``; None
+    otherwise: there ``expected_accuracy`` and ``pass_at`` hold the unbiased estimates after stopping).
     Raises ``RunFormatError`` naming ``where`` for a missing key, a wrong type or range, lengths that differ,
     a derived field that differs from its recomputation (n_samples = k, expected_accuracy = c/k,
     pass_at_m = 1 - C(k-c, m)/C(k, m), majority vote), or equal extracted answers judged differently.
@@ -242,8 +247,15 @@ def parse_sampling_record(record: dict, where: str, task: str, *, allow_null_res
             "answers; they must be equal and non-zero"
         )
     _check_judged_alike(extracted, correctness, where)
-    expected_accuracy = _check_mean(record, correctness, where)
-    pass_at = _pass_at_fields(record, correctness, where)
+    adaptive = None
+    if "adaptive" in record:  # an adaptive run's record (capcal_tasks.adaptive_records)
+        adaptive = check_adaptive_record(record, correctness, where)
+        _check_count_field(record, n, where)
+        expected_accuracy = float(record["expected_accuracy"])
+        pass_at = {int(key[len("pass_at_") :]): float(record[key]) for key in record if _PASS_AT.match(key)}
+    else:
+        expected_accuracy = _check_mean(record, correctness, where)
+        pass_at = _pass_at_fields(record, correctness, where)
     if "exact_alias_correctness" in record:
         _check_exact_alias(record, correctness, where)
     majority = record.get("majority_vote_accuracy")
@@ -269,6 +281,7 @@ def parse_sampling_record(record: dict, where: str, task: str, *, allow_null_res
         "majority_vote_accuracy": majority,
         "pass_at": dict(sorted(pass_at.items())),
         "source_correctness": source_correctness,
+        "adaptive": adaptive,
     }
 
 
@@ -323,12 +336,17 @@ def _check_judged_alike(extracted: list[str | None], correctness: list[int], whe
             )
 
 
+def _check_count_field(record: dict, n: int, where: str) -> None:
+    """``n_samples`` (when logged) = the n responses logged."""
+    if "n_samples" in record and check_count(record["n_samples"], where, "n_samples", 1) != n:
+        raise RunFormatError(f"{where}: n_samples {record['n_samples']} is not the {n} responses logged")
+
+
 def _check_mean(record: dict, correctness: list[int], where: str) -> float:
     """``n_samples`` (when logged) = k and ``expected_accuracy`` = c/k of the correctness vector; returns the
     latter as a float."""
     n, c = len(correctness), sum(correctness)
-    if "n_samples" in record and check_count(record["n_samples"], where, "n_samples", 1) != n:
-        raise RunFormatError(f"{where}: n_samples {record['n_samples']} is not the {n} responses logged")
+    _check_count_field(record, n, where)
     expected_accuracy = record["expected_accuracy"]
     if (
         isinstance(expected_accuracy, bool)

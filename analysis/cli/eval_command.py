@@ -1,5 +1,6 @@
-"""``capcal eval [lm_eval flags] [--repeats K] [--data_dir DIR] [--plain_prompts]``: lm-eval on capcal's (and
-lm-eval's) tasks, ``analysis.evaluation.evaluate``.
+"""``capcal eval [lm_eval flags] [--repeats K] [--data_dir DIR] [--plain_prompts] [--adaptive [--looks L]
+[--adaptive_rule R]]``: lm-eval on capcal's (and lm-eval's) tasks, ``analysis.evaluation.evaluate`` (with
+``--adaptive``, ``analysis.evaluation.adaptive.evaluate_adaptive``).
 
 Exit status 2 for an input that cannot work, found before a model is loaded; 1 when the run failed; 3 when
 API requests still failed after their retries (the message says how to resume). Named ``eval_command`` so
@@ -76,6 +77,20 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="allow --repeats above 1000 or a run above 500,000 responses (refused otherwise)",
     )
+    own.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="adaptive sampling: each question stops at the first look where the rule fires "
+        "(docs/methods.md#adaptive-sampling-estimates-after-stopping)",
+    )
+    own.add_argument(
+        "--looks", help="with --adaptive: sample counts, e.g. 16,32,64 (k_max, the repeats, is appended)"
+    )
+    own.add_argument(
+        "--adaptive_rule",
+        default=None,
+        help="with --adaptive: unanimity (default) or width:W (stop once the 95%% interval is below W)",
+    )
     own.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
 
@@ -111,6 +126,17 @@ def eval_request(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--fewshot_as_multiturn needs --apply_chat_template")
     if args.trust_remote_code:
         model_args["trust_remote_code"] = True
+    adaptive: dict[str, Any] = {}
+    if args.adaptive:
+        from analysis.evaluation.adaptive import parse_looks
+        from capcal_tasks.adaptive_records import parse_rule
+
+        looks = None if args.looks is None else parse_looks(args.looks)
+        rule = args.adaptive_rule or "unanimity"
+        parse_rule(rule)
+        adaptive = {"looks": looks, "rule": rule}
+    elif args.looks is not None or args.adaptive_rule is not None:
+        raise ValueError("--looks and --adaptive_rule need --adaptive")
     request: dict[str, Any] = {
         "model": args.model,
         "tasks": comma_separated(args.tasks),
@@ -141,6 +167,7 @@ def eval_request(args: argparse.Namespace) -> dict[str, Any]:
         "confirm_run_unsafe_code": args.confirm_run_unsafe_code,
         "plain_prompts": args.plain_prompts,
         "allow_large": args.allow_large,
+        **adaptive,
     }
     if args.seed is not None:
         for key, seed in zip(
@@ -168,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     API requests still failed after their retries; 1 when the run failed otherwise (one line; the traceback
     with ``--debug``)."""
     from analysis.checks.output_checks import IncompleteOutputError
-    from analysis.evaluation import EvaluationInputError, evaluate, format_results
+    from analysis.evaluation import EvaluationInputError, evaluate, evaluate_adaptive, format_results
 
     def fail(message: str, status: int) -> int:
         if args.debug:
@@ -193,7 +220,8 @@ def run(args: argparse.Namespace) -> int:
         print(terminal_text(f"capcal eval: {message}"), file=sys.stderr, flush=True)
 
     try:
-        results = evaluate(**request, notify=warn, inform=inform)
+        run_evaluation = evaluate_adaptive if args.adaptive else evaluate
+        results = run_evaluation(**request, notify=warn, inform=inform)
     except EvaluationInputError as error:
         return fail(str(error), 2)
     except IncompleteOutputError as error:  # a failed write is a failed run (analysis.checks.output_checks)

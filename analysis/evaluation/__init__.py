@@ -4,6 +4,8 @@
 - ``harness``: ``evaluate`` (lm-eval's ``simple_evaluate`` with capcal's tasks and models; ``capcal eval``),
   with its input checks and its saved files; its names are importable from ``analysis.evaluation`` itself
   (``from analysis.evaluation import evaluate``).
+- ``adaptive``: ``evaluate_adaptive`` (``capcal eval --adaptive``): each question sampled at fixed looks
+  until its stopping rule fires, records with the estimates that stay unbiased after the stop.
 - ``lm_eval_messages``: lm-eval's misleading log lines, filtered while ``evaluate`` runs.
 - ``rescore``: a run's logged responses judged again by another checker, written as a new run
   (``capcal rescore``).
@@ -13,6 +15,7 @@ The checks of what a run is given and what it returns are in :mod:`analysis.chec
 
 from __future__ import annotations
 
+from analysis.evaluation.adaptive import evaluate_adaptive
 from analysis.evaluation.harness import (
     CheckedInputs,
     EvaluationInputError,
@@ -32,6 +35,7 @@ __all__ = [
     "check_inputs",
     "data_dir_setting",
     "evaluate",
+    "evaluate_adaptive",
     "format_results",
     "parse_key_values",
     "saved_files",

@@ -34,6 +34,7 @@ __all__ = [
     "evaluate",
     "format_results",
     "parse_key_values",
+    "save_run",
     "saved_files",
 ]
 
@@ -545,7 +546,6 @@ def evaluate(
     from lm_eval.loggers import EvaluationTracker
 
     from analysis.checks.input_checks import planned_samples, sample_count_problem, sample_plan_line
-    from analysis.checks.output_checks import lm_eval_save_errors
     from analysis.checks.response_checks import aggregate_notices, response_notices
     from analysis.evaluation.lm_eval_messages import filtered_lm_eval_logs, git_notice
 
@@ -598,8 +598,27 @@ def evaluate(
             notify(notice)
     if results is None or tracker is None:  # not the main process, or nothing to save
         return results
+    model_args = checked.model_args if isinstance(model, str) else {}
+    return save_run(results, tracker, output_path, log_samples, model, model_args, batch_size_record)
+
+
+def save_run(
+    results: dict[str, Any],
+    tracker: Any,
+    output_path: str | Path,
+    log_samples: bool,
+    model: Any,
+    model_args: dict[str, Any],
+    batch_size_record: dict[str, Any],
+) -> dict[str, Any]:
+    """Save lm-eval's ``results`` with ``tracker`` (an ``EvaluationTracker`` whose experiment arguments are
+    logged) as ``evaluate`` does: the top-level ``capcal_model`` and ``capcal_version``, the config's
+    ``capcal_batch_size``, the samples files with ``log_samples``; read back, ``IncompleteOutputError`` when
+    incomplete; ``results["capcal_files"]`` set. Returns ``results``."""
+    from analysis.checks.output_checks import lm_eval_save_errors
+
     samples = results.pop("samples", None) if log_samples else None
-    results["capcal_model"] = _capcal_model(model, checked.model_args)
+    results["capcal_model"] = _capcal_model(model, model_args)
     results["capcal_version"] = _capcal_version()
     results.setdefault("config", {})["capcal_batch_size"] = batch_size_record
     with lm_eval_save_errors() as save_errors:  # lm-eval logs and swallows its write errors
@@ -610,7 +629,7 @@ def evaluate(
     if samples is not None:
         results["samples"] = samples
     expected = saved_files(output_path, tracker, list(results["configs"]), existing=False)
-    _check_saved(results, expected, save_errors, model, checked.model_args if isinstance(model, str) else {})
+    _check_saved(results, expected, save_errors, model, model_args)
     results["capcal_files"] = saved_files(output_path, tracker, list(results["configs"]))
     return results
 

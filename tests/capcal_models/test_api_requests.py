@@ -26,12 +26,17 @@ def _origin(run_seed: int = 7) -> RequestOrigin:
     return RequestOrigin(group, run_seed, key="k")
 
 
-def test_missing_repeats_go_in_one_n_request_seeded_by_the_first() -> None:
+def test_missing_repeats_go_in_n_requests_so_that_repeat_r_has_seed_s_plus_r() -> None:
+    """One request per run of consecutive missing repeats, seeded s + its first repeat (s: repeat 0's seed;
+    vLLM gives choice i seed + i), so the samples do not depend on how the repeats were split."""
     origin = _origin()
     payload = {"prompt": "prompt", "max_tokens": 8, "temperature": 1.0}
-    [job] = list(sampling_jobs(origin, payload, [2, 5, 6], supports_n=True, parse=_parse))
-    assert job.repeats == [2, 5, 6] and job.payload["n"] == 3
-    assert job.payload["seed"] == sample_seed(7, "capcal_gsm8k", "capcal_gsm8k/q1", 0, 2)
+    s = sample_seed(7, "capcal_gsm8k", "capcal_gsm8k/q1", 0, 0)
+    [whole] = list(sampling_jobs(origin, payload, list(range(8)), supports_n=True, parse=_parse))
+    assert whole.repeats == list(range(8)) and (whole.payload["n"], whole.payload["seed"]) == (8, s)
+    first, job = list(sampling_jobs(origin, payload, [2, 5, 6], supports_n=True, parse=_parse))
+    assert first.repeats == [2] and "n" not in first.payload and first.payload["seed"] == s + 2
+    assert job.repeats == [5, 6] and job.payload["n"] == 2 and job.payload["seed"] == s + 5
     assert (job.task, job.question_id) == ("capcal_gsm8k", "capcal_gsm8k/q1")
     assert job.tag is origin and job.parse is _parse
     assert payload == {"prompt": "prompt", "max_tokens": 8, "temperature": 1.0}  # the caller's is not changed
@@ -44,9 +49,9 @@ def test_without_n_each_repeat_has_its_own_request_and_seed() -> None:
     assert all("n" not in job.payload for job in jobs)
     seeds = [job.payload["seed"] for job in jobs]
     assert seeds == [origin.group.seed(7, 0), origin.group.seed(7, 3)] and seeds[0] != seeds[1]
-    # one missing repeat needs no n even where the server supports it
+    # one missing repeat needs no n even where the server supports it; its seed is then s + 4
     [single] = list(sampling_jobs(origin, {"prompt": "p"}, [4], supports_n=True, parse=_parse))
-    assert "n" not in single.payload and single.payload["seed"] == origin.group.seed(7, 4)
+    assert "n" not in single.payload and single.payload["seed"] == origin.group.seed(7, 0) + 4
 
 
 def test_repeats_a_response_left_out_are_asked_for_one_by_one() -> None:
