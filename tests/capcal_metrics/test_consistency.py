@@ -203,3 +203,42 @@ def test_the_documented_random_streams():
         assert set(result.draw_indices[i]) == set(drawn.tolist()), i
         target = [j for j in range(n[i]) if j not in pool]
         assert result.mu_hat[i] == np.mean(correctness[i, target]), i
+
+
+def test_messages_name_the_argument_and_the_shortest_question():
+    labels = np.zeros((4, 6), dtype=int)
+    n = np.array([6, 5, 3, 4])  # question 2 is the shortest
+    with pytest.raises(ValueError, match=r"^k=4 exceeds the number of samples of question 2 \(3\)$"):
+        response_consistency(labels, 4, n=n)
+    with pytest.raises(ValueError, match=r"^pool_size=3 leaves no target samples for question 2 \(n = 3\)"):
+        leakage_free_consistency(labels, labels, 2, n=n, pool_size=3)
+    with pytest.raises(ValueError, match=r"^pool_size must be a positive integer"):
+        leakage_free_consistency(labels, labels, 1, n=n, pool_size=0)
+    with pytest.raises(ValueError, match=r"^correctness must be 0/1$"):
+        leakage_free_consistency(labels, np.full((4, 6), 2), 1, n=n)
+
+
+def test_padding_correctness_is_not_read():
+    # entries beyond n may hold anything (here 7), as the docstring says; only the responses are checked
+    rng = np.random.default_rng(4)
+    labels, n = _ragged(rng, 50, 4, 8)
+    z = rng.integers(0, 2, labels.shape)
+    padded = np.where(np.arange(8) < n[:, None], z, 7)
+    a = leakage_free_consistency(labels, z, 2, n=n, seed=3)
+    b = leakage_free_consistency(labels, padded, 2, n=n, seed=3)
+    np.testing.assert_array_equal(a.mu_hat, b.mu_hat)
+    np.testing.assert_array_equal(a.n_correct_target, b.n_correct_target)
+
+
+def test_the_default_seed_is_zero_and_counts_are_int64():
+    labels, n = _ragged(np.random.default_rng(6), 200, 5, 9)
+    z = (labels == 0).astype(np.int8)
+    np.testing.assert_array_equal(
+        response_consistency(labels, 3, n=n), response_consistency(labels, 3, n=n, seed=0)
+    )
+    default = leakage_free_consistency(labels, z, 2, n=n, pool_size=3)
+    explicit = leakage_free_consistency(labels, z, 2, n=n, pool_size=3, seed=0)
+    np.testing.assert_array_equal(default.draw_indices, explicit.draw_indices)
+    np.testing.assert_array_equal(default.confidence, explicit.confidence)
+    assert default.n_correct_target.dtype == np.int64 and default.n_target.dtype == np.int64
+    np.testing.assert_array_equal(default.n_correct_target, (z * default.target_mask).sum(axis=1))
