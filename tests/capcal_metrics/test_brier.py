@@ -98,3 +98,28 @@ def test_random_baseline_brier_closed_form_matches_simulation(make_data):
     assert abs(draws.mean() - baseline) < 4 * draws.std(ddof=1) / np.sqrt(4000)
     assert cm.random_baseline_brier_score([0.0, 1.0]) == pytest.approx(1 / 3)
     assert cm.random_baseline_brier_score([0.5]) == pytest.approx(1 / 12)
+
+
+def test_brier_from_moments_needs_one_mu_square_hat_per_question():
+    # a single mu_square_hat would broadcast over every question; it is refused by name
+    message = r"^mu_square_hat must have one entry per question \(3\), got 1$"
+    with pytest.raises(ValueError, match=message):
+        cm.capability_brier_from_moments([0.2, 0.5, 0.9], [0.25, 0.5, 1.0], [0.1])
+
+
+def test_brier_from_moments_kernel_computes_in_float64_whatever_the_input_dtype():
+    """The jackknife reaches the metric's kernel with the caller's arrays; float32 inputs give the values of
+    the metric itself (float64 after validation), row left out by row left out."""
+    from capcal_metrics.jackknife import leave_one_out_values
+
+    rng = np.random.default_rng(17)
+    mu_hat = rng.random(40)
+    arrays = [rng.random(40), mu_hat, mu_hat**2 * rng.uniform(0.8, 1.0, 40)]
+    for position in range(3):
+        inputs = [a.astype(np.float32) if i == position else a for i, a in enumerate(arrays)]
+        got = leave_one_out_values(cm.capability_brier_from_moments, *inputs)
+        loop = [
+            cm.capability_brier_from_moments(*(np.delete(np.asarray(a, np.float64), i) for a in inputs))
+            for i in range(40)
+        ]
+        np.testing.assert_allclose(got, loop, rtol=1e-13, atol=0)

@@ -347,3 +347,92 @@ def test_brier_from_moments_is_unbiased_after_stopping_and_plain_brier_is_not(co
 def test_bad_input_is_one_clear_value_error(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (([0], [0]), r"^n_samples must be >= 1; found 0$"),
+        (([5], [-1]), r"^n_correct must be >= 0; found -1$"),
+        (([5, 6, 7], [1, 2]), r"^n_samples and n_correct must have the same shape, got \(3,\) and \(2,\)$"),
+        (([5, 6], [6, 2]), r"^n_correct must be <= n_samples for every question$"),
+        (([5], [2], 0.05, 0.5, 1.0), r"^tolerance must be in \(0, 1\), got 1\.0$"),
+        (([5], [2], 0.05, "half"), r"^prior must be a number > 0, got 'half'$"),
+    ],
+)
+def test_confidence_sequence_messages_name_the_argument(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        cm.confidence_sequence(*arguments)
+
+
+def test_confidence_sequence_of_no_questions_is_empty():
+    bounds = cm.confidence_sequence(np.zeros(0, dtype=int), np.zeros(0, dtype=int))
+    assert bounds.lower.shape == (0,) and bounds.upper.shape == (0,)
+
+
+def _bisection_ends(n: int, s: int, alpha: float, prior: float, tolerance: float) -> tuple[float, float]:
+    """The documented construction for one question, by scalar loops: ceil(log2(1/tolerance)) halvings of
+    [0, s/n] and [s/n, 1], keeping the end outside the set {mu : -log L(mu) < log(1/alpha) - log B(s + a0,
+    n - s + a0) + log B(a0, a0)}; 0 when s = 0 and 1 when s = n."""
+
+    def log_beta(a: float, b: float) -> float:
+        return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+
+    threshold = math.log(1 / alpha) - log_beta(s + prior, n - s + prior) + log_beta(prior, prior)
+
+    def inside(mu: float) -> bool:
+        log_likelihood = (s * math.log(mu) if s else 0.0) + ((n - s) * math.log(1 - mu) if n - s else 0.0)
+        return -log_likelihood < threshold
+
+    lower_out, lower_in, upper_in, upper_out = 0.0, s / n, s / n, 1.0
+    for _ in range(math.ceil(math.log2(1 / tolerance))):
+        middle = (lower_out + lower_in) / 2
+        lower_in, lower_out = (middle, lower_out) if inside(middle) else (lower_in, middle)
+        middle = (upper_in + upper_out) / 2
+        upper_in, upper_out = (middle, upper_out) if inside(middle) else (upper_in, middle)
+    return (0.0 if s == 0 else lower_out), (1.0 if s == n else upper_out)
+
+
+@pytest.mark.parametrize("tolerance", [2.0**-5, 0.03, 1e-12])
+def test_confidence_sequence_is_the_documented_bisection(tolerance):
+    # a coarse tolerance shows the number of halvings: one more or one fewer moves the ends
+    n = np.array([1, 4, 16, 16, 33, 100, 100])
+    s = np.array([0, 2, 0, 16, 7, 50, 99])
+    bounds = cm.confidence_sequence(n, s, alpha=0.1, prior=0.7, tolerance=tolerance)
+    expected = [_bisection_ends(int(a), int(b), 0.1, 0.7, tolerance) for a, b in zip(n, s, strict=True)]
+    np.testing.assert_allclose(bounds.lower, [low for low, _ in expected], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(bounds.upper, [high for _, high in expected], rtol=0, atol=1e-15)
+
+
+def test_confidence_width_rule_width_one_and_a_width_met_exactly():
+    """width is in (0, 1]: width 1 stops wherever the interval is narrower than the whole unit interval; an
+    interval exactly as wide as ``width`` is not narrower, so it does not stop. The rule is named for the
+    records."""
+    everywhere = cm.confidence_width_rule((4, 8), width=1.0)
+    bounds = cm.confidence_sequence(np.full(5, 4), np.arange(5))
+    np.testing.assert_array_equal(everywhere.stop[0, :5], bounds.upper - bounds.lower < 1.0)
+    assert everywhere.rule == "confidence width < 1 (alpha 0.05)"
+    exact = float(bounds.upper[2] - bounds.lower[2])
+    plan = cm.confidence_width_rule((4, 8), width=exact, alpha=0.05)
+    assert not plan.stop[0, 2]
+    assert plan.stop[0, 2] == (bounds.upper[2] - bounds.lower[2] < exact)
+    assert (
+        cm.confidence_width_rule((16, 32), width=0.3, alpha=0.1).rule == "confidence width < 0.3 (alpha 0.1)"
+    )
+
+
+@pytest.mark.parametrize("looks", [(2, 4), (4, 8, 16)], ids=str)
+def test_confidence_sequence_coverage_is_the_sum_over_terminal_states(looks):
+    plan = cm.unanimity_rule(looks)
+    mu = np.array([0.0, 0.02, 0.1, 0.35, 0.5, 0.9, 0.99, 1.0])
+    n, s = cm.terminal_states(plan)
+    bounds = cm.confidence_sequence(n, s, alpha=0.2)
+    probabilities = cm.terminal_probabilities(plan, mu)
+    expected = [
+        sum(probabilities[i, j] for j in range(len(n)) if bounds.lower[j] <= mu[i] <= bounds.upper[j])
+        for i in range(len(mu))
+    ]
+    coverage = cm.confidence_sequence_coverage(plan, mu, alpha=0.2)
+    assert coverage.shape == mu.shape
+    np.testing.assert_allclose(coverage, expected, rtol=0, atol=1e-12)
+    assert min(expected) < 0.999  # some mu is missed with positive probability: the test can see a miss
