@@ -242,3 +242,39 @@ def test_the_default_seed_is_zero_and_counts_are_int64():
     np.testing.assert_array_equal(default.confidence, explicit.confidence)
     assert default.n_correct_target.dtype == np.int64 and default.n_target.dtype == np.int64
     np.testing.assert_array_equal(default.n_correct_target, (z * default.target_mask).sum(axis=1))
+
+
+def test_the_split_is_the_smallest_keys_on_wide_rows():
+    """On rows of hundreds of responses (where a partial sort leaves the tail unordered) the pool is still
+    exactly the pool_size positions with the smallest keys of ``default_rng([seed, 1, pool_size])``. Seed 2
+    with 20 rows of 300 is a case where the (pool_size - 1)-th smallest key alone decides the last member
+    (rows 2 and 14: a partition at pool_size - 2 keeps a different set)."""
+    rng = np.random.default_rng(30)
+    labels = rng.integers(0, 5, size=(20, 300))
+    seed, pool_size = 2, 150
+    result = leakage_free_consistency(labels, labels == 0, 40, pool_size=pool_size, seed=seed)
+    split = np.random.default_rng([seed, 1, pool_size]).random(labels.shape)
+    for i in range(labels.shape[0]):
+        pool = np.argsort(split[i])[:pool_size]
+        assert set(np.flatnonzero(result.pool_mask[i])) == set(pool.tolist()), i
+        assert set(result.draw_indices[i].tolist()) <= set(pool.tolist()), i
+
+
+@pytest.mark.parametrize(
+    ("n", "message"),
+    [
+        (np.array([[4], [4]]), r"^n must be a 1-D array, got shape \(2, 1\)$"),
+        (np.array([4, 0]), r"^n must be >= 1; found 0$"),
+    ],
+)
+def test_the_row_lengths_are_checked(n, message):
+    with pytest.raises(ValueError, match=message):
+        response_consistency(np.zeros((2, 4), dtype=int), 1, n=n)
+
+
+def test_a_question_with_one_response_and_no_questions():
+    # n_i = 1 is a valid row length (k = 1); a labels array without rows is refused by name
+    labels = np.array([[3, 9, 9], [1, 2, 1]])
+    np.testing.assert_array_equal(response_consistency(labels, 1, n=[1, 3]), [1.0, 1.0])
+    with pytest.raises(ValueError, match=r"^labels must be a non-empty 2-D integer array"):
+        response_consistency(np.zeros((0, 4), dtype=int), 1)

@@ -436,3 +436,15 @@ def test_confidence_sequence_coverage_is_the_sum_over_terminal_states(looks):
     assert coverage.shape == mu.shape
     np.testing.assert_allclose(coverage, expected, rtol=0, atol=1e-12)
     assert min(expected) < 0.999  # some mu is missed with positive probability: the test can see a miss
+
+
+def test_operating_characteristics_return_the_grid_and_pass_at_k_states_its_limit():
+    plan = cm.unanimity_rule((2, 4))
+    mu = [0.0, 0.25, 1.0]
+    states = cm.terminal_states(plan)
+    result = cm.operating_characteristics(plan, mu, cm.unbiased_mean(plan, *states))
+    np.testing.assert_array_equal(result.mu, mu)
+    np.testing.assert_allclose(result.mean, mu, rtol=0, atol=1e-12)  # unbiased
+    message = r"^k=3 exceeds the first look l_1=2: pass@k is unbiased after stopping only for k <= l_1$"
+    with pytest.raises(ValueError, match=message):
+        cm.unbiased_pass_at_k(plan, [4], [1], 3)
