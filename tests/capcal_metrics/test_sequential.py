@@ -448,3 +448,54 @@ def test_operating_characteristics_return_the_grid_and_pass_at_k_states_its_limi
     message = r"^k=3 exceeds the first look l_1=2: pass@k is unbiased after stopping only for k <= l_1$"
     with pytest.raises(ValueError, match=message):
         cm.unbiased_pass_at_k(plan, [4], [1], 3)
+
+
+def test_a_plan_stores_its_looks_as_ints_and_a_read_only_boolean_table():
+    stop = [[0, 1, 0, 1, 0], [1, 1, 1, 1, 1]]  # 0/1 ints, not bools
+    plan = cm.SequentialPlan(np.array([2, 4]), stop, "custom")
+    assert plan.looks == (2, 4) and all(type(look) is int for look in plan.looks)
+    assert plan.stop.dtype == np.bool_
+    np.testing.assert_array_equal(plan.stop, np.array(stop, dtype=bool))
+    assert not plan.stop.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        plan.stop[0, 0] = True
+    assert cm.unanimity_rule((1, 2)).rule == "unanimity"  # consecutive looks are strictly increasing
+    assert cm.unanimity_rule((1, 2)).looks == (1, 2)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: cm.SequentialPlan((2, 4, 8), np.ones((3, 5), bool), "x"),
+            r"^stop must have shape \(number of looks, k_max \+ 1\) = \(3, 9\), got \(3, 5\)$",
+        ),
+        (
+            lambda: cm.SequentialPlan((2, 4), np.zeros((2, 5), bool), "x"),
+            r"^stop must stop at the last look for every number of successes \(its last row\)$",
+        ),
+        (
+            lambda: cm.path_counts(cm.unanimity_rule((4, 8)), 3, 2),
+            r"^first_successes \+ first_failures = 5 exceeds the first look l_1 = 4: only the draws made "
+            r"before any stopping decision have unbiased estimates$",
+        ),
+        (
+            lambda: cm.unbiased_moment(cm.unanimity_rule((4, 8)), [8], [3], 2, 3),
+            r"^successes \+ failures = 5 exceeds the first look l_1 = 4: no unbiased estimate of mu\^a "
+            r"\(1 - mu\)\^b exists past the draws made before any stopping decision$",
+        ),
+    ],
+)
+def test_plan_and_moment_messages_in_full(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_path_counts_are_exact_python_ints_beyond_float_range():
+    # C(1100, 550) ~ 1e329 exceeds float64 and int64: the counts stay exact Python ints
+    counts = cm.path_counts(cm.unanimity_rule((4, 1100)))
+    assert counts.dtype == object and counts.shape == (2, 1101)
+    assert all(type(value) is int for value in counts.ravel())
+    assert counts[0, 0] == 1 and counts[0, 4] == 1 and counts[0, 2] == 0
+    # reach (4, s') for s' = 1..3, then 1096 more draws: sum_s' C(4, s') C(1096, 550 - s')
+    assert counts[1, 550] == sum(math.comb(4, t) * math.comb(1096, 550 - t) for t in (1, 2, 3))
