@@ -499,3 +499,20 @@ def test_path_counts_are_exact_python_ints_beyond_float_range():
     assert counts[0, 0] == 1 and counts[0, 4] == 1 and counts[0, 2] == 0
     # reach (4, s') for s' = 1..3, then 1096 more draws: sum_s' C(4, s') C(1096, 550 - s')
     assert counts[1, 550] == sum(math.comb(4, t) * math.comb(1096, 550 - t) for t in (1, 2, 3))
+
+
+def test_a_mu_whose_ratio_is_exactly_one_over_alpha_is_outside_the_set():
+    """The set is ``ratio < 1/alpha``, strict. For n = 3, s = 0, prior 1 the log ratio at mu = 1/2 is
+    3 log 2 - log 4 = log 2; an alpha among the floats next to 1/2 makes the computed threshold equal the
+    computed -log L(1/2) exactly (searched here, in the library's order of operations). The first upper
+    midpoint is 1/2, judged outside, so the upper end is exactly 1/2; with ``<=`` it would lie above."""
+    n, log_l = np.array([3]), 3 * math.log(0.5)
+    log_beta_prior = math.lgamma(1.0) + math.lgamma(4.0) - math.lgamma(5.0)  # log B(1, 4) = -log 4
+    alpha = 0.5
+    for _ in range(3000):
+        if math.log(1.0 / alpha) - log_beta_prior + 0.0 == -log_l:
+            break
+        alpha = math.nextafter(alpha, 0.0 if math.log(1.0 / alpha) - log_beta_prior < -log_l else 1.0)
+    else:
+        pytest.skip("no float alpha gives an exact tie on this platform")
+    assert cm.confidence_sequence(n, [0], alpha=alpha, prior=1.0).upper[0] == 0.5
