@@ -115,3 +115,14 @@ def test_random_baseline_aurc_matches_simulation(make_data):
     baseline = cm.random_baseline_aurc(data.mu_hat)
     assert baseline == pytest.approx(1 - data.mu_hat.mean())
     assert abs(draws.mean() - baseline) < 4 * draws.std(ddof=1) / np.sqrt(len(draws))
+
+
+def test_the_jackknife_kernel_of_prr_names_a_bad_max_rejection():
+    # the jackknife builds the metric's kernel before it calls the metric: the kernel's check names it too
+    from functools import partial
+
+    from capcal_metrics.jackknife import leave_one_out_values
+
+    statistic = partial(cm.prediction_rejection_ratio, max_rejection=1.5)
+    with pytest.raises(ValueError, match=r"^max_rejection must be in \(0, 1\], got 1\.5$"):
+        leave_one_out_values(statistic, [0.2, 0.9, 0.4, 0.7], [0.0, 1.0, 0.0, 1.0])

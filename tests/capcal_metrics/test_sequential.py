@@ -516,3 +516,39 @@ def test_a_mu_whose_ratio_is_exactly_one_over_alpha_is_outside_the_set():
     else:
         pytest.skip("no float alpha gives an exact tie on this platform")
     assert cm.confidence_sequence(n, [0], alpha=alpha, prior=1.0).upper[0] == 0.5
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (([0], [0]), r"^n_samples must be >= 1; found 0$"),
+        (([8], [-1]), r"^n_correct must be >= 0; found -1$"),
+        (([8, 8, 4], [1, 2]), r"^n_samples and n_correct must have the same shape, got \(3,\) and \(2,\)$"),
+        (([8], [9]), r"^n_correct must be <= n_samples for every question$"),
+        (([9], [3]), r"^n_samples must be one of the plan's looks \(4, 8\); found 9$"),
+    ],
+)
+def test_terminal_state_messages_name_the_argument(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        cm.unbiased_mean(cm.unanimity_rule((4, 8)), *arguments)
+
+
+def test_estimates_keep_the_shape_of_the_states_and_mu_zero_or_one_warns_nothing():
+    import warnings
+
+    plan = cm.unanimity_rule((4, 8))
+    n, s = np.array([[4, 8], [8, 4]]), np.array([[0, 3], [5, 4]])
+    mean = cm.unbiased_mean(plan, n, s)
+    assert mean.shape == (2, 2)
+    one_by_one = [
+        [cm.unbiased_mean(plan, [a], [b])[0] for a, b in zip(*row, strict=True)]
+        for row in zip(n, s, strict=True)
+    ]
+    np.testing.assert_array_equal(mean, one_by_one)
+    assert cm.unbiased_mean(plan, 8, 3).shape == ()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 0 log 0 is 0, without a numpy RuntimeWarning
+        probabilities = cm.terminal_probabilities(plan, [0.0, 1.0])
+    states = cm.terminal_states(plan)
+    np.testing.assert_array_equal(probabilities[0], (states[1] == 0).astype(float))
+    np.testing.assert_array_equal(probabilities[1], (states[1] == states[0]).astype(float))

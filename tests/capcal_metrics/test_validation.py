@@ -189,3 +189,8 @@ def test_error_messages_give_the_position_in_every_dimension():
     values[0, 3] = np.inf
     with pytest.raises(ValueError, match=r"^mu contains NaN or infinite values \(first at index \(0, 3\)\)$"):
         check_probabilities(values, "mu", ndim=None)
+
+
+def test_binary_labels_are_one_dimensional():
+    with pytest.raises(ValueError, match=r"^labels must be a 1-D array, got shape \(2, 2\)$"):
+        check_binary_labels([[0, 1], [1, 0]], "labels")
