@@ -158,3 +158,20 @@ def test_prr_is_undefined_where_every_ranking_has_the_random_area(confidence, ta
             left_out = leave_one_out_values(statistic, confidence, target)
         assert np.isnan(left_out).all()
         assert not [w for w in caught if not isinstance(w.message, cm.UndefinedMetricWarning)]
+
+
+@pytest.mark.parametrize("metric", [cm.area_under_risk_coverage_curve, cm.prediction_rejection_ratio])
+def test_the_jackknife_kernels_take_float32_and_ties(metric):
+    """The jackknife reaches the kernels with the caller's arrays: float32 confidences with ties and float32
+    targets give the metric's own leave-one-out values (float64 after validation)."""
+    from capcal_metrics.jackknife import leave_one_out_values
+
+    rng = np.random.default_rng(23)
+    confidence = rng.integers(0, 6, 30).astype(np.float32) / np.float32(5)  # tied runs
+    target = rng.random(30).astype(np.float32)
+    got = leave_one_out_values(metric, confidence, target)
+    loop = [
+        metric(np.delete(confidence, i).astype(np.float64), np.delete(target, i).astype(np.float64))
+        for i in range(30)
+    ]
+    np.testing.assert_allclose(got, loop, rtol=1e-12, atol=1e-14)
