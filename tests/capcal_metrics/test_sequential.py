@@ -396,8 +396,8 @@ def _bisection_ends(n: int, s: int, alpha: float, prior: float, tolerance: float
 @pytest.mark.parametrize("tolerance", [2.0**-5, 0.03, 1e-12])
 def test_confidence_sequence_is_the_documented_bisection(tolerance):
     # a coarse tolerance shows the number of halvings: one more or one fewer moves the ends
-    n = np.array([1, 4, 16, 16, 33, 100, 100])
-    s = np.array([0, 2, 0, 16, 7, 50, 99])
+    n = np.array([1, 4, 16, 16, 33, 100, 100, 40])
+    s = np.array([0, 2, 0, 16, 7, 50, 99, 1])
     bounds = cm.confidence_sequence(n, s, alpha=0.1, prior=0.7, tolerance=tolerance)
     expected = [_bisection_ends(int(a), int(b), 0.1, 0.7, tolerance) for a, b in zip(n, s, strict=True)]
     np.testing.assert_allclose(bounds.lower, [low for low, _ in expected], rtol=0, atol=1e-15)
