@@ -123,3 +123,21 @@ def test_brier_from_moments_kernel_computes_in_float64_whatever_the_input_dtype(
             for i in range(40)
         ]
         np.testing.assert_allclose(got, loop, rtol=1e-13, atol=0)
+
+
+def test_corrected_brier_kernel_computes_the_noise_in_float64():
+    """float32 mu_hat through the jackknife's kernel: the noise mu_hat (1 - mu_hat) / (n - 1) is taken in
+    float64, as the metric itself does after validation, row left out by row left out."""
+    from capcal_metrics.jackknife import leave_one_out_values
+
+    rng = np.random.default_rng(29)
+    confidence, mu_hat = rng.random(40), rng.random(40).astype(np.float32)
+    n_samples = rng.integers(2, 9, 40)
+    got = leave_one_out_values(cm.corrected_capability_brier_score, confidence, mu_hat, n_samples)
+    loop = [
+        cm.corrected_capability_brier_score(
+            np.delete(confidence, i), np.delete(mu_hat, i).astype(np.float64), np.delete(n_samples, i)
+        )
+        for i in range(40)
+    ]
+    np.testing.assert_allclose(got, loop, rtol=1e-13, atol=1e-15)
