@@ -141,3 +141,19 @@ def test_corrected_brier_kernel_computes_the_noise_in_float64():
         for i in range(40)
     ]
     np.testing.assert_allclose(got, loop, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("n_samples", "message"),
+    [
+        ([4, -1], r"^n_samples must be >= 0; found -1$"),
+        (
+            [4, 1],
+            r"^n_samples must be >= 2 for every query: the variance correction mu_hat\(1 - mu_hat\)/\(n - 1\) "
+            r"needs at least two samples; found n = 1$",
+        ),
+    ],
+)
+def test_corrected_brier_names_n_samples_in_full(n_samples, message):
+    with pytest.raises(ValueError, match=message):
+        cm.corrected_capability_brier_score([0.2, 0.6], [0.25, 0.5], n_samples)
