@@ -149,8 +149,8 @@ def test_corrected_brier_kernel_computes_the_noise_in_float64():
         ([4, -1], r"^n_samples must be >= 0; found -1$"),
         (
             [4, 1],
-            r"^n_samples must be >= 2 for every query: the variance correction mu_hat\(1 - mu_hat\)/\(n - 1\) "
-            r"needs at least two samples; found n = 1$",
+            r"^n_samples must be >= 2 for every query: the variance correction "
+            r"mu_hat\(1 - mu_hat\)/\(n - 1\) needs at least two samples; found n = 1$",
         ),
     ],
 )
