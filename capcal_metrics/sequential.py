@@ -286,7 +286,7 @@ def unbiased_moment(
     index, _, s = _check_terminal(plan, n_samples, n_correct)
     numerator = path_counts(plan, a, b)[index, s]
     denominator = path_counts(plan)[index, s]
-    ratios = [int(p) / int(q) for p, q in zip(numerator.ravel(), denominator.ravel(), strict=True)]
+    ratios = [int(p) / int(q) for p, q in zip(np.ravel(numerator), np.ravel(denominator), strict=True)]
     return np.array(ratios, dtype=float).reshape(s.shape)
 
 

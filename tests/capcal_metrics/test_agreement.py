@@ -109,3 +109,33 @@ def test_the_question_bootstrap_interval_of_pooled_kappa_covers(questions: int) 
         covered_by_responses += naive.low <= population <= naive.high
     assert covered / runs >= 0.88
     assert covered_by_responses / runs < 0.85
+
+
+def test_each_check_names_its_own_argument() -> None:
+    # the labels and counts checks name the argument they reject, before any length or shape comparison
+    message = r"^labels_b must be binary labels \(0/1 or bool\); found 2\.0 at index 1$"
+    with pytest.raises(ValueError, match=message):
+        confusion_counts([0, 1, 0], [0, 2, 1])
+    with pytest.raises(ValueError, match=r"^counts must be >= 0; found -1$"):
+        kappa_from_counts([[-1, 2], [3, 4]])
+    with pytest.raises(ValueError, match=r"^question_counts must be >= 0; found -2$"):
+        pooled_kappa([[[1, 0], [0, -2]]])
+
+
+def test_confusion_counts_are_int64() -> None:
+    counts = confusion_counts(np.array([True, False, True]), np.array([1.0, 0.0, 0.0]))
+    assert counts.dtype == np.int64
+    assert counts.tolist() == [[1, 0], [1, 1]]
+
+
+@pytest.mark.parametrize("counts", [np.ones(4, dtype=int), np.ones((2, 2, 2), dtype=int), np.zeros((0, 0))])
+def test_kappa_from_counts_needs_a_non_empty_matrix(counts: np.ndarray) -> None:
+    message = "counts is empty" if counts.size == 0 else "counts must be a 2-D array"
+    with pytest.raises(ValueError, match=message):
+        kappa_from_counts(counts)
+
+
+def test_pooled_kappa_refuses_three_by_three_counts() -> None:
+    # a (N, 3, 3) array has three dimensions but not 2 x 2 tables: refused, not pooled as a 3 x 3 kappa
+    with pytest.raises(ValueError, match=r"got \(2, 3, 3\)"):
+        pooled_kappa(np.ones((2, 3, 3), dtype=int))

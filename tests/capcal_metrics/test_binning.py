@@ -109,3 +109,29 @@ def test_reliability_diagram_single_bin_and_empty_bins():
     sparse = cm.reliability_diagram([0.05, 0.95], [0.0, 1.0], n_bins=10)
     assert sparse.count.tolist() == [1] + [0] * 8 + [1]
     assert np.isnan(sparse.mean_confidence[1:9]).all()
+
+
+def test_the_default_is_ten_bins():
+    rng = np.random.default_rng(11)
+    confidence, target = rng.random(200), rng.random(200)
+    np.testing.assert_array_equal(cm.equal_width_bin_edges(), np.arange(11) / 10)
+    np.testing.assert_array_equal(cm.assign_bins(confidence), cm.assign_bins(confidence, n_bins=10))
+    assert cm.assign_bins(np.array([0.95, 1.0])).tolist() == [9, 9]
+    default = cm.reliability_diagram(confidence, target)
+    for got, want in zip(default, cm.reliability_diagram(confidence, target, n_bins=10), strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert default.count.size == 10
+
+
+@pytest.mark.parametrize("strategy", ["equal_width", "equal_mass"])
+def test_empty_top_bins_keep_every_array_n_bins_long(strategy):
+    # every confidence in the lowest bins: the per-bin arrays still have n_bins entries, the empty ones 0/NaN
+    confidence = np.array([0.01, 0.02, 0.03, 0.04]) if strategy == "equal_width" else np.full(4, 0.3)
+    diagram = cm.reliability_diagram(confidence, [0.0, 1.0, 1.0, 0.0], n_bins=5, strategy=strategy)
+    for array in diagram:
+        assert array.shape == (5,)
+    empty = diagram.count == 0
+    assert empty.sum() == 4
+    assert np.isnan(diagram.mean_confidence[empty]).all() and np.isnan(diagram.mean_target[empty]).all()
+    assert diagram.mean_confidence[~empty] == pytest.approx(confidence.mean())
+    assert diagram.mean_target[~empty] == pytest.approx(0.5)

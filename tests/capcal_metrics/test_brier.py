@@ -98,3 +98,62 @@ def test_random_baseline_brier_closed_form_matches_simulation(make_data):
     assert abs(draws.mean() - baseline) < 4 * draws.std(ddof=1) / np.sqrt(4000)
     assert cm.random_baseline_brier_score([0.0, 1.0]) == pytest.approx(1 / 3)
     assert cm.random_baseline_brier_score([0.5]) == pytest.approx(1 / 12)
+
+
+def test_brier_from_moments_needs_one_mu_square_hat_per_question():
+    # a single mu_square_hat would broadcast over every question; it is refused by name
+    message = r"^mu_square_hat must have one entry per question \(3\), got 1$"
+    with pytest.raises(ValueError, match=message):
+        cm.capability_brier_from_moments([0.2, 0.5, 0.9], [0.25, 0.5, 1.0], [0.1])
+
+
+def test_brier_from_moments_kernel_computes_in_float64_whatever_the_input_dtype():
+    """The jackknife reaches the metric's kernel with the caller's arrays; float32 inputs give the values of
+    the metric itself (float64 after validation), row left out by row left out."""
+    from capcal_metrics.jackknife import leave_one_out_values
+
+    rng = np.random.default_rng(17)
+    mu_hat = rng.random(40)
+    arrays = [rng.random(40), mu_hat, mu_hat**2 * rng.uniform(0.8, 1.0, 40)]
+    for position in range(3):
+        inputs = [a.astype(np.float32) if i == position else a for i, a in enumerate(arrays)]
+        got = leave_one_out_values(cm.capability_brier_from_moments, *inputs)
+        loop = [
+            cm.capability_brier_from_moments(*(np.delete(np.asarray(a, np.float64), i) for a in inputs))
+            for i in range(40)
+        ]
+        np.testing.assert_allclose(got, loop, rtol=1e-13, atol=0)
+
+
+def test_corrected_brier_kernel_computes_the_noise_in_float64():
+    """float32 mu_hat through the jackknife's kernel: the noise mu_hat (1 - mu_hat) / (n - 1) is taken in
+    float64, as the metric itself does after validation, row left out by row left out."""
+    from capcal_metrics.jackknife import leave_one_out_values
+
+    rng = np.random.default_rng(29)
+    confidence, mu_hat = rng.random(40), rng.random(40).astype(np.float32)
+    n_samples = rng.integers(2, 9, 40)
+    got = leave_one_out_values(cm.corrected_capability_brier_score, confidence, mu_hat, n_samples)
+    loop = [
+        cm.corrected_capability_brier_score(
+            np.delete(confidence, i), np.delete(mu_hat, i).astype(np.float64), np.delete(n_samples, i)
+        )
+        for i in range(40)
+    ]
+    np.testing.assert_allclose(got, loop, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("n_samples", "message"),
+    [
+        ([4, -1], r"^n_samples must be >= 0; found -1$"),
+        (
+            [4, 1],
+            r"^n_samples must be >= 2 for every query: the variance correction "
+            r"mu_hat\(1 - mu_hat\)/\(n - 1\) needs at least two samples; found n = 1$",
+        ),
+    ],
+)
+def test_corrected_brier_names_n_samples_in_full(n_samples, message):
+    with pytest.raises(ValueError, match=message):
+        cm.corrected_capability_brier_score([0.2, 0.6], [0.25, 0.5], n_samples)

@@ -203,3 +203,78 @@ def test_the_documented_random_streams():
         assert set(result.draw_indices[i]) == set(drawn.tolist()), i
         target = [j for j in range(n[i]) if j not in pool]
         assert result.mu_hat[i] == np.mean(correctness[i, target]), i
+
+
+def test_messages_name_the_argument_and_the_shortest_question():
+    labels = np.zeros((4, 6), dtype=int)
+    n = np.array([6, 5, 3, 4])  # question 2 is the shortest
+    with pytest.raises(ValueError, match=r"^k=4 exceeds the number of samples of question 2 \(3\)$"):
+        response_consistency(labels, 4, n=n)
+    with pytest.raises(ValueError, match=r"^pool_size=3 leaves no target samples for question 2 \(n = 3\)"):
+        leakage_free_consistency(labels, labels, 2, n=n, pool_size=3)
+    with pytest.raises(ValueError, match=r"^pool_size must be a positive integer"):
+        leakage_free_consistency(labels, labels, 1, n=n, pool_size=0)
+    with pytest.raises(ValueError, match=r"^correctness must be 0/1$"):
+        leakage_free_consistency(labels, np.full((4, 6), 2), 1, n=n)
+
+
+def test_padding_correctness_is_not_read():
+    # entries beyond n may hold anything (here 7), as the docstring says; only the responses are checked
+    rng = np.random.default_rng(4)
+    labels, n = _ragged(rng, 50, 4, 8)
+    z = rng.integers(0, 2, labels.shape)
+    padded = np.where(np.arange(8) < n[:, None], z, 7)
+    a = leakage_free_consistency(labels, z, 2, n=n, seed=3)
+    b = leakage_free_consistency(labels, padded, 2, n=n, seed=3)
+    np.testing.assert_array_equal(a.mu_hat, b.mu_hat)
+    np.testing.assert_array_equal(a.n_correct_target, b.n_correct_target)
+
+
+def test_the_default_seed_is_zero_and_counts_are_int64():
+    labels, n = _ragged(np.random.default_rng(6), 200, 5, 9)
+    z = (labels == 0).astype(np.int8)
+    np.testing.assert_array_equal(
+        response_consistency(labels, 3, n=n), response_consistency(labels, 3, n=n, seed=0)
+    )
+    default = leakage_free_consistency(labels, z, 2, n=n, pool_size=3)
+    explicit = leakage_free_consistency(labels, z, 2, n=n, pool_size=3, seed=0)
+    np.testing.assert_array_equal(default.draw_indices, explicit.draw_indices)
+    np.testing.assert_array_equal(default.confidence, explicit.confidence)
+    assert default.n_correct_target.dtype == np.int64 and default.n_target.dtype == np.int64
+    np.testing.assert_array_equal(default.n_correct_target, (z * default.target_mask).sum(axis=1))
+
+
+def test_the_split_is_the_smallest_keys_on_wide_rows():
+    """On rows of hundreds of responses (where a partial sort leaves the tail unordered) the pool is still
+    exactly the pool_size positions with the smallest keys of ``default_rng([seed, 1, pool_size])``. Seed 2
+    with 20 rows of 300 is a case where the (pool_size - 1)-th smallest key alone decides the last member
+    (rows 2 and 14: a partition at pool_size - 2 keeps a different set)."""
+    rng = np.random.default_rng(30)
+    labels = rng.integers(0, 5, size=(20, 300))
+    seed, pool_size = 2, 150
+    result = leakage_free_consistency(labels, labels == 0, 40, pool_size=pool_size, seed=seed)
+    split = np.random.default_rng([seed, 1, pool_size]).random(labels.shape)
+    for i in range(labels.shape[0]):
+        pool = np.argsort(split[i])[:pool_size]
+        assert set(np.flatnonzero(result.pool_mask[i])) == set(pool.tolist()), i
+        assert set(result.draw_indices[i].tolist()) <= set(pool.tolist()), i
+
+
+@pytest.mark.parametrize(
+    ("n", "message"),
+    [
+        (np.array([[4], [4]]), r"^n must be a 1-D array, got shape \(2, 1\)$"),
+        (np.array([4, 0]), r"^n must be >= 1; found 0$"),
+    ],
+)
+def test_the_row_lengths_are_checked(n, message):
+    with pytest.raises(ValueError, match=message):
+        response_consistency(np.zeros((2, 4), dtype=int), 1, n=n)
+
+
+def test_a_question_with_one_response_and_no_questions():
+    # n_i = 1 is a valid row length (k = 1); a labels array without rows is refused by name
+    labels = np.array([[3, 9, 9], [1, 2, 1]])
+    np.testing.assert_array_equal(response_consistency(labels, 1, n=[1, 3]), [1.0, 1.0])
+    with pytest.raises(ValueError, match=r"^labels must be a non-empty 2-D integer array"):
+        response_consistency(np.zeros((0, 4), dtype=int), 1)

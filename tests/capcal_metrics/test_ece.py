@@ -160,3 +160,21 @@ def test_random_baseline_is_the_expectation_over_uniform_confidences(make_data):
     assert cm.random_baseline_calibration_error(data.mu_hat, n_draws=50, maximum=True) > (
         cm.random_baseline_calibration_error(data.mu_hat, n_draws=50)
     )
+
+
+@pytest.mark.parametrize("strategy", ["equal_width", "equal_mass"])
+def test_random_baseline_averages_the_metric_over_the_seeded_draws(make_data, strategy):
+    """The baseline is the mean, over n_draws successive ``default_rng(seed).random(N)`` vectors, of ECE (MCE
+    with ``maximum``) with the given bins; its defaults are 10 equal-width bins, 100 draws and seed 0."""
+    target = make_data(n_queries=40, seed=2).mu_hat
+    for maximum, metric in ((False, cm.expected_calibration_error), (True, cm.maximum_calibration_error)):
+        rng = np.random.default_rng(7)
+        draws = [metric(rng.random(40), target, n_bins=4, strategy=strategy) for _ in range(30)]
+        got = cm.random_baseline_calibration_error(
+            target, n_bins=4, strategy=strategy, maximum=maximum, n_draws=30, seed=7
+        )
+        assert got == pytest.approx(np.mean(draws), rel=1e-12, abs=0)
+    explicit = cm.random_baseline_calibration_error(
+        target, n_bins=10, strategy="equal_width", n_draws=100, seed=0
+    )
+    assert cm.random_baseline_calibration_error(target) == explicit

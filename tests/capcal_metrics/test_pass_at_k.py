@@ -72,7 +72,7 @@ def test_predicted_pass_at_k():
 @pytest.mark.parametrize(
     ("n_samples", "n_correct", "k", "message"),
     [
-        ([10, 10], [3, 11], 2, "n_correct must be <= n_samples"),
+        ([10, 10], [3, 11], 2, r"^n_correct must be <= n_samples for every query$"),
         ([10, 10], [-1, 2], 2, "n_correct must be >= 0"),
         ([10, 3], [1, 2], 4, "k=4 exceeds the smallest number of samples n_samples=3"),
         ([10], [1], 0, "k must be a positive integer"),
@@ -81,7 +81,12 @@ def test_predicted_pass_at_k():
         ([10.5], [1], 1, "n_samples must contain whole numbers"),
         ([10], [np.nan], 1, "n_correct contains NaN"),
         ([0], [0], 1, "n_samples must be >= 1"),
-        ([10, 10, 10], [1, 2], 1, "same shape"),
+        (
+            [10, 10, 10],
+            [1, 2],
+            1,
+            r"^n_samples and n_correct must have the same shape, got \(3,\) and \(2,\)$",
+        ),
     ],
 )
 def test_invalid_input(n_samples, n_correct, k, message):

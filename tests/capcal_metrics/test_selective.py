@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
+from functools import partial
 
 import numpy as np
 import pytest
@@ -115,3 +117,61 @@ def test_random_baseline_aurc_matches_simulation(make_data):
     baseline = cm.random_baseline_aurc(data.mu_hat)
     assert baseline == pytest.approx(1 - data.mu_hat.mean())
     assert abs(draws.mean() - baseline) < 4 * draws.std(ddof=1) / np.sqrt(len(draws))
+
+
+def test_the_jackknife_kernel_of_prr_names_a_bad_max_rejection():
+    # the jackknife builds the metric's kernel before it calls the metric: the kernel's check names it too
+    from capcal_metrics.jackknife import leave_one_out_values
+
+    statistic = partial(cm.prediction_rejection_ratio, max_rejection=1.5)
+    with pytest.raises(ValueError, match=r"^max_rejection must be in \(0, 1\], got 1\.5$"):
+        leave_one_out_values(statistic, [0.2, 0.9, 0.4, 0.7], [0.0, 1.0, 0.0, 1.0])
+
+
+@pytest.mark.parametrize(
+    ("confidence", "target", "max_rejection"),
+    [
+        (
+            np.linspace(0.1, 0.9, 10),
+            np.r_[np.zeros(5), np.ones(5)],
+            0.15,
+        ),  # R = floor(1.5) = 1: keep all only
+        (np.linspace(0.1, 0.9, 7), np.full(7, 0.1), 1.0),  # constant targets: every ranking is the oracle
+        (np.linspace(0.1, 0.9, 9), np.full(9, 1 / 3), 0.5),
+        (np.array([0.2, 0.2, 0.7, 0.9, 0.4]), np.full(5, 0.7), 1.0),
+    ],
+)
+def test_prr_is_undefined_where_every_ranking_has_the_random_area(confidence, target, max_rejection):
+    """With R = 1 level (nothing rejected) or all targets equal, A_random = A_oracle: NaN with one
+    UndefinedMetricWarning and no numpy warning, also through the jackknife's kernel."""
+    from capcal_metrics.jackknife import leave_one_out_values
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = cm.prediction_rejection_ratio(confidence, target, max_rejection=max_rejection)
+    assert math.isnan(value)
+    assert [type(w.message) for w in caught] == [cm.UndefinedMetricWarning]
+    if np.ptp(target) == 0:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            statistic = partial(cm.prediction_rejection_ratio, max_rejection=max_rejection)
+            left_out = leave_one_out_values(statistic, confidence, target)
+        assert np.isnan(left_out).all()
+        assert not [w for w in caught if not isinstance(w.message, cm.UndefinedMetricWarning)]
+
+
+@pytest.mark.parametrize("metric", [cm.area_under_risk_coverage_curve, cm.prediction_rejection_ratio])
+def test_the_jackknife_kernels_take_float32_and_ties(metric):
+    """The jackknife reaches the kernels with the caller's arrays: float32 confidences with ties and float32
+    targets give the metric's own leave-one-out values (float64 after validation)."""
+    from capcal_metrics.jackknife import leave_one_out_values
+
+    rng = np.random.default_rng(23)
+    confidence = rng.integers(0, 6, 30).astype(np.float32) / np.float32(5)  # tied runs
+    target = rng.random(30).astype(np.float32)
+    got = leave_one_out_values(metric, confidence, target)
+    loop = [
+        metric(np.delete(confidence, i).astype(np.float64), np.delete(target, i).astype(np.float64))
+        for i in range(30)
+    ]
+    np.testing.assert_allclose(got, loop, rtol=1e-12, atol=1e-14)

@@ -347,3 +347,208 @@ def test_brier_from_moments_is_unbiased_after_stopping_and_plain_brier_is_not(co
 def test_bad_input_is_one_clear_value_error(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (([0], [0]), r"^n_samples must be >= 1; found 0$"),
+        (([5], [-1]), r"^n_correct must be >= 0; found -1$"),
+        (([5, 6, 7], [1, 2]), r"^n_samples and n_correct must have the same shape, got \(3,\) and \(2,\)$"),
+        (([5, 6], [6, 2]), r"^n_correct must be <= n_samples for every question$"),
+        (([5], [2], 0.05, 0.5, 1.0), r"^tolerance must be in \(0, 1\), got 1\.0$"),
+        (([5], [2], 0.05, "half"), r"^prior must be a number > 0, got 'half'$"),
+    ],
+)
+def test_confidence_sequence_messages_name_the_argument(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        cm.confidence_sequence(*arguments)
+
+
+def test_confidence_sequence_of_no_questions_is_empty():
+    bounds = cm.confidence_sequence(np.zeros(0, dtype=int), np.zeros(0, dtype=int))
+    assert bounds.lower.shape == (0,) and bounds.upper.shape == (0,)
+
+
+def _bisection_ends(n: int, s: int, alpha: float, prior: float, tolerance: float) -> tuple[float, float]:
+    """The documented construction for one question, by scalar loops: ceil(log2(1/tolerance)) halvings of
+    [0, s/n] and [s/n, 1], keeping the end outside the set {mu : -log L(mu) < log(1/alpha) - log B(s + a0,
+    n - s + a0) + log B(a0, a0)}; 0 when s = 0 and 1 when s = n."""
+
+    def log_beta(a: float, b: float) -> float:
+        return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+
+    threshold = math.log(1 / alpha) - log_beta(s + prior, n - s + prior) + log_beta(prior, prior)
+
+    def inside(mu: float) -> bool:
+        log_likelihood = (s * math.log(mu) if s else 0.0) + ((n - s) * math.log(1 - mu) if n - s else 0.0)
+        return -log_likelihood < threshold
+
+    lower_out, lower_in, upper_in, upper_out = 0.0, s / n, s / n, 1.0
+    for _ in range(math.ceil(math.log2(1 / tolerance))):
+        middle = (lower_out + lower_in) / 2
+        lower_in, lower_out = (middle, lower_out) if inside(middle) else (lower_in, middle)
+        middle = (upper_in + upper_out) / 2
+        upper_in, upper_out = (middle, upper_out) if inside(middle) else (upper_in, middle)
+    return (0.0 if s == 0 else lower_out), (1.0 if s == n else upper_out)
+
+
+@pytest.mark.parametrize("tolerance", [2.0**-5, 0.03, 1e-12])
+def test_confidence_sequence_is_the_documented_bisection(tolerance):
+    # a coarse tolerance shows the number of halvings: one more or one fewer moves the ends
+    n = np.array([1, 4, 16, 16, 33, 100, 100, 40])
+    s = np.array([0, 2, 0, 16, 7, 50, 99, 1])
+    bounds = cm.confidence_sequence(n, s, alpha=0.1, prior=0.7, tolerance=tolerance)
+    expected = [_bisection_ends(int(a), int(b), 0.1, 0.7, tolerance) for a, b in zip(n, s, strict=True)]
+    np.testing.assert_allclose(bounds.lower, [low for low, _ in expected], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(bounds.upper, [high for _, high in expected], rtol=0, atol=1e-15)
+
+
+def test_confidence_width_rule_width_one_and_a_width_met_exactly():
+    """width is in (0, 1]: width 1 stops wherever the interval is narrower than the whole unit interval; an
+    interval exactly as wide as ``width`` is not narrower, so it does not stop. The rule is named for the
+    records."""
+    everywhere = cm.confidence_width_rule((4, 8), width=1.0)
+    bounds = cm.confidence_sequence(np.full(5, 4), np.arange(5))
+    np.testing.assert_array_equal(everywhere.stop[0, :5], bounds.upper - bounds.lower < 1.0)
+    assert everywhere.rule == "confidence width < 1 (alpha 0.05)"
+    exact = float(bounds.upper[2] - bounds.lower[2])
+    plan = cm.confidence_width_rule((4, 8), width=exact, alpha=0.05)
+    assert not plan.stop[0, 2]
+    assert plan.stop[0, 2] == (bounds.upper[2] - bounds.lower[2] < exact)
+    assert (
+        cm.confidence_width_rule((16, 32), width=0.3, alpha=0.1).rule == "confidence width < 0.3 (alpha 0.1)"
+    )
+
+
+@pytest.mark.parametrize("looks", [(2, 4), (4, 8, 16)], ids=str)
+def test_confidence_sequence_coverage_is_the_sum_over_terminal_states(looks):
+    plan = cm.unanimity_rule(looks)
+    mu = np.array([0.0, 0.02, 0.1, 0.35, 0.5, 0.9, 0.99, 1.0])
+    n, s = cm.terminal_states(plan)
+    bounds = cm.confidence_sequence(n, s, alpha=0.2)
+    probabilities = cm.terminal_probabilities(plan, mu)
+    expected = [
+        sum(probabilities[i, j] for j in range(len(n)) if bounds.lower[j] <= mu[i] <= bounds.upper[j])
+        for i in range(len(mu))
+    ]
+    coverage = cm.confidence_sequence_coverage(plan, mu, alpha=0.2)
+    assert coverage.shape == mu.shape
+    np.testing.assert_allclose(coverage, expected, rtol=0, atol=1e-12)
+    assert min(expected) < 0.999  # some mu is missed with positive probability: the test can see a miss
+
+
+def test_operating_characteristics_return_the_grid_and_pass_at_k_states_its_limit():
+    plan = cm.unanimity_rule((2, 4))
+    mu = [0.0, 0.25, 1.0]
+    states = cm.terminal_states(plan)
+    result = cm.operating_characteristics(plan, mu, cm.unbiased_mean(plan, *states))
+    np.testing.assert_array_equal(result.mu, mu)
+    np.testing.assert_allclose(result.mean, mu, rtol=0, atol=1e-12)  # unbiased
+    message = r"^k=3 exceeds the first look l_1=2: pass@k is unbiased after stopping only for k <= l_1$"
+    with pytest.raises(ValueError, match=message):
+        cm.unbiased_pass_at_k(plan, [4], [1], 3)
+
+
+def test_a_plan_stores_its_looks_as_ints_and_a_read_only_boolean_table():
+    stop = [[0, 1, 0, 1, 0], [1, 1, 1, 1, 1]]  # 0/1 ints, not bools
+    plan = cm.SequentialPlan(np.array([2, 4]), stop, "custom")
+    assert plan.looks == (2, 4) and all(type(look) is int for look in plan.looks)
+    assert plan.stop.dtype == np.bool_
+    np.testing.assert_array_equal(plan.stop, np.array(stop, dtype=bool))
+    assert not plan.stop.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        plan.stop[0, 0] = True
+    assert cm.unanimity_rule((1, 2)).rule == "unanimity"  # consecutive looks are strictly increasing
+    assert cm.unanimity_rule((1, 2)).looks == (1, 2)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: cm.SequentialPlan((2, 4, 8), np.ones((3, 5), bool), "x"),
+            r"^stop must have shape \(number of looks, k_max \+ 1\) = \(3, 9\), got \(3, 5\)$",
+        ),
+        (
+            lambda: cm.SequentialPlan((2, 4), np.zeros((2, 5), bool), "x"),
+            r"^stop must stop at the last look for every number of successes \(its last row\)$",
+        ),
+        (
+            lambda: cm.path_counts(cm.unanimity_rule((4, 8)), 3, 2),
+            r"^first_successes \+ first_failures = 5 exceeds the first look l_1 = 4: only the draws made "
+            r"before any stopping decision have unbiased estimates$",
+        ),
+        (
+            lambda: cm.unbiased_moment(cm.unanimity_rule((4, 8)), [8], [3], 2, 3),
+            r"^successes \+ failures = 5 exceeds the first look l_1 = 4: no unbiased estimate of mu\^a "
+            r"\(1 - mu\)\^b exists past the draws made before any stopping decision$",
+        ),
+    ],
+)
+def test_plan_and_moment_messages_in_full(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_path_counts_are_exact_python_ints_beyond_float_range():
+    # C(1100, 550) ~ 1e329 exceeds float64 and int64: the counts stay exact Python ints
+    counts = cm.path_counts(cm.unanimity_rule((4, 1100)))
+    assert counts.dtype == object and counts.shape == (2, 1101)
+    assert all(type(value) is int for value in counts.ravel())
+    assert counts[0, 0] == 1 and counts[0, 4] == 1 and counts[0, 2] == 0
+    # reach (4, s') for s' = 1..3, then 1096 more draws: sum_s' C(4, s') C(1096, 550 - s')
+    assert counts[1, 550] == sum(math.comb(4, t) * math.comb(1096, 550 - t) for t in (1, 2, 3))
+
+
+def test_a_mu_whose_ratio_is_exactly_one_over_alpha_is_outside_the_set():
+    """The set is ``ratio < 1/alpha``, strict. For n = 3, s = 0, prior 1 the log ratio at mu = 1/2 is
+    3 log 2 - log 4 = log 2; an alpha among the floats next to 1/2 makes the computed threshold equal the
+    computed -log L(1/2) exactly (searched here, in the library's order of operations). The first upper
+    midpoint is 1/2, judged outside, so the upper end is exactly 1/2; with ``<=`` it would lie above."""
+    n, log_l = np.array([3]), 3 * math.log(0.5)
+    log_beta_prior = math.lgamma(1.0) + math.lgamma(4.0) - math.lgamma(5.0)  # log B(1, 4) = -log 4
+    alpha = 0.5
+    for _ in range(3000):
+        if math.log(1.0 / alpha) - log_beta_prior + 0.0 == -log_l:
+            break
+        alpha = math.nextafter(alpha, 0.0 if math.log(1.0 / alpha) - log_beta_prior < -log_l else 1.0)
+    else:
+        pytest.skip("no float alpha gives an exact tie on this platform")
+    assert cm.confidence_sequence(n, [0], alpha=alpha, prior=1.0).upper[0] == 0.5
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (([0], [0]), r"^n_samples must be >= 1; found 0$"),
+        (([8], [-1]), r"^n_correct must be >= 0; found -1$"),
+        (([8, 8, 4], [1, 2]), r"^n_samples and n_correct must have the same shape, got \(3,\) and \(2,\)$"),
+        (([8], [9]), r"^n_correct must be <= n_samples for every question$"),
+        (([9], [3]), r"^n_samples must be one of the plan's looks \(4, 8\); found 9$"),
+    ],
+)
+def test_terminal_state_messages_name_the_argument(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        cm.unbiased_mean(cm.unanimity_rule((4, 8)), *arguments)
+
+
+def test_estimates_keep_the_shape_of_the_states_and_mu_zero_or_one_warns_nothing():
+    import warnings
+
+    plan = cm.unanimity_rule((4, 8))
+    n, s = np.array([[4, 8], [8, 4]]), np.array([[0, 3], [5, 4]])
+    mean = cm.unbiased_mean(plan, n, s)
+    assert mean.shape == (2, 2)
+    one_by_one = [
+        [cm.unbiased_mean(plan, [a], [b])[0] for a, b in zip(*row, strict=True)]
+        for row in zip(n, s, strict=True)
+    ]
+    np.testing.assert_array_equal(mean, one_by_one)
+    assert cm.unbiased_mean(plan, 8, 3).shape == ()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 0 log 0 is 0, without a numpy RuntimeWarning
+        probabilities = cm.terminal_probabilities(plan, [0.0, 1.0])
+    states = cm.terminal_states(plan)
+    np.testing.assert_array_equal(probabilities[0], (states[1] == 0).astype(float))
+    np.testing.assert_array_equal(probabilities[1], (states[1] == states[0]).astype(float))

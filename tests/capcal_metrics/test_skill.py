@@ -94,3 +94,12 @@ def test_expected_skill_of_the_reference_forecasts(k):
     for name in ("random", "random_corrected"):
         mean, tolerance = _mean_and_tolerance(values[name], n_questions)
         assert mean + tolerance < 0, name
+
+
+@pytest.mark.parametrize(
+    "call", [cm.base_rate_variance, cm.random_baseline_brier_skill_score], ids=lambda f: f.__name__
+)
+def test_the_reference_refuses_fewer_than_two_samples_by_name(call):
+    # the base-rate variance checks n_samples itself (random_baseline_brier_skill_score has no other check)
+    with pytest.raises(ValueError, match=r"^n_samples must be >= 2 for every query; found n = 1$"):
+        call([0.25, 0.5, 1.0], [4, 1, 3])

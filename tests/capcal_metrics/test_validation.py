@@ -178,3 +178,19 @@ def test_length_and_shape_of_per_question_arrays():
     with pytest.raises(ValueError, match="^caps is empty$"):
         check_whole_numbers([], "caps", ndim=1)
     assert check_whole_numbers([], "caps").size == 0  # without ndim: any shape, may be empty
+
+
+def test_error_messages_give_the_position_in_every_dimension():
+    # a 2-D array's first bad entry (row-major order) is named by its (row, column) pair
+    values = np.full((3, 4), 0.5)
+    values[1, 2], values[2, 0] = 1.5, -0.5
+    with pytest.raises(ValueError, match=r"^mu must lie in \[0, 1\]; found 1\.5 at index \(1, 2\)$"):
+        check_probabilities(values, "mu", ndim=2)
+    values[0, 3] = np.inf
+    with pytest.raises(ValueError, match=r"^mu contains NaN or infinite values \(first at index \(0, 3\)\)$"):
+        check_probabilities(values, "mu", ndim=None)
+
+
+def test_binary_labels_are_one_dimensional():
+    with pytest.raises(ValueError, match=r"^labels must be a 1-D array, got shape \(2, 2\)$"):
+        check_binary_labels([[0, 1], [1, 0]], "labels")
