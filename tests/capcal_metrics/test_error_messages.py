@@ -62,6 +62,12 @@ VALID: dict[str, dict] = {
     "soft_label_auroc": {"confidence": CONFIDENCE, "target": TARGET},
     "spearman_correlation": {"confidence": CONFIDENCE, "target": TARGET},
     "capability_brier_from_moments": {"confidence": CONFIDENCE, "mu_hat": TARGET, "mu_square_hat": TARGET**2},
+    "base_rate_variance_from_moments": {"mu_hat": TARGET, "mu_square_hat": 0.9 * TARGET**2},
+    "brier_skill_score_from_moments": {
+        "confidence": CONFIDENCE,
+        "mu_hat": TARGET,
+        "mu_square_hat": 0.9 * TARGET**2,
+    },
     # capcal_metrics.sequential (adaptive sampling)
     "unanimity_rule": {"looks": (2, 4)},
     "confidence_width_rule": {"looks": (2, 4), "width": 0.9, "alpha": 0.05, "prior": 0.5},
