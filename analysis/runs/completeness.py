@@ -112,7 +112,10 @@ def _runs(frame: pd.DataFrame) -> Iterator[tuple[str, str, str, pd.DataFrame]]:
 
 
 def _samples_per_question(file: SamplesFile, group: pd.DataFrame) -> int:
-    """k: the task's ``repeats`` from the results file, else the most responses any question has."""
+    """k: the task's ``repeats`` from the results file, else the most responses any question has. An
+    adaptive run's questions need the n their record's rule stopped at, not k: ``parse_sampling_record``
+    checks that n is a look and that the rule fired there and not before, so a truncated adaptive record
+    raises ``RunFormatError`` (file:line) and the rest are complete."""
     repeats = file.task_config.get("repeats")
     if isinstance(repeats, int) and not isinstance(repeats, bool):
         return int(repeats)
@@ -162,7 +165,7 @@ def _row(
 def _sampling_row(file: SamplesFile, task: str, run_id: str, group: pd.DataFrame) -> dict:
     """The check of one sampling run: questions short of k, null and empty responses, the results file."""
     k = _samples_per_question(file, group)
-    short = int((group["n"] < k).sum())
+    short = int(((group["n"] < k) & (group["sampling"] == "fixed k")).sum())
     null = int(group["null_responses"].sum())
     empty = _empty_responses(group)
     problems = _file_problems(file, len(group), "questions", sampling=True)
