@@ -66,7 +66,8 @@ def check_run(output_dir: str | Path | Sequence[str | Path]) -> pd.DataFrame:
 
     ``questions`` (logged questions or confidence records), ``questions_expected`` (lm-eval's "n-samples"
     count in the results file), ``k`` (the task's ``repeats``), ``questions_short_of_k`` (questions with
-    fewer than k responses), ``null_responses`` (null responses), ``empty_responses`` (responses that are
+    fewer than k responses; an adaptive run's questions need the n their rule stopped at, checked on
+    reading), ``null_responses`` (null responses), ``empty_responses`` (responses that are
     empty after stripping whitespace), ``unmatched`` (confidence records without a question of the same
     model and target task), ``unparsed`` (confidence records without a parsed confidence: a verbalized
     confidence that did not parse, a P(True) or self-check without a value), ``complete`` (no problem
