@@ -28,6 +28,7 @@ import warnings
 from typing import NamedTuple
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike
 
 import capcal_metrics as cm
@@ -41,6 +42,8 @@ __all__ = [
     "adaptive_leakage_free_consistency",
     "adaptive_metric_intervals",
     "adaptive_pass_at_k",
+    "first_look",
+    "first_look_table",
     "metrics_from_estimates",
     "stopped_counts",
 ]
@@ -198,3 +201,38 @@ def stopped_counts(successes_at_looks: ArrayLike, plan: cm.SequentialPlan) -> tu
     stops = plan.stop[np.arange(looks.size), successes.astype(np.intp)]
     first = np.argmax(stops, axis=1)  # the last look always stops
     return looks[first], successes[np.arange(successes.shape[0]), first].astype(np.int64)
+
+
+def first_look(table: pd.DataFrame) -> int | None:
+    """l_1, the first look of an adaptive run's question table (its ``looks`` column; one plan per
+    table); None for a fixed-k table (no ``sampling`` starts with "adaptive", or no ``sampling`` column;
+    a :func:`first_look_table` is fixed k)."""
+    if "sampling" not in table.columns or not table["sampling"].astype(str).str.startswith("adaptive").any():
+        return None
+    firsts = {int(looks[0]) for looks in table["looks"]}
+    if len(firsts) != 1:
+        raise ValueError(f"questions of several adaptive plans in one table (first looks {sorted(firsts)})")
+    return firsts.pop()
+
+
+def first_look_table(table: pd.DataFrame) -> pd.DataFrame:
+    """An adaptive run's question table cut to each question's first l_1 samples, the samples drawn before
+    any stopping decision: a fixed-k run of l_1 samples (``correctness``, ``extracted_answers`` and
+    ``responses`` cut; ``n`` = l_1; ``s``, ``expected_accuracy``, ``mu_hat``, ``mu_squared_hat`` of those
+    samples; ``sampling`` "fixed k (first look l_1 of ...)"). pass@k for k <= l_1, the budget curves and
+    consistency computed on it are exact (as :func:`adaptive_leakage_free_consistency`).
+    A fixed-k table is returned as it is."""
+    look = first_look(table)
+    if look is None:
+        return table
+    cut = table.copy()
+    for column in ("correctness", "extracted_answers", "responses"):
+        if column in cut.columns:
+            cut[column] = [list(values)[:look] for values in cut[column]]
+    s = np.array([int(sum(vector)) for vector in cut["correctness"]])
+    cut["n"] = look
+    cut["s"] = s
+    cut["expected_accuracy"] = cut["mu_hat"] = s / look
+    cut["mu_squared_hat"] = s * (s - 1) / (look * (look - 1))
+    cut["sampling"] = [f"fixed k (first look {look} of {label})" for label in table["sampling"]]
+    return cut

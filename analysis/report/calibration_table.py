@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 import capcal_metrics as cm
+from analysis.estimators.adaptive import first_look
 
 __all__ = [
     "CAPABILITY_METRICS",
@@ -35,6 +36,8 @@ __all__ = [
     "RESPONSE_METRICS",
     "calibration_table",
     "first_response_correctness",
+    "is_adaptive",
+    "sampling_of",
 ]
 
 CAPABILITY_METRICS = (
@@ -101,8 +104,31 @@ def first_response_correctness(table: pd.DataFrame) -> np.ndarray:
     return np.array([int(vector[0]) for vector in table["correctness"]], dtype=float)
 
 
-def _metric_functions(confidence: np.ndarray, mu_hat: np.ndarray, z: np.ndarray, n: np.ndarray) -> dict:
-    """``bootstrap_cis`` specification: metric name -> (function, arrays)."""
+def sampling_of(table: pd.DataFrame) -> str:
+    """How the table's questions were sampled: its ``sampling`` labels joined by "; " ("fixed k", or
+    "adaptive (looks ..., rule ...)", ``analysis.runs.records.sampling_label``); "fixed k" without the
+    column."""
+    if "sampling" not in table.columns or table.empty:
+        return "fixed k"
+    return "; ".join(dict.fromkeys(str(label) for label in table["sampling"]))
+
+
+def is_adaptive(table: pd.DataFrame) -> bool:
+    """Whether the table's questions were sampled adaptively (``analysis.estimators.adaptive.first_look``)."""
+    return first_look(table) is not None
+
+
+def _metric_functions(
+    confidence: np.ndarray,
+    mu_hat: np.ndarray,
+    z: np.ndarray,
+    n: np.ndarray,
+    mu_square_hat: np.ndarray | None = None,
+) -> dict:
+    """``bootstrap_cis`` specification: metric name -> (function, arrays). With ``mu_square_hat`` (an
+    adaptive run's unbiased estimates of mu^2 after stopping) the corrected Brier and the skill are the
+    moment forms of ``analysis.estimators.adaptive`` (``capcal_metrics.capability_brier_from_moments``,
+    ``brier_skill_score_from_moments``), unbiased after stopping; the n-corrected forms assume a fixed n."""
     metrics = {
         "capability_ece": (cm.expected_calibration_error, (confidence, mu_hat)),
         "capability_ece_debiased": (cm.debiased_expected_calibration_error, (confidence, mu_hat)),
@@ -115,16 +141,26 @@ def _metric_functions(confidence: np.ndarray, mu_hat: np.ndarray, z: np.ndarray,
         "response_brier": (cm.brier_score, (confidence, z)),
         "response_auroc": (cm.auroc, (confidence, z)),
     }
-    if n.size == 0 or n.min() < 2:  # the corrected Brier needs n >= 2 samples per question
+    if mu_square_hat is not None:
+        moments = (confidence, mu_hat, mu_square_hat)
+        metrics["corrected_capability_brier"] = (cm.capability_brier_from_moments, moments)
+        metrics["capability_brier_skill"] = (cm.brier_skill_score_from_moments, moments)
+    elif n.size == 0 or n.min() < 2:  # the corrected Brier needs n >= 2 samples per question
         del metrics["corrected_capability_brier"]
         metrics["capability_brier_skill"] = (cm.brier_skill_score, (confidence, mu_hat))
     return {name: metrics[name] for name in (*CAPABILITY_METRICS, *RESPONSE_METRICS) if name in metrics}
 
 
-def _random_brier_skill(mu_hat: np.ndarray, n: np.ndarray) -> float:
-    """Expected Brier skill of c ~ U(0, 1), in the form the table reports (corrected when every n >= 2)."""
+def _random_brier_skill(mu_hat: np.ndarray, n: np.ndarray, mu_square_hat: np.ndarray | None = None) -> float:
+    """Expected Brier skill of c ~ U(0, 1), in the form the table reports (corrected when every n >= 2; with
+    an adaptive run's ``mu_square_hat``, ``1 - mean_i (1/3 - mu_hat_i + mu_square_hat_i) / S_hat``, S_hat of
+    ``capcal_metrics.base_rate_variance_from_moments``: E (c - mu)^2 = 1/3 - mu + mu^2 for c ~ U(0, 1))."""
     if mu_hat.size < 2:
         return float("nan")
+    if mu_square_hat is not None:
+        reference = cm.base_rate_variance_from_moments(mu_hat, mu_square_hat)
+        expected = float(np.mean(1.0 / 3.0 - mu_hat + mu_square_hat))
+        return 1.0 - expected / reference if reference > 0.0 else float("nan")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", cm.UndefinedMetricWarning)
         return cm.random_baseline_brier_skill_score(mu_hat, n if n.min() >= 2 else None)
@@ -137,24 +173,31 @@ def calibration_table(
     confidence_level: float = 0.95,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """One row per (estimator, metric): estimate, low, high, the number of questions it was computed on, and
-    ``interval_method`` ("bootstrap percentile" or "jackknife normal") and ``interval_note`` (empty, or the
-    warning of :data:`INTERVAL_NOTES` where the interval does not cover).
+    """One row per (estimator, metric): estimate, low, high, the number of questions it was computed on,
+    ``sampling`` (how the questions were sampled: "fixed k" or "adaptive (looks ..., rule ...)",
+    :func:`sampling_of`), ``interval_method`` ("bootstrap percentile" or "jackknife normal") and
+    ``interval_note`` (empty, or the warning of :data:`INTERVAL_NOTES` where the interval does not cover).
 
     ``table`` holds ``expected_accuracy``, ``n``, ``correctness`` and one confidence column per name in
     ``estimators``; questions where an estimator has no confidence (NaN, e.g. a verbalized answer that could
     not be parsed) are left out of that estimator's rows and counted in ``questions_missing``. The corrected
-    Brier needs n >= 2 samples per question and is omitted otherwise.
+    Brier needs n >= 2 samples per question and is omitted otherwise. An adaptive run's table (any
+    ``sampling`` other than "fixed k") also holds ``mu_squared_hat``: its ``expected_accuracy`` is already the
+    unbiased mu_hat after stopping, and the corrected Brier and the skill take the unbiased mu^2 estimates
+    (:func:`_metric_functions`), the values of ``analysis.estimators.adaptive.adaptive_capability_metrics``.
     """
     mu_all = table["expected_accuracy"].to_numpy(dtype=float)
     n_all = table["n"].to_numpy(dtype=float)
+    mu2_all = table["mu_squared_hat"].to_numpy(dtype=float) if is_adaptive(table) else None
+    sampling = sampling_of(table)
     z_all = first_response_correctness(table)
     rows = []
     for estimator in estimators:
         confidence_all = table[estimator].to_numpy(dtype=float)
         keep = np.isfinite(confidence_all)
         confidence, mu_hat, n, z = confidence_all[keep], mu_all[keep], n_all[keep], z_all[keep]
-        metrics = _metric_functions(confidence, mu_hat, z, n)
+        mu2 = mu2_all[keep] if mu2_all is not None else None
+        metrics = _metric_functions(confidence, mu_hat, z, n, mu2)
         if confidence.size < 2:
             intervals = {metric: cm.BootstrapCI(np.nan, np.nan, np.nan) for metric in metrics}
         else:
@@ -183,6 +226,7 @@ def calibration_table(
                     "high": high,
                     "questions": int(keep.sum()),
                     "questions_missing": int((~keep).sum()),
+                    "sampling": sampling,
                     "interval_method": "jackknife normal"
                     if metric in JACKKNIFE_METRICS
                     else "bootstrap percentile",
@@ -191,7 +235,7 @@ def calibration_table(
             )
     random_rows = {
         "capability_brier": cm.random_baseline_brier_score(mu_all),
-        "capability_brier_skill": _random_brier_skill(mu_all, n_all),
+        "capability_brier_skill": _random_brier_skill(mu_all, n_all, mu2_all),
         "response_brier": cm.random_baseline_brier_score(z_all),
         "soft_auroc": 0.5,
         "response_auroc": 0.5,
@@ -207,6 +251,7 @@ def calibration_table(
                 "high": float("nan"),
                 "questions": len(table),
                 "questions_missing": 0,
+                "sampling": sampling,
                 "interval_method": "",  # an expectation: no interval
                 "interval_note": "",
             }

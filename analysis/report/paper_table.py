@@ -36,6 +36,7 @@ __all__ = [
     "metric_grid",
     "metric_rows",
     "paper_table",
+    "sampling_note",
 ]
 
 # The headline metrics, in the order the grids appear; those a run does not compute are skipped.
@@ -53,13 +54,14 @@ BLANK_NOTE = (
 )
 ROW_COLUMNS = [
     "model", "task", "estimator", "metric", "estimate", "low", "high", "interval_method", "questions",
-    "leaky", "higher_is_better",
+    "sampling", "leaky", "higher_is_better",
 ]  # fmt: skip
 
 
 def metric_rows(results: Sequence) -> pd.DataFrame:
     """The metric rows of the report's (model, evaluation task) sections (``analyze_runs(...).results``):
-    model (display name), task, estimator, metric, estimate, low, high, questions, leaky, higher_is_better;
+    model (display name), task, estimator, metric, estimate, low, high, questions, sampling ("fixed k" or
+    "adaptive (looks ..., rule ...)", from the run's records), leaky, higher_is_better;
     the leakage-free consistency's rows are those of its own table (scored against mu_hat_lf)."""
     frames = []
     for result in results:
@@ -125,6 +127,17 @@ def metric_grid(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
     return grid.reset_index()
 
 
+def sampling_note(rows: pd.DataFrame) -> str:
+    """One line saying how each column's questions were sampled: "sampling: task: fixed k; ..." (the rows'
+    ``sampling``: "fixed k" or "adaptive (looks ..., rule ...)", whose metrics are the estimates after
+    stopping)."""
+    several = rows["model"].nunique() > 1
+    labels: dict[str, dict[str, None]] = {}
+    for m, t, label in zip(rows["model"], rows["task"], rows["sampling"], strict=True):
+        labels.setdefault(f"{m} · {t}" if several else t, {})[str(label)] = None
+    return "sampling: " + "; ".join(f"{column}: {' / '.join(found)}" for column, found in labels.items())
+
+
 def _metrics_present(rows: pd.DataFrame, metrics: Sequence[str] | None) -> list[str]:
     present = set(rows["metric"])
     return [m for m in (metrics or HEADLINE_METRICS) if m in present]
@@ -142,7 +155,10 @@ def grid_section(rows: pd.DataFrame, metrics: Sequence[str] | None = None) -> Re
     grids = [metric_grid(rows, m) for m in chosen]
     footnotes = {}
     for caption, metric, grid in zip(captions, chosen, grids, strict=True):
-        lines = range_footnotes(rows[rows["metric"] == metric])
+        lines = [
+            *range_footnotes(rows[rows["metric"] == metric]),
+            sampling_note(rows[rows["metric"] == metric]),
+        ]
         if (grid.iloc[:, 1:] == "").to_numpy().any():
             lines.append(BLANK_NOTE)
         footnotes[caption] = lines
@@ -205,7 +221,10 @@ def format_table(rows: pd.DataFrame, metrics: Sequence[str] | None = None, fmt: 
     for metric in chosen:
         caption = f"{metric_header(metric)} (estimate [{interval_label(metric)}])"
         grid = metric_grid(rows, metric)
-        notes = range_footnotes(rows[rows["metric"] == metric])
+        notes = [
+            *range_footnotes(rows[rows["metric"] == metric]),
+            sampling_note(rows[rows["metric"] == metric]),
+        ]
         if fmt == "latex":
             blocks.append(_latex_grid(grid, caption, notes))
         else:

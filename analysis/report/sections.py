@@ -16,6 +16,7 @@ from analysis.applications.budget import budget_allocation_curves
 from analysis.applications.pass_at_k_prediction import dataset_curve, instance_mse
 from analysis.applications.routing import pair_models, routing_curves
 from analysis.applications.self_calibration_strategies import self_calibration_curves
+from analysis.estimators.adaptive import first_look, first_look_table
 from analysis.estimators.consistency import encode_answer_classes
 from analysis.judge.agreement import NOT_SENT, UNPARSEABLE, RescoreAgreement
 from analysis.rendering import Figure, ReportSection, format_interval
@@ -27,6 +28,7 @@ from analysis.report.calibration_table import (
     calibration_table,
     first_response_correctness,
     intervals_note,
+    sampling_of,
 )
 from analysis.report.figures import (
     Curve,
@@ -158,6 +160,16 @@ class SectionInputs:
         return n, c
 
     @cached_property
+    def first_look_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """``counts`` of the samples drawn before any stopping decision: an adaptive run's first l_1 samples
+        of every question (``analysis.estimators.adaptive.first_look_table``), where pass@k is exact for k
+        <= l_1; ``counts`` for a fixed-k run."""
+        table = first_look_table(self.evaluation)
+        n = table["n"].to_numpy(dtype=int)
+        c = np.array([int(sum(vector)) for vector in table["correctness"]])
+        return n, c
+
+    @cached_property
     def confidences(self) -> dict[str, np.ndarray]:
         """Each calibration-table estimator's confidence per question (NaN where it has none)."""
         return {name: self.evaluation[name].to_numpy(dtype=float) for name in self.estimators}
@@ -177,7 +189,10 @@ class SectionInputs:
         if table is None:
             return None
         return table.assign(
-            expected_accuracy=table["mu_hat_lf"], n=table["n_lf"], correctness=self.evaluation["correctness"]
+            expected_accuracy=table["mu_hat_lf"],
+            n=table["n_lf"],
+            correctness=self.evaluation["correctness"],
+            sampling=sampling_of(first_look_table(self.evaluation)),
         )
 
     @cached_property
@@ -204,6 +219,21 @@ class SectionInputs:
         }
 
 
+def sampling_facts(evaluation: pd.DataFrame) -> dict[str, str]:
+    """How the questions were sampled (``sampling_of``) and, for an adaptive run, the samples drawn against
+    the fixed-k run of k_max (the last look) and the share saved: ``sum_i n_i`` and ``N k_max``, the
+    ``samples_drawn`` and ``fixed_k_samples`` of the results file's ``capcal_adaptive`` for these
+    questions."""
+    facts = {"sampling": sampling_of(evaluation)}
+    if first_look(evaluation) is not None:
+        drawn = int(evaluation["n"].sum())
+        fixed = int(sum(int(looks[-1]) for looks in evaluation["looks"]))
+        facts["samples drawn"] = (
+            f"{drawn} of {fixed} (fixed k), {fixed - drawn} saved ({1 - drawn / fixed:.0%})"
+        )
+    return facts
+
+
 def capability_facts(computed: ComputedEstimators, facts: dict[str, object], estimators: list[str]) -> dict:
     """The section's key facts: ``facts`` (model, task, relations), then the question count, samples per
     question, mean mu_hat, the share of questions with 0 < mu_hat < 1 and the estimators with their target."""
@@ -212,6 +242,7 @@ def capability_facts(computed: ComputedEstimators, facts: dict[str, object], est
     n = evaluation["n"].to_numpy(dtype=int)
     return {
         **facts,
+        **sampling_facts(evaluation),
         "questions": len(evaluation),
         "samples per question": f"{n.min()}" if n.min() == n.max() else f"{n.min()}-{n.max()}",
         "mean expected accuracy": f"{mu.mean():.3f}",
@@ -338,10 +369,16 @@ def pass_at_k_part(inputs: SectionInputs) -> SectionPart:
     complete = inputs.complete
     if not complete:
         return SectionPart()
-    n, c = inputs.counts
+    n, c = inputs.first_look_counts
     curves = pass_at_k_curves(complete, n, c)
     actual = curves[-1]
     intervals = f"{inputs.n_resamples} bootstrap resamples over questions, 95% intervals"
+    look = first_look(inputs.evaluation)
+    if look is not None:
+        intervals += (
+            f"; adaptive run: from each question's first {look} samples, pass@k for k > {look} not available "
+            f"(no unbiased estimate after stopping: k exceeds the first look l_1 = {look})"
+        )
     return SectionPart(
         tables=[
             (
@@ -365,7 +402,7 @@ def budget_part(inputs: SectionInputs) -> SectionPart:
     with the baselines, at average budgets 1, 2, 4, ... up to the smallest n (only with a complete one)."""
     if not inputs.complete:
         return SectionPart()
-    n, c = inputs.counts
+    n, c = inputs.first_look_counts
     registered = inputs.computed.in_section(BUDGET)
     budget = budget_allocation_curves(
         {name: v for name, v in inputs.complete.items() if name in registered},

@@ -48,6 +48,7 @@ import pandas as pd
 
 import capcal_metrics as cm
 from analysis.rendering import Figure, ReportSection, format_interval
+from analysis.report.calibration_table import is_adaptive
 from analysis.report.figures import Interval, forest_figure
 from analysis.report.metric_ranges import marked_interval, range_footnotes
 from analysis.report.registry import LEAKY
@@ -117,17 +118,20 @@ class _Candidate:
     confidence: np.ndarray
     mu_hat: np.ndarray
     n: np.ndarray
+    mu_square_hat: np.ndarray | None = None  # an adaptive run's unbiased mu^2 after stopping
 
 
 def _candidates(inputs: SectionInputs) -> tuple[list[_Candidate], list[str]]:
     """The honest estimators (with their scoring target) and the leaky ones left out."""
     mu, n = inputs.mu, inputs.counts[0].astype(float)
+    evaluation = inputs.evaluation
+    mu2 = evaluation["mu_squared_hat"].to_numpy(dtype=float) if is_adaptive(evaluation) else None
     candidates, leaky = [], []
     for name in inputs.estimators:
         if LEAKY.match(name):
             leaky.append(name)
             continue
-        candidates.append(_Candidate(name, "mu_hat", inputs.confidences[name], mu, n))
+        candidates.append(_Candidate(name, "mu_hat", inputs.confidences[name], mu, n, mu2))
     table = inputs.leakage_free
     if table is not None:
         for name in (c for c in table.columns if c.startswith("consistency_lf_k")):
@@ -156,16 +160,21 @@ def _advantage(best: _Candidate, other: _Candidate, metric: str, n_resamples: in
     shared = np.isfinite(best.confidence) & np.isfinite(other.confidence)
     if shared.sum() < 2:
         return np.nan, np.nan, np.nan, int(shared.sum())
-    function = cm.corrected_capability_brier_score if metric == PRIMARY_METRIC else cm.brier_score
 
-    def arrays(candidate: _Candidate) -> tuple:
+    def spec(candidate: _Candidate) -> tuple:
+        """The primary metric's (function, arrays): the corrected Brier in its fixed-n form, or from the
+        unbiased moments for an adaptive run (as ``calibration_table``)."""
         base = (candidate.confidence[shared], candidate.mu_hat[shared])
-        return (*base, candidate.n[shared]) if metric == PRIMARY_METRIC else base
+        if metric != PRIMARY_METRIC:
+            return cm.brier_score, base
+        if candidate.mu_square_hat is not None:
+            return cm.capability_brier_from_moments, (*base, candidate.mu_square_hat[shared])
+        return cm.corrected_capability_brier_score, (*base, candidate.n[shared])
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", cm.UndefinedMetricWarning)
         ci = cm.bootstrap_differences(
-            {"best": (function, arrays(best)), "other": (function, arrays(other))},
+            {"best": spec(best), "other": spec(other)},
             "best",
             n_resamples=n_resamples,
             seed=seed,

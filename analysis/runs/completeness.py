@@ -66,7 +66,8 @@ def check_run(output_dir: str | Path | Sequence[str | Path]) -> pd.DataFrame:
 
     ``questions`` (logged questions or confidence records), ``questions_expected`` (lm-eval's "n-samples"
     count in the results file), ``k`` (the task's ``repeats``), ``questions_short_of_k`` (questions with
-    fewer than k responses), ``null_responses`` (null responses), ``empty_responses`` (responses that are
+    fewer than k responses; an adaptive run's questions need the n their rule stopped at, checked on
+    reading), ``null_responses`` (null responses), ``empty_responses`` (responses that are
     empty after stripping whitespace), ``unmatched`` (confidence records without a question of the same
     model and target task), ``unparsed`` (confidence records without a parsed confidence: a verbalized
     confidence that did not parse, a P(True) or self-check without a value), ``complete`` (no problem
@@ -112,7 +113,10 @@ def _runs(frame: pd.DataFrame) -> Iterator[tuple[str, str, str, pd.DataFrame]]:
 
 
 def _samples_per_question(file: SamplesFile, group: pd.DataFrame) -> int:
-    """k: the task's ``repeats`` from the results file, else the most responses any question has."""
+    """k: the task's ``repeats`` from the results file, else the most responses any question has. An
+    adaptive run's questions need the n their record's rule stopped at, not k: ``parse_sampling_record``
+    checks that n is a look and that the rule fired there and not before, so a truncated adaptive record
+    raises ``RunFormatError`` (file:line) and the rest are complete."""
     repeats = file.task_config.get("repeats")
     if isinstance(repeats, int) and not isinstance(repeats, bool):
         return int(repeats)
@@ -162,7 +166,7 @@ def _row(
 def _sampling_row(file: SamplesFile, task: str, run_id: str, group: pd.DataFrame) -> dict:
     """The check of one sampling run: questions short of k, null and empty responses, the results file."""
     k = _samples_per_question(file, group)
-    short = int((group["n"] < k).sum())
+    short = int(((group["n"] < k) & (group["sampling"] == "fixed k")).sum())
     null = int(group["null_responses"].sum())
     empty = _empty_responses(group)
     problems = _file_problems(file, len(group), "questions", sampling=True)

@@ -22,7 +22,7 @@ from capcal_tasks.sampling import (
     recheck_sampling_record,
 )
 
-__all__ = ["RunRows", "read_run"]
+__all__ = ["RunRows", "read_run", "sampling_fields", "sampling_label"]
 
 
 def _question_text(doc: dict, record: dict) -> str:
@@ -147,6 +147,7 @@ def _sampling_row(
         "null_responses": fields["null_responses"],
         "empty_responses": sum(1 for text in responses if text is not None and not text.strip()),
     }
+    row.update(sampling_fields(fields["correctness"], fields["adaptive"]))
     if keep_responses:
         row["responses"] = responses
     if fields["majority_vote_accuracy"] is not None:
@@ -156,6 +157,46 @@ def _sampling_row(
     for m, value in fields["pass_at"].items():
         row[f"pass_at_{m}"] = value
     return row
+
+
+def sampling_label(adaptive: dict | None) -> str:
+    """How a question was sampled: "fixed k", or "adaptive (looks 16, 32, 64, rule unanimity)" with the
+    rule's parameters (``confidence_width`` W, alpha) from a record's ``adaptive`` object."""
+    if adaptive is None:
+        return "fixed k"
+    rule = adaptive["rule"]
+    name = (
+        rule["name"]
+        if rule["name"] == "unanimity"
+        else f"{rule['name']} {rule['width']:g} alpha {rule['alpha']:g}"
+    )
+    return f"adaptive (looks {', '.join(map(str, adaptive['looks']))}, rule {name})"
+
+
+def sampling_fields(correctness: list[int], adaptive: dict | None) -> dict[str, Any]:
+    """The per-question sampling columns, one path for both kinds of run: ``sampling`` (``sampling_label``),
+    ``s`` (successes), ``mu_hat`` and ``mu_squared_hat`` (unbiased for mu and mu^2: the adaptive record's
+    path-count estimates, or s/n and s(s - 1)/(n(n - 1)) at fixed k, NaN for n = 1), ``looks`` ([n] at fixed
+    k) and ``rule`` (the adaptive rule object, None at fixed k); with ``looks`` and ``rule``,
+    ``capcal_tasks.adaptive_records.sequential_plan`` gives the plan."""
+    n, s = len(correctness), int(sum(correctness))
+    if adaptive is not None:
+        return {
+            "sampling": sampling_label(adaptive),
+            "s": s,
+            "mu_hat": float(adaptive["mu_hat"]),
+            "mu_squared_hat": float(adaptive["mu_squared_hat"]),
+            "looks": list(adaptive["looks"]),
+            "rule": dict(adaptive["rule"]),
+        }
+    return {
+        "sampling": "fixed k",
+        "s": s,
+        "mu_hat": s / n,
+        "mu_squared_hat": s * (s - 1) / (n * (n - 1)) if n > 1 else float("nan"),
+        "looks": [n],
+        "rule": None,
+    }
 
 
 def _run_rows(file: SamplesFile, sampling_rows: list[dict], confidence_rows: list[dict]) -> RunRows:
