@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -52,3 +53,24 @@ def test_undefined_cases():
     assert (
         math.isfinite(interval.estimate) and math.isnan(interval.low) and math.isnan(interval.standard_error)
     )
+
+
+def test_leave_one_out_silences_only_the_undefined_metric_warning():
+    """Without its only positive, AUROC is undefined: NaN and no warning (the jackknife reports it); any
+    other warning of a custom statistic reaches the caller."""
+    confidence = np.array([0.1, 0.4, 0.35, 0.8])
+    labels = np.array([0.0, 0.0, 1.0, 0.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        values = cm.leave_one_out_values(lambda c, z: cm.auroc(c, z), confidence, labels)
+    expected = [cm.auroc(np.delete(confidence, i), np.delete(labels, i)) for i in (0, 1, 3)]
+    np.testing.assert_allclose(values[[0, 1, 3]], expected, rtol=0, atol=1e-15)
+    assert np.isnan(values[2])
+
+    def noisy_mean(c: np.ndarray) -> float:
+        warnings.warn("a custom statistic's own warning", UserWarning, stacklevel=2)
+        return float(c.mean())
+
+    with pytest.warns(UserWarning, match="custom statistic's own warning"):
+        values = cm.leave_one_out_values(noisy_mean, confidence)
+    np.testing.assert_allclose(values, [np.delete(confidence, i).mean() for i in range(4)], rtol=1e-15)
