@@ -147,3 +147,16 @@ def test_pearson_counts_a_variance_as_zero_up_to_the_documented_bound(ratio, con
     assert np.isnan(r) == constant
     if not constant:
         assert 0.9 < r <= 1.0  # two points: r = 1 exactly, here with the cancellation of a variance ~ 40 eps
+
+
+def test_spearman_stays_within_minus_one_to_one_at_a_million_questions():
+    """Below ~2e5 questions every rank sum is exact in float64 and |rho| <= 1 exactly; at 1e6 they round and,
+    unclipped, rho = +-(1 + 2e-16) on this draw (the third of seed 0)."""
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        rng.random(1_000_000)
+    confidence = rng.random(1_000_000)
+    for target, sign in ((confidence, 1.0), (1.0 - confidence, -1.0)):
+        rho = cm.spearman_correlation(confidence, target)
+        assert -1.0 <= rho <= 1.0
+        assert rho == pytest.approx(sign, abs=1e-12)

@@ -127,7 +127,10 @@ def test_soft_label_auroc_of_a_class_mass_within_rounding_of_zero_is_undefined(t
     """A positive (or negative) mass of at most N eps N cannot be told from 0: NaN with the warning, as for
     all-0 or all-1 targets (before, the kernel's NaN came back without a warning)."""
     confidence = [0.2, 0.5, 0.9][: len(target)]
-    with pytest.warns(cm.UndefinedMetricWarning, match="soft_label_auroc.*0 up to rounding"):
+    message = (
+        r"^soft_label_auroc is undefined: the targets' total or the total of 1 - target is 0 up to rounding;"
+    )
+    with pytest.warns(cm.UndefinedMetricWarning, match=message):
         assert np.isnan(cm.soft_label_auroc(confidence, target))
 
 
