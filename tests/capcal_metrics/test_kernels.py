@@ -143,3 +143,20 @@ def test_metric_kernel_unwraps_keyword_partials_only():
     assert kernel_registry.metric_kernel(workspace, _Unhashable(), [confidence, target]) is None
     interval = cm.bootstrap_ci(_Unhashable(), confidence, target, n_resamples=20)
     assert interval.estimate == pytest.approx(cm.brier_score(confidence, target), abs=1e-15)
+
+
+@pytest.mark.parametrize("value_kind", [None, "whole", "fractional"])
+def test_cumsums_asked_before_sums_match_brute_force(value_kind):
+    """Every kernel asks for the group sums first; a fresh workspace asked for the cumulative sums first (on
+    the exact integer path: counts, sorted keys) gives the same as brute force, and then the same sums."""
+    rng = np.random.default_rng(12)
+    keys = np.sort(np.round(rng.random(50), 1))
+    values = {None: None, "whole": rng.integers(0, 2, 50).astype(float), "fractional": rng.random(50)}[
+        value_kind
+    ]
+    weights = rng.integers(0, 4, size=(3, 50))
+    workspace = kernels.Workspace(weights)
+    groups = workspace.groups(keys)
+    expected = _brute_group_sums(weights.astype(float), values, keys)
+    np.testing.assert_allclose(workspace.cumsums(groups, values), np.cumsum(expected, axis=1), rtol=1e-12)
+    np.testing.assert_allclose(workspace.sums(groups, values), expected, rtol=1e-12, atol=1e-12)
