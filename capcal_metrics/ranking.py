@@ -42,14 +42,20 @@ def soft_label_auroc(confidence: ArrayLike, target: ArrayLike) -> float:
     Q_g = sum of (1 - mu) in tie group g and Q_{<g} the sum of (1 - mu) over smaller confidences; the
     denominator is ``(sum_i mu_i)(sum_j (1 - mu_j))``.
 
-    Returns NaN (with a warning) when the denominator is 0, i.e. all targets are 0 or all are 1.
+    Returns NaN (with a warning) when the denominator is 0, i.e. all targets are 0 or all are 1, or when
+    sum_i mu_i or sum_i (1 - mu_i) is 0 up to rounding (at most N eps N; ``capcal_metrics.rounding``).
     """
     confidence, target = check_confidence_and_target(confidence, target)
     if target.min() == target.max() and target[0] in (0.0, 1.0):
         return undefined_metric(
             "soft_label_auroc", "every target is 0 or every target is 1 (no pair to rank)"
         )
-    return evaluate_once(_soft_label_auroc_kernel, confidence, target)
+    value = evaluate_once(_soft_label_auroc_kernel, confidence, target)
+    if np.isnan(value):  # a class mass within rounding of 0, e.g. every target 1e-300: NaN from the kernel
+        return undefined_metric(
+            "soft_label_auroc", "the targets' total or the total of 1 - target is 0 up to rounding"
+        )
+    return value
 
 
 def auroc(confidence: ArrayLike, labels: ArrayLike) -> float:

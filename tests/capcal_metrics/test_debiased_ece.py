@@ -261,3 +261,31 @@ def test_mixture_jackknife_coverage_at_200_questions(k):
         interval = cm.jackknife_ci(cm.debiased_expected_calibration_error, confidence, mu_hat)
         covered += interval.low <= 0.0 <= interval.high
     assert covered / repetitions >= 0.88 - 2 * math.sqrt(0.88 * 0.12 / repetitions)
+
+
+def test_a_single_question_per_bin_is_the_binned_ece():
+    """No bin holds two questions, so the dispersion rho has no data (its denominator is 0) and is 0: every
+    s_hat_b is 0 and each bin contributes |gap_b|, i.e. the binned ECE."""
+    confidence = np.array([0.05, 0.32, 0.55, 0.71, 0.95])
+    target = np.array([0.4, 0.1, 0.9, 0.5, 0.2])
+    expected = np.mean(np.abs(target - confidence))
+    assert cm.debiased_expected_calibration_error(confidence, target, n_bins=10) == pytest.approx(
+        expected, abs=1e-15
+    )
+    assert cm.expected_calibration_error(confidence, target, n_bins=10) == pytest.approx(expected, abs=1e-15)
+
+
+def test_bootstrap_of_float32_inputs_equals_that_of_their_float64_values():
+    """float32 confidences on bin edges (0.7 and 0.3 in float32): binned as their float64 values."""
+    confidence = np.array([0.7, 0.3, 0.1, 0.9, 0.7, 0.5, 0.2, 0.3, 0.6, 0.8], dtype=np.float32)
+    target = np.array([0.5, 0.25, 0.0, 1.0, 0.75, 0.5, 0.25, 0.5, 0.75, 1.0], dtype=np.float32)
+    narrow = cm.bootstrap_ci(cm.debiased_expected_calibration_error, confidence, target, n_resamples=200)
+    wide = cm.bootstrap_ci(
+        cm.debiased_expected_calibration_error,
+        confidence.astype(np.float64),
+        target.astype(np.float64),
+        n_resamples=200,
+    )
+    assert narrow.estimate == wide.estimate
+    assert narrow.low == pytest.approx(wide.low, abs=1e-13)
+    assert narrow.high == pytest.approx(wide.high, abs=1e-13)

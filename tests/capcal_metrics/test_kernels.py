@@ -3,6 +3,8 @@ weights w gives the metric of the data set in which query i appears w_i times)."
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -107,3 +109,54 @@ def test_evaluate_once_is_the_unweighted_metric():
     value = kernels.evaluate_once(kernel_registry.KERNEL_FACTORIES[cm.brier_score], confidence, target)
     assert value == pytest.approx(np.mean((confidence - target) ** 2), rel=1e-15)
     np.testing.assert_array_equal(kernels.unit_weights(3), [[1, 1, 1]])
+
+
+class _Unhashable:
+    """A callable with ``__eq__`` and no ``__hash__``: ``dict.get`` raises TypeError on it."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __call__(self, confidence: np.ndarray, target: np.ndarray) -> float:
+        return float(np.mean((confidence - target) ** 2))
+
+
+def test_metric_kernel_unwraps_keyword_partials_only():
+    """A keyword-only partial of a package metric gets its kernel with those keywords; a partial with
+    positional arguments, an unknown or an unhashable callable gets None (the caller then calls it)."""
+    confidence = np.array([0.05, 0.15, 0.35, 0.55, 0.75, 0.95])
+    target = np.array([0.0, 0.5, 0.25, 1.0, 0.5, 1.0])
+    workspace = kernels.Workspace(kernels.unit_weights(6))
+    for n_bins in (2, 5):
+        metric = functools.partial(cm.expected_calibration_error, n_bins=n_bins)
+        kernel = kernel_registry.metric_kernel(workspace, metric, [confidence, target])
+        assert kernel is not None
+        assert kernel()[0] == pytest.approx(metric(confidence, target), abs=1e-15)
+    assert cm.expected_calibration_error(confidence, target, n_bins=2) != pytest.approx(
+        cm.expected_calibration_error(confidence, target, n_bins=5)
+    )
+    positional = functools.partial(cm.brier_score, confidence)
+    assert kernel_registry.metric_kernel(workspace, positional, [target]) is None
+    assert kernel_registry.metric_kernel(workspace, lambda c, t: 0.0, [confidence, target]) is None
+    assert kernel_registry.metric_kernel(workspace, _Unhashable(), [confidence, target]) is None
+    interval = cm.bootstrap_ci(_Unhashable(), confidence, target, n_resamples=20)
+    assert interval.estimate == pytest.approx(cm.brier_score(confidence, target), abs=1e-15)
+
+
+@pytest.mark.parametrize("value_kind", [None, "whole", "fractional"])
+def test_cumsums_asked_before_sums_match_brute_force(value_kind):
+    """Every kernel asks for the group sums first; a fresh workspace asked for the cumulative sums first (on
+    the exact integer path: counts, sorted keys) gives the same as brute force, and then the same sums."""
+    rng = np.random.default_rng(12)
+    keys = np.sort(np.round(rng.random(50), 1))
+    values = {None: None, "whole": rng.integers(0, 2, 50).astype(float), "fractional": rng.random(50)}[
+        value_kind
+    ]
+    weights = rng.integers(0, 4, size=(3, 50))
+    workspace = kernels.Workspace(weights)
+    groups = workspace.groups(keys)
+    expected = _brute_group_sums(weights.astype(float), values, keys)
+    np.testing.assert_allclose(workspace.cumsums(groups, values), np.cumsum(expected, axis=1), rtol=1e-12)
+    np.testing.assert_allclose(workspace.sums(groups, values), expected, rtol=1e-12, atol=1e-12)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -102,7 +103,7 @@ def test_average_precision_when_all_positive():
 
 def test_random_baseline_average_precision_exact_by_enumeration():
     """E[AP] over all N! rankings of distinct scores equals the closed form."""
-    for labels in ([1, 0, 0, 1, 0], [1, 1, 1, 0], [0, 0, 0, 1], [1], [1, 0]):
+    for labels in ([1, 0, 0, 1, 0], [1, 1, 1, 0], [0, 0, 0, 1], [1], [1, 0], [1, 1], [0, 1, 1]):
         labels = np.array(labels, dtype=float)
         values = []
         for permutation in itertools.permutations(range(len(labels))):
@@ -119,3 +120,42 @@ def test_auroc_random_baseline_is_one_half(make_data):
     rng = np.random.default_rng(6)
     draws = np.array([cm.soft_label_auroc(rng.random(200), data.mu_hat) for _ in range(2000)])
     assert abs(draws.mean() - 0.5) < 4 * draws.std(ddof=1) / np.sqrt(len(draws))
+
+
+@pytest.mark.parametrize("target", [[1e-300], [1 - 2**-53], [1e-300, 0.0, 2e-300]])
+def test_soft_label_auroc_of_a_class_mass_within_rounding_of_zero_is_undefined(target):
+    """A positive (or negative) mass of at most N eps N cannot be told from 0: NaN with the warning, as for
+    all-0 or all-1 targets (before, the kernel's NaN came back without a warning)."""
+    confidence = [0.2, 0.5, 0.9][: len(target)]
+    message = (
+        r"^soft_label_auroc is undefined: the targets' total or the total of 1 - target is 0 up to rounding;"
+    )
+    with pytest.warns(cm.UndefinedMetricWarning, match=message):
+        assert np.isnan(cm.soft_label_auroc(confidence, target))
+
+
+@pytest.mark.parametrize("target", [[1e-10, 0.0, 0.0], [0.1, 0.0, 0.05], [1.0, 1.0, 0.9], [0.5, 0.5, 0.5]])
+def test_soft_label_auroc_of_small_class_masses_matches_double_loop(target):
+    """Masses far above rounding (however small: 1e-10) and denominators below 1 are defined."""
+    confidence = [0.2, 0.5, 0.9]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = cm.soft_label_auroc(confidence, target)
+    assert got == pytest.approx(brute_force_soft_auroc(confidence, target), abs=1e-12)
+
+
+def test_bootstrap_of_average_precision_warns_only_about_undefined_resamples():
+    """Resamples without a positive are NaN with one UndefinedMetricWarning, no numpy RuntimeWarning."""
+    confidence = np.linspace(0.05, 0.95, 10)
+    labels = np.zeros(10)
+    labels[3] = 1.0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        interval = cm.bootstrap_ci(cm.average_precision, confidence, labels, n_resamples=100, seed=1)
+    assert [w.category for w in caught] == [cm.UndefinedMetricWarning]
+    assert 0.0 < interval.low <= interval.high <= 1.0
+
+
+def test_random_baseline_average_precision_names_its_argument():
+    with pytest.raises(ValueError, match=r"^labels must be binary labels"):
+        cm.random_baseline_average_precision([0, 2, 1])

@@ -134,3 +134,21 @@ def test_random_baseline_skill_matches_a_simulation():
     simulated = np.mean([cm.corrected_brier_skill_score(row, mu_hat, 4) for row in draws])
     spread = np.std([cm.corrected_brier_skill_score(row, mu_hat, 4) for row in draws[:400]]) / np.sqrt(4000)
     assert cm.random_baseline_brier_skill_score(mu_hat, 4) == pytest.approx(simulated, abs=4 * spread)
+
+
+def test_the_bounds_at_their_edge_and_for_negative_inputs():
+    """The bounds are inclusive (|value| <= n eps M), use |M| and |value|, and come back as float64/bool
+    arrays; each checked against the formula n * eps * |M| written out."""
+    eps = np.finfo(np.float64).eps
+    bound = 7 * eps * 3.0
+    assert summation_error_bound(7, -3.0) == bound
+    assert summation_error_bound(np.int64(7), 3.0).dtype == np.float64
+    assert is_zero_up_to_rounding(bound, 7, 3.0) and is_zero_up_to_rounding(-bound, 7, -3.0)
+    assert not is_zero_up_to_rounding(np.nextafter(bound, 1.0), 7, 3.0)
+    assert not is_zero_up_to_rounding(-np.nextafter(bound, 1.0), 7, -3.0)
+    assert variance_is_zero(bound * bound, 7, 3.0) and variance_is_zero(bound * bound, 7, -3.0)
+    assert not variance_is_zero(np.nextafter(bound * bound, 1.0), 7, 3.0)
+    assert variance_is_zero(-1e-30, 7, 3.0)  # a two-pass variance cannot be negative: rounding
+    elementwise = is_zero_up_to_rounding([0.0, 1e-14, 1.0], [1, 10, 10], [1.0, 1.0, 1e20])
+    np.testing.assert_array_equal(elementwise, [True, False, True])
+    assert elementwise.dtype == bool
