@@ -93,18 +93,18 @@ def _first_position(mask: np.ndarray) -> tuple[tuple[int, ...], Any]:
     return where, (int(where[0]) if mask.ndim == 1 else tuple(int(i) for i in where))
 
 
-def _reject_text(values: ArrayLike, name: str) -> ArrayLike:
-    """``values`` unchanged unless they are text, which numpy would parse as numbers ("0.5" -> 0.5)."""
+def _reject_text(values: ArrayLike, name: str) -> None:
+    """Refuse text, which numpy would parse as numbers ("0.5" -> 0.5)."""
     if isinstance(values, (str, bytes)) or np.asarray(values).dtype.kind in "US":
         raise ValueError(f"{name} must be numeric, got text")
-    return values
 
 
 def _as_float_array(
     values: ArrayLike, name: str, ndim: int | None, allow_empty: bool, length: int | None
 ) -> np.ndarray:
+    _reject_text(values, name)
     try:
-        array = np.asarray(_reject_text(values, name), dtype=np.float64)
+        array = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{name} must be numeric, could not convert it to float ({error})") from None
     _check_shape(array, name, ndim, length, allow_empty)
@@ -157,8 +157,9 @@ def check_whole_numbers(
     Any shape (scalars allowed, may be empty) unless ``ndim`` is given: then exactly that many dimensions and
     non-empty, with ``length`` entries (one per question) when given.
     """
+    _reject_text(values, name)
     try:
-        array = np.asarray(_reject_text(values, name))
+        array = np.asarray(values)
         if not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.bool_)):
             array = array.astype(np.float64)
     except (TypeError, ValueError) as error:

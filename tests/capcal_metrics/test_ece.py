@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
 import capcal_metrics as cm
+from capcal_metrics.jackknife import leave_one_out_values
 
 
 def loop_bins_equal_width(confidence, n_bins):
@@ -178,3 +181,35 @@ def test_random_baseline_averages_the_metric_over_the_seeded_draws(make_data, st
         target, n_bins=10, strategy="equal_width", n_draws=100, seed=0
     )
     assert cm.random_baseline_calibration_error(target) == explicit
+
+
+@pytest.mark.parametrize(
+    "metric", [cm.expected_calibration_error, cm.maximum_calibration_error, cm.adaptive_calibration_error]
+)
+def test_the_resampling_paths_reach_the_binning_kernel_with_float32_and_compute_in_float64(metric):
+    """The bootstrap hands the caller's float32 arrays to the kernel, which computes in float64: the interval
+    equals the one of the float64 copies, and each leave-one-out value the metric on the float64 copy with
+    the query left out (float32 arithmetic is ~1e-7 off)."""
+    rng = np.random.default_rng(31)
+    confidence = rng.random(40).astype(np.float32)
+    target = rng.random(40).astype(np.float32)
+    wide = (confidence.astype(np.float64), target.astype(np.float64))
+    narrow_ci = cm.bootstrap_ci(metric, confidence, target, n_resamples=50, seed=3)
+    wide_ci = cm.bootstrap_ci(metric, *wide, n_resamples=50, seed=3)
+    np.testing.assert_allclose(narrow_ci, wide_ci, rtol=1e-13, atol=0)
+    got = leave_one_out_values(metric, confidence, target)
+    loop = [metric(np.delete(wide[0], i), np.delete(wide[1], i)) for i in range(40)]
+    np.testing.assert_allclose(got, loop, rtol=1e-12, atol=1e-14)
+
+
+def test_mce_with_empty_equal_mass_bins_warns_nothing():
+    """More equal-mass bins than queries leaves bins with no mass: MCE skips them silently (their 0/0 is
+    masked), and equals the largest per-query gap when every query has a bin of its own."""
+    confidence = np.array([0.1, 0.5, 0.9])
+    target = np.array([0.0, 1.0, 0.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        value = cm.maximum_calibration_error(confidence, target, n_bins=8, strategy="equal_mass")
+        bootstrap = cm.bootstrap_ci(cm.maximum_calibration_error, confidence, target, n_resamples=20, seed=0)
+    assert value == pytest.approx(0.5)
+    assert np.isfinite(bootstrap.estimate)

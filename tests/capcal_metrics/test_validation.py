@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from fractions import Fraction
 from functools import partial
 
 import numpy as np
@@ -194,3 +195,33 @@ def test_error_messages_give_the_position_in_every_dimension():
 def test_binary_labels_are_one_dimensional():
     with pytest.raises(ValueError, match=r"^labels must be a 1-D array, got shape \(2, 2\)$"):
         check_binary_labels([[0, 1], [1, 0]], "labels")
+
+
+def test_text_is_refused_naming_the_argument_of_each_check():
+    """The text guard names the argument it guards, in one message (it used to be wrapped in a second "could
+    not convert" message; mutation testing: the name was dropped unseen)."""
+    with pytest.raises(ValueError, match=r"^confidence must be numeric, got text$"):
+        check_probabilities(["0.5"], "confidence")
+    with pytest.raises(ValueError, match=r"^n_samples must be numeric, got text$"):
+        check_whole_numbers(["3"], "n_samples")
+    with pytest.raises(ValueError, match=r"^alpha must be a number, got 'five percent'$"):
+        check_fraction("five percent", "alpha", include_one=False)
+
+
+def test_whole_numbers_keep_every_integer_exactly_and_check_objects_as_floats():
+    """Integers stay integers (2**53 + 1 has no float64; a detour through float would change it), and an
+    object array is read as floats, so a fraction in it is refused rather than truncated by the int cast."""
+    big = np.array([2**53 + 1, 2**62 + 1], dtype=np.int64)
+    assert check_whole_numbers(big, "n").tolist() == [2**53 + 1, 2**62 + 1]
+    assert check_whole_numbers([True, False], "n").tolist() == [1, 0]
+    with pytest.raises(ValueError, match=r"^n must contain whole numbers$"):
+        check_whole_numbers(np.array([Fraction(1, 2), 2], dtype=object), "n")
+    assert check_whole_numbers(np.array([Fraction(4, 2), 3.0], dtype=object), "n").tolist() == [2, 3]
+
+
+def test_confidence_and_target_errors_name_confidence_and_the_targets_own_name():
+    """Out-of-range and length errors name the target as the caller calls it (``target_name``)."""
+    with pytest.raises(ValueError, match=r"^mu_hat must lie in \[0, 1\]; found 1.5 at index 1$"):
+        cm.corrected_capability_brier_score([0.5, 0.5], [0.5, 1.5], 4)
+    with pytest.raises(ValueError, match=r"^inputs must have the same length, got confidence=2, target=3$"):
+        cm.brier_score([0.5, 0.5], [0.5, 1.0, 0.0])
