@@ -225,3 +225,12 @@ def test_confidence_and_target_errors_name_confidence_and_the_targets_own_name()
         cm.corrected_capability_brier_score([0.5, 0.5], [0.5, 1.5], 4)
     with pytest.raises(ValueError, match=r"^inputs must have the same length, got confidence=2, target=3$"):
         cm.brier_score([0.5, 0.5], [0.5, 1.0, 0.0])
+
+
+def test_unconvertible_and_scalar_inputs_get_whole_messages():
+    with pytest.raises(ValueError, match=r"^p must have one entry per question \(3\), got a scalar$"):
+        check_probabilities(0.5, "p", ndim=None, length=3)
+    with pytest.raises(ValueError, match=r"^p must be numeric, could not convert it to float \(.+\)$"):
+        check_probabilities([object()], "p")
+    with pytest.raises(ValueError, match=r"^n must be numeric, could not convert it \(.+\)$"):
+        check_whole_numbers([object()], "n")
