@@ -106,3 +106,17 @@ def test_the_undefined_resample_warnings_are_whole_and_point_at_the_caller():
         texts[1],
     )
     assert [w.filename for w in caught] == [__file__] * 2
+
+
+def test_only_the_undefined_metric_warnings_of_the_resamples_are_silenced():
+    """A metric's own warning on the resamples reaches the caller; only UndefinedMetricWarning is counted and
+    silenced (it is summarised in one warning instead)."""
+
+    def noisy_mean(values):
+        warnings.warn("the metric's own warning", UserWarning, stacklevel=2)
+        return float(np.mean(values))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cm.bootstrap_ci(noisy_mean, X, n_resamples=5, seed=0)
+    assert len([w for w in caught if str(w.message) == "the metric's own warning"]) > 1, caught
