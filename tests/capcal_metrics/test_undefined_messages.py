@@ -33,6 +33,12 @@ CASES = [
         "corrected_brier_skill_score",
         "the estimated variance of mu over the questions is <= 0 (mu_hat's spread is sampling noise)",
     ),
+    (
+        cm.brier_skill_score_from_moments,
+        (CONFIDENCE, np.array([0.5, 0.25, 0.5, 0.75]), np.zeros(4)),
+        "brier_skill_score_from_moments",
+        "the estimated variance of mu over the questions is <= 0 (mu_hat's spread is sampling noise)",
+    ),
     (cm.random_baseline_brier_skill_score, (SAME,), "random_baseline_brier_skill_score", NO_VARIANCE),
     (cm.pearson_correlation, (SAME, CONFIDENCE), "pearson_correlation", "confidence or target is constant"),
     (cm.pearson_correlation, (CONFIDENCE, SAME), "pearson_correlation", "confidence or target is constant"),
@@ -77,6 +83,7 @@ DEFINED = {
     agreement.pooled_kappa: (np.array([[2, 1, 0, 3], [1, 0, 1, 1]]),),
     agreement.cohens_kappa: (np.array([0, 1, 1, 0]), np.array([0, 1, 0, 0])),
     cm.corrected_brier_skill_score: (CONFIDENCE, np.array([0.0, 0.25, 1.0, 1.0]), np.full(4, 4)),
+    cm.brier_skill_score_from_moments: (CONFIDENCE, np.array([0.0, 0.25, 1.0, 1.0]), np.array([0, 0, 1, 1])),
     cm.random_baseline_brier_skill_score: (np.array([0.0, 1.0, 1.0, 0.0]),),
     cm.random_baseline_average_precision: (np.array([0.0, 1.0, 1.0, 0.0]),),
 }
