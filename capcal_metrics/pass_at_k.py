@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .validation import check_integer, check_probabilities, check_whole_numbers
+from .validation import check_integer, check_probabilities, check_sample_counts
 
 __all__ = ["pass_at_k", "predicted_pass_at_k"]
 
@@ -43,17 +43,8 @@ def pass_at_k(n_samples: ArrayLike, n_correct: ArrayLike, k: int) -> np.ndarray:
     With ``L(m) = sum_{j=k+1}^{m} log(1 - k/j)`` tabulated once by a cumulative sum up to max(n), the product
     is ``exp(L(n) - L(n - c))`` for every query with n - c >= k: O(N + max n) time and memory.
     """
-    n = check_whole_numbers(n_samples, "n_samples", minimum=1)
-    c = check_whole_numbers(n_correct, "n_correct")
+    n, c = check_sample_counts(n_samples, n_correct, unit="query")
     k = check_integer(k, "k")
-    try:
-        n, c = np.broadcast_arrays(n, c)
-    except ValueError:
-        raise ValueError(
-            f"n_samples and n_correct must have the same shape, got {np.shape(n)} and {np.shape(c)}"
-        ) from None
-    if np.any(c > n):
-        raise ValueError("n_correct must be <= n_samples for every query")
     if n.size and k > n.min():
         raise ValueError(f"k={k} exceeds the smallest number of samples n_samples={int(n.min())}")
 

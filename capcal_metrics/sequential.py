@@ -29,7 +29,13 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .validation import check_fraction, check_integer, check_probabilities, check_whole_numbers
+from .validation import (
+    check_fraction,
+    check_integer,
+    check_probabilities,
+    check_sample_counts,
+    check_whole_numbers,
+)
 
 __all__ = [
     "ConfidenceSequence",
@@ -239,16 +245,7 @@ def _check_terminal(
 ) -> tuple[np.ndarray, ...]:
     """(look index, n, s) of each question; every (n, s) must be a reachable terminal state of the plan."""
     plan = _check_plan(plan)
-    n = check_whole_numbers(n_samples, "n_samples", minimum=1)
-    s = check_whole_numbers(n_correct, "n_correct")
-    try:
-        n, s = np.broadcast_arrays(n, s)
-    except ValueError:
-        raise ValueError(
-            f"n_samples and n_correct must have the same shape, got {np.shape(n)} and {np.shape(s)}"
-        ) from None
-    if np.any(s > n):
-        raise ValueError("n_correct must be <= n_samples for every question")
+    n, s = check_sample_counts(n_samples, n_correct)
     looks = np.asarray(plan.looks)
     index = np.searchsorted(looks, n)
     not_a_look = (index >= len(looks)) | (looks[np.minimum(index, len(looks) - 1)] != n)
@@ -362,16 +359,7 @@ def confidence_sequence(
     Statist. 49:1055-1080). The set is an interval around s/n (the log ratio is convex in mu, below 0 at
     s/n); each end is found by bisection to ``tolerance`` and rounded outward (never narrower than the set).
     """
-    n = check_whole_numbers(n_samples, "n_samples", minimum=1)
-    s = check_whole_numbers(n_correct, "n_correct")
-    try:
-        n, s = np.broadcast_arrays(n, s)
-    except ValueError:
-        raise ValueError(
-            f"n_samples and n_correct must have the same shape, got {np.shape(n)} and {np.shape(s)}"
-        ) from None
-    if np.any(s > n):
-        raise ValueError("n_correct must be <= n_samples for every question")
+    n, s = check_sample_counts(n_samples, n_correct)
     alpha = check_fraction(alpha, "alpha", include_one=False)
     prior = _check_prior(prior)
     tolerance = check_fraction(tolerance, "tolerance", include_one=False)

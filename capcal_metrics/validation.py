@@ -25,6 +25,7 @@ __all__ = [
     "check_integer",
     "check_probabilities",
     "check_same_length",
+    "check_sample_counts",
     "check_whole_numbers",
     "caller_stacklevel",
     "undefined_metric",
@@ -211,6 +212,23 @@ def check_same_length(**arrays: np.ndarray) -> None:
     if len(set(lengths.values())) > 1:
         described = ", ".join(f"{name}={length}" for name, length in lengths.items())
         raise ValueError(f"inputs must have the same length, got {described}")
+
+
+def check_sample_counts(
+    n_samples: ArrayLike, n_correct: ArrayLike, *, unit: str = "question"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Samples drawn (>= 1) and correct (<= drawn) per ``unit``, broadcast to one shape, as int64 arrays."""
+    n = check_whole_numbers(n_samples, "n_samples", minimum=1)
+    s = check_whole_numbers(n_correct, "n_correct")
+    try:
+        n, s = np.broadcast_arrays(n, s)
+    except ValueError:
+        raise ValueError(
+            f"n_samples and n_correct must have the same shape, got {np.shape(n)} and {np.shape(s)}"
+        ) from None
+    if np.any(s > n):
+        raise ValueError(f"n_correct must be <= n_samples for every {unit}")
+    return n, s
 
 
 def check_confidence_and_target(
