@@ -44,6 +44,7 @@ __all__ = [
     "adaptive_pass_at_k",
     "first_look",
     "first_look_table",
+    "last_look",
     "metrics_from_estimates",
     "stopped_counts",
 ]
@@ -213,6 +214,14 @@ def first_look(table: pd.DataFrame) -> int | None:
     if len(firsts) != 1:
         raise ValueError(f"questions of several adaptive plans in one table (first looks {sorted(firsts)})")
     return firsts.pop()
+
+
+def last_look(table: pd.DataFrame) -> int | None:
+    """k_max, the last look of an adaptive run's question table (the most samples a question can draw);
+    None for a fixed-k table (as :func:`first_look`)."""
+    if first_look(table) is None:
+        return None
+    return max(int(looks[-1]) for looks in table["looks"])
 
 
 def first_look_table(table: pd.DataFrame) -> pd.DataFrame:

@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.checks.input_checks import CONSISTENCY_MIN_K
+from analysis.estimators.adaptive import first_look
 from analysis.report.analyze import load_report_data
 from analysis.report.registry import MIN_RECALIBRATION_QUESTIONS, probe_training_questions
 from analysis.runs.versions import run_versions, version_mix_warnings
@@ -44,9 +45,20 @@ def _k(questions: pd.DataFrame) -> int:
 def k_notices(questions: pd.DataFrame) -> list[str]:
     """One line per (model, task) of a per-question table (``analysis.runs``) whose k leaves estimators out:
     k = 1 (mu_hat is 0 or 1: capability calibration is only response calibration) or k below
-    ``CONSISTENCY_MIN_K`` (no consistency estimate). ``capcal analyze`` and ``capcal report`` print them."""
+    ``CONSISTENCY_MIN_K`` (no consistency estimate); for an adaptive run, a first look l_1 below it (its
+    consistency uses each question's first l_1 samples). ``capcal analyze`` and ``capcal report`` print
+    them."""
     notices = []
     for (model, task), group in questions.groupby(["model", "task"], sort=True):
+        look = first_look(group)
+        if look is not None:
+            if look < CONSISTENCY_MIN_K:
+                notices.append(
+                    f"{task} ({model}) was sampled adaptively with a first look of {look} responses: the "
+                    "consistency estimator uses each question's first-look responses (drawn before any "
+                    f"stopping decision), needs {CONSISTENCY_MIN_K} or more, and is missing"
+                )
+            continue
         k = _k(group)
         if k == 1:
             notices.append(

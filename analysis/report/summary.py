@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 import capcal_metrics as cm
+from analysis.estimators.adaptive import first_look, last_look
 from analysis.rendering import Figure, ReportSection, format_interval
 from analysis.report.calibration_table import is_adaptive
 from analysis.report.figures import Interval, forest_figure
@@ -292,6 +293,25 @@ def verdict(
     return text + "."
 
 
+def _adaptive_warnings(look: int, k_max: int, has_consistency: bool) -> list[str]:
+    """An adaptive run's few-samples warnings: mu_hat is not on a 1/n grid after stopping (a question stops
+    early only when its samples agree), so the counts that matter are k_max (the most any question draws)
+    and, for consistency, the first look l_1 (the samples drawn before any stopping decision)."""
+    out = []
+    if k_max < MIN_SAMPLES:
+        out.append(
+            f"adaptive run with k_max = {k_max} samples, below {MIN_SAMPLES}: a question whose samples "
+            f"disagree is estimated from at most {k_max} samples."
+        )
+    if has_consistency and look < MIN_SAMPLES:
+        out.append(
+            f"consistency uses each question's first {look} samples (the first look, drawn before any "
+            f"stopping decision), below {MIN_SAMPLES}: only k < {look}, and its leakage-free target rests "
+            "on the few samples left."
+        )
+    return out
+
+
 def _warnings(inputs: SectionInputs, ranked: pd.DataFrame) -> list[str]:
     computed, evaluation = inputs.computed, inputs.evaluation
     out = []
@@ -314,8 +334,11 @@ def _warnings(inputs: SectionInputs, ranked: pd.DataFrame) -> list[str]:
             "so capability and response calibration nearly coincide."
         )
     n = inputs.counts[0]
-    if n.min() < MIN_SAMPLES:
-        has_consistency = any(LEAKY.match(e) for e in inputs.estimators)
+    has_consistency = any(LEAKY.match(e) for e in inputs.estimators)
+    look = first_look(evaluation)
+    if look is not None:
+        out.extend(_adaptive_warnings(look, last_look(evaluation), has_consistency))
+    elif n.min() < MIN_SAMPLES:
         out.append(
             f"k = {int(n.min())} samples per question, below {MIN_SAMPLES}: mu_hat moves in steps of "
             f"1/{int(n.min())}, "
@@ -491,6 +514,8 @@ def measured(model: str, task: str, evaluation: pd.DataFrame, estimators: bool) 
     """What the summary says was measured for one (model, evaluation task) table."""
     n = evaluation["n"].to_numpy(dtype=int)
     samples = "" if not n.size else (f"{n.min()}" if n.min() == n.max() else f"{n.min()}-{n.max()}")
+    if n.size and first_look(evaluation) is not None:
+        samples += f" (adaptive, k_max = {last_look(evaluation)})"
     return Measured(model, task, len(evaluation), samples, estimators)
 
 

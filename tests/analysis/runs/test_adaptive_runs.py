@@ -102,6 +102,38 @@ def test_first_look_table_keeps_the_samples_drawn_before_any_stop() -> None:
     assert first_look_table(fixed) is fixed  # a fixed-k table as it is
 
 
+def test_few_samples_notices_speak_of_the_first_look_and_k_max_not_of_n() -> None:
+    """An adaptive run's n varies by design: the notices and warnings name l_1 (consistency's samples) and
+    k_max, never "k = n_min samples per question" (mu_hat after stopping is not on a 1/n grid)."""
+    from analysis.estimators.adaptive import last_look
+    from analysis.report.input_notices import k_notices
+    from analysis.report.summary import _adaptive_warnings, measured
+
+    table = _adaptive_table().assign(model="m", task=TASK)
+    assert last_look(table) == LOOKS[-1] and last_look(table.drop(columns=["sampling"])) is None
+    (notice,) = k_notices(table)
+    assert notice == (
+        f"{TASK} (m) was sampled adaptively with a first look of 2 responses: the consistency estimator uses "
+        "each question's first-look responses (drawn before any stopping decision), needs 6 or more, and is "
+        "missing"
+    )
+    assert k_notices(table.drop(columns=["sampling"])) == [  # the same table read as fixed k: n_min = 2
+        f"{TASK} (m) has k = 2 responses per question: the consistency estimator needs k >= 6 and is missing"
+    ]
+    assert measured("m", TASK, table, True).samples == "2-4 (adaptive, k_max = 4)"
+    assert measured("m", TASK, table.drop(columns=["sampling"]), True).samples == "2-4"
+    assert _adaptive_warnings(8, 64, True) == [
+        "consistency uses each question's first 8 samples (the first look, drawn before any stopping "
+        "decision), below 10: only k < 8, and its leakage-free target rests on the few samples left."
+    ]
+    assert _adaptive_warnings(8, 64, False) == [] and _adaptive_warnings(10, 64, True) == []
+    assert _adaptive_warnings(2, 9, False) == [
+        "adaptive run with k_max = 9 samples, below 10: a question whose samples disagree is estimated from "
+        "at most 9 samples."
+    ]
+    assert _adaptive_warnings(2, 10, False) == []
+
+
 def test_a_fixed_k_calibration_table_is_the_same_with_the_sampling_columns() -> None:
     from analysis.report.calibration_table import calibration_table
     from analysis.runs.records import sampling_fields
@@ -264,3 +296,8 @@ def test_capcal_table_rows_and_the_report_say_how_the_run_was_sampled(
     assert LABEL.replace("(", r"\(").replace(")", r"\)") in markdown
     saved = f"{drawn} of {fixed} \\(fixed k\\), {fixed - drawn} saved \\({1 - drawn / fixed:.0%}\\)"
     assert f"samples drawn: {saved}" in markdown, markdown[:3000]
+    # the few-samples texts speak of the first look and k_max, not of "k = n_min samples per question" (no
+    # estimator here, so no ranking and none of its warnings: those are in the fast test above)
+    assert "k = 2 samples per question" not in markdown
+    assert f"\\(adaptive, k_max = {K_MAX}\\)" in markdown
+    assert "was sampled adaptively with a first look of 2 responses" in report.stderr
