@@ -93,12 +93,12 @@ def run_commands(case: Case, root: Path, vllm_python: str, hf_python: str) -> di
         commands[mode] = [
             vllm_python, "-m", "analysis.cli", "eval", "--model", "capcal-vllm", "--model_args", model_args,
             "--tasks", case.task, "--data_dir", "bundled", *limit, "--repeats", str(K_MAX),
-            "--apply_chat_template", "--output_path", str(folder / mode), *adaptive,
+            "--apply_chat_template", "--log_samples", "--output_path", str(folder / mode), *adaptive,
         ]  # fmt: skip
     commands["ptrue"] = [
         hf_python, "-m", "analysis.cli", "eval", "--model", "capcal-hf", "--model_args",
         f"pretrained={pretrained}", "--tasks", f"{case.task}_ptrue", "--data_dir", "bundled", *limit,
-        "--apply_chat_template", "--output_path", str(folder / "ptrue"), "--device", "cpu",
+        "--apply_chat_template", "--log_samples", "--output_path", str(folder / "ptrue"), "--device", "cpu",
     ]  # fmt: skip
     return commands
 

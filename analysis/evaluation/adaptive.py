@@ -336,6 +336,8 @@ def _finish(
     results["samples"] = samples
     if output_path is None:
         return results
+    if not log_samples:  # saved as ``evaluate`` saves a run without --log_samples: the aggregates only
+        del results["samples"]
     from lm_eval.loggers import EvaluationTracker
 
     tracker = EvaluationTracker(output_path=str(output_path))

@@ -5,6 +5,7 @@ refused; a ``repeats`` that leaves analyses out is named, with what it leaves ou
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 
@@ -115,3 +116,138 @@ def test_repeats_on_tasks_that_do_not_sample_k_responses_has_no_effect(configs):
     assert repeats_notices(4, confidence_only) == [
         "--repeats 4 has no effect: none of the tasks samples k responses per question"
     ]
+
+
+# --- run settings, sample counts, output paths: each refusal whole, at its boundaries (mutation triage) ----
+
+
+@pytest.mark.parametrize(
+    ("gen_kwargs", "num_fewshot", "batch_size", "expected"),
+    [
+        ({"max_gen_toks": 0}, None, None, "gen_kwargs max_gen_toks=0: must be a positive integer"),
+        ({"max_gen_toks": True}, None, None, "gen_kwargs max_gen_toks=True: must be a positive integer"),
+        ({"max_gen_toks": 2.0}, None, None, "gen_kwargs max_gen_toks=2.0: must be a positive integer"),
+        ({"max_gen_toks": None}, None, None, "gen_kwargs max_gen_toks=None: must be a positive integer"),
+        ({"temperature": -0.5}, None, None, "gen_kwargs temperature=-0.5: must be a number >= 0"),
+        ({"temperature": "hot"}, None, None, "gen_kwargs temperature='hot': must be a number >= 0"),
+        ({"temperature": False}, None, None, "gen_kwargs temperature=False: must be a number >= 0"),
+        ({"temperature": float("nan")}, None, None, "gen_kwargs temperature=nan: must be a number >= 0"),
+        ({"top_p": 0}, None, None, "gen_kwargs top_p=0: must be in (0, 1]"),
+        ({"top_p": 1.5}, None, None, "gen_kwargs top_p=1.5: must be in (0, 1]"),
+        ({"top_p": "1"}, None, None, "gen_kwargs top_p='1': must be in (0, 1]"),
+        ({"until": 3}, None, None, "gen_kwargs until=3: must be a text or a list of texts"),
+        ({"until": ["a", 3]}, None, None, "gen_kwargs until=['a', 3]: must be a text or a list of texts"),
+        ({"until": ("a",)}, None, None, "gen_kwargs until=('a',): must be a text or a list of texts"),
+        ({}, -1, None, "num_fewshot -1: must be an integer >= 0"),
+        ({}, 1.5, None, "num_fewshot 1.5: must be an integer >= 0"),
+        ({}, None, 0, "batch_size 0: must be a positive integer, auto or auto:N"),
+        ({}, None, "auto:0", "batch_size 'auto:0': must be a positive integer, auto or auto:N"),
+        ({}, None, "08", "batch_size '08': must be a positive integer, auto or auto:N"),
+        ({}, None, "auto:8x", "batch_size 'auto:8x': must be a positive integer, auto or auto:N"),
+        ({}, None, " 8", "batch_size ' 8': must be a positive integer, auto or auto:N"),
+        # the first bad setting in the documented order is the one named
+        (
+            {"max_gen_toks": 0, "temperature": -1},
+            -1,
+            0,
+            "gen_kwargs max_gen_toks=0: must be a positive integer",
+        ),
+        ({"temperature": -1, "top_p": 2}, None, None, "gen_kwargs temperature=-1: must be a number >= 0"),
+        ({"top_p": 2, "until": 1}, None, None, "gen_kwargs top_p=2: must be in (0, 1]"),
+        ({"until": 1}, -1, 0, "gen_kwargs until=1: must be a text or a list of texts"),
+        ({}, -1, 0, "num_fewshot -1: must be an integer >= 0"),
+    ],
+)
+def test_a_bad_run_setting_is_named_whole(gen_kwargs, num_fewshot, batch_size, expected) -> None:
+    from analysis.checks.input_checks import run_settings_problem
+
+    assert run_settings_problem(None, gen_kwargs, num_fewshot, batch_size) == expected
+
+
+@pytest.mark.parametrize(
+    ("gen_kwargs", "num_fewshot", "batch_size"),
+    [
+        ({"max_gen_toks": 1, "temperature": 0, "top_p": 1, "until": "\n"}, 0, 1),
+        ({"temperature": 0.7, "top_p": 1e-9, "until": []}, 5, "auto"),
+        ({"until": ["a", "b"], "do_sample": True}, None, "auto:4"),
+        (None, None, 16),
+        ({}, None, "10"),
+    ],
+)
+def test_good_run_settings_pass(gen_kwargs, num_fewshot, batch_size) -> None:
+    from analysis.checks.input_checks import run_settings_problem
+
+    assert run_settings_problem(None, gen_kwargs, num_fewshot, batch_size) is None
+
+
+def test_an_output_path_that_cannot_hold_results_is_named(tmp_path) -> None:
+    from analysis.checks.input_checks import run_settings_problem
+
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x")
+    assert run_settings_problem(a_file) == f"output_path {a_file}: a file, not a folder"
+    under = a_file / "out"
+    assert run_settings_problem(under) == f"output_path {under}: {a_file} is a file, not a folder"
+    json_under = a_file / "results.json"
+    assert run_settings_problem(json_under) == f"output_path {json_under}: {a_file} is a file, not a folder"
+    existing_json = tmp_path / "results.json"
+    existing_json.write_text("{}")
+    assert run_settings_problem(existing_json) is None  # a .json file name is a results file: allowed
+    assert run_settings_problem(tmp_path / "new" / "deeper") is None
+    # the output path is checked before the generation settings
+    assert run_settings_problem(a_file, {"max_gen_toks": 0}) == f"output_path {a_file}: a file, not a folder"
+    assert run_settings_problem(tmp_path, {"max_gen_toks": 0}) == (
+        "gen_kwargs max_gen_toks=0: must be a positive integer"
+    )
+
+
+def test_repeats_and_sample_counts_are_refused_above_their_limits_only() -> None:
+    from analysis.checks.input_checks import (
+        MAX_REPEATS,
+        MAX_SAMPLES,
+        repeats_problem,
+        sample_count_problem,
+        sample_plan_line,
+    )
+
+    assert repeats_problem(None) is None and repeats_problem(MAX_REPEATS) is None
+    assert repeats_problem(MAX_REPEATS + 1, allow_large=True) is None
+    assert repeats_problem(MAX_REPEATS + 1) == (
+        f"--repeats {MAX_REPEATS + 1} is above 1000 responses per question (mu_hat's standard error is "
+        "already at most 0.016 at k = 1000); add --allow_large if you mean it"
+    )
+    rows = [("a", 300, 1000), ("b", 200, 1000)]  # exactly MAX_SAMPLES
+    assert sum(q * k for _, q, k in rows) == MAX_SAMPLES and sample_count_problem(rows) is None
+    over = [("a", 300, 1000), ("b", 201, 1000)]
+    assert sample_count_problem(over, allow_large=True) is None
+    assert sample_count_problem(over) == (
+        "this run would draw 501,000 responses, above 500,000 (a paper-scale run; about 10 hours on a 2-core "
+        "CPU); lower --repeats or --limit, or add --allow_large if you mean it"
+    )
+    assert sample_plan_line(rows) == (
+        "will draw 500,000 responses (a: 300 questions x k = 1000, b: 200 questions x k = 1000)"
+    )
+
+
+def test_planned_samples_cut_the_documents_as_lm_eval_does() -> None:
+    """Real loaded tasks (capcal_arithmetic: 80 test questions, k = 16; its P(True) task: k = 1)."""
+    from lm_eval.tasks import get_task_dict
+
+    from analysis.checks.input_checks import planned_samples
+
+    manager = CapcalTaskManager(include_defaults=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # lm-eval 0.4.13 deprecates get_task_dict
+        tasks = get_task_dict(["capcal_arithmetic", "capcal_arithmetic_ptrue"], manager)
+
+    def planned(limit, samples=None) -> dict:
+        return {name: (questions, k) for name, questions, k in planned_samples(tasks, limit, samples)}
+
+    assert planned(None) == {"capcal_arithmetic": (80, 16), "capcal_arithmetic_ptrue": (80, 1)}
+    assert planned(5) == {"capcal_arithmetic": (5, 16), "capcal_arithmetic_ptrue": (5, 1)}
+    assert planned(500) == {"capcal_arithmetic": (80, 16), "capcal_arithmetic_ptrue": (80, 1)}
+    assert planned(0.01)["capcal_arithmetic"] == (1, 16)  # a fraction rounds up
+    assert planned(0.5)["capcal_arithmetic"] == (40, 16)
+    assert planned(1.0)["capcal_arithmetic"] == (1, 16)  # 1 is a count, as in lm-eval
+    chosen = planned(None, {"capcal_arithmetic": [0, 3, 7]})
+    assert chosen == {"capcal_arithmetic": (3, 16), "capcal_arithmetic_ptrue": (80, 1)}

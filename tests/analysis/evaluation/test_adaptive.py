@@ -178,6 +178,26 @@ def test_the_results_file_records_the_plan_and_the_samples_drawn(runs) -> None:
 
 
 @pytest.mark.slow
+def test_without_log_samples_the_aggregates_are_saved_as_a_fixed_run_saves_them(
+    runs, smollm2_path: Path
+) -> None:
+    """``--adaptive`` without ``--log_samples`` (lm-eval's default) used to fail after all the sampling
+    ("samples ... was not written"): it saves the results file, with ``capcal_adaptive``, and no samples file,
+    as a fixed-k run without ``--log_samples`` does. Re-run from the first run's cache (nothing decoded)."""
+    arguments = _arguments(smollm2_path, runs["folder"] / "cache.sqlite", runs["folder"] / "aggregates")
+    arguments.remove("--log_samples")
+    run = _capcal(*arguments)
+    assert run.returncode == 0, run.stderr[-3000:]
+    (results_file,) = (runs["folder"] / "aggregates").rglob("results_*.json")
+    assert not list((runs["folder"] / "aggregates").rglob("samples_*"))
+    results = json.loads(results_file.read_text(encoding="utf-8"))
+    (with_samples,) = runs["adaptive"].rglob("results_*.json")
+    expected = json.loads(with_samples.read_text(encoding="utf-8"))
+    assert results["capcal_adaptive"] == expected["capcal_adaptive"]
+    assert results["results"][TASK] == expected["results"][TASK]
+
+
+@pytest.mark.slow
 def test_a_killed_adaptive_run_resumes_to_the_uninterrupted_one(runs, smollm2_path: Path) -> None:
     folder = runs["folder"]
     arguments = _arguments(smollm2_path, folder / "resumed.sqlite", folder / "resumed")
