@@ -1,0 +1,121 @@
+"""``analysis.report.registry``'s estimator functions on small tables (no model, no run folder): the elicited
+reader, the isotonic recalibration fitted on the calibration split and applied to the evaluation questions,
+and each reason it gives for not fitting. The oracle for the fitted values is
+``analysis.estimators.recalibration.fit_isotonic`` called directly (itself tested against sklearn)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.estimators.recalibration import fit_isotonic
+from analysis.report.registry import (
+    MIN_RECALIBRATION_QUESTIONS,
+    CalibrationData,
+    EstimatorContext,
+    elicited,
+    isotonic,
+)
+
+
+def _calibration(table: pd.DataFrame, dropped: int = 0) -> CalibrationData:
+    return CalibrationData(("capcal_arithmetic_train",), table, dropped, (), "in-domain", "declared")
+
+
+def _context(evaluation: pd.DataFrame, calibration: CalibrationData | None) -> EstimatorContext:
+    return EstimatorContext("m", "capcal_arithmetic", evaluation, calibration, None)
+
+
+def _train(size: int, seed: int = 3) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    confidence = rng.uniform(size=size)
+    return pd.DataFrame(
+        {
+            # ids whose text order differs from their numeric order ("10" < "9")
+            "question_id": [str(i) for i in range(size)],
+            "ptrue": confidence,
+            "expected_accuracy": np.clip(confidence + rng.normal(0, 0.2, size), 0, 1).round(3),
+        }
+    )
+
+
+def test_elicited_reads_the_column_and_nothing_when_it_is_absent_or_empty() -> None:
+    evaluation = pd.DataFrame({"question_id": ["1", "2"], "verbalized": [0.25, np.nan]})
+    result = elicited("verbalized")(_context(evaluation, None))
+    assert list(result.columns) == ["verbalized"]
+    np.testing.assert_array_equal(result.columns["verbalized"], [0.25, np.nan])
+    assert result.notes == [] and result.trained_on is None
+    assert elicited("ptrue")(_context(evaluation, None)).columns == {}
+    empty = evaluation.assign(verbalized=np.nan)
+    assert elicited("verbalized")(_context(empty, None)).columns == {}
+    assert elicited("verbalized").__name__ == "elicited_verbalized"
+
+
+def test_isotonic_is_fitted_on_the_calibration_rows_with_a_confidence_and_applied_where_one_is_finite() -> (
+    None
+):
+    train = _train(14)
+    train.loc[[2, 11], "ptrue"] = np.nan  # no confidence: not fitted on
+    evaluation = pd.DataFrame(
+        {
+            "question_id": ["e10", "e9", "e1", "e2"],
+            "ptrue": [0.1, np.nan, 0.55, 0.97],
+            "expected_accuracy": 0.5,
+        }
+    )
+    fit = isotonic("ptrue")
+    assert fit.__name__ == "isotonic_ptrue"
+    result = fit(_context(evaluation, _calibration(train, dropped=1)))
+    kept = train.dropna(subset=["ptrue"])
+    oracle = fit_isotonic(
+        kept["ptrue"].to_numpy(), kept["expected_accuracy"].to_numpy(), list(kept["question_id"])
+    )
+    pairs = zip(evaluation["ptrue"], evaluation["question_id"], strict=True)
+    expected = np.array(
+        [oracle.predict(np.array([c]), [q])[0] if np.isfinite(c) else np.nan for c, q in pairs]
+    )
+    assert list(result.columns) == ["isotonic_ptrue"]
+    np.testing.assert_allclose(result.columns["isotonic_ptrue"], expected, rtol=0, atol=1e-12)
+    assert (
+        np.isnan(result.columns["isotonic_ptrue"][1])
+        and np.isfinite(result.columns["isotonic_ptrue"][[0, 2, 3]]).all()
+    )
+    assert result.trained_questions == 12
+    assert result.trained_on == (
+        "capcal_arithmetic_train (14 questions, in-domain, declared; 1 question(s) also in the evaluation "
+        "set dropped); fitted on 12 questions with ptrue"
+    )
+    assert result.notes == []
+
+
+def test_isotonic_says_why_it_is_not_fitted() -> None:
+    evaluation = pd.DataFrame({"question_id": ["e1", "e2"], "ptrue": [0.2, 0.8], "expected_accuracy": 0.5})
+    fit = isotonic("ptrue")
+    # no calibration split, or no confidence on the evaluation questions: nothing, silently (said once)
+    assert fit(_context(evaluation, None)) == fit(
+        _context(evaluation.drop(columns="ptrue"), _calibration(_train(12)))
+    )
+    nothing = fit(_context(evaluation, None))
+    assert nothing.columns == {} and nothing.notes == [] and nothing.trained_on is None
+    assert fit(_context(evaluation.assign(ptrue=np.nan), _calibration(_train(12)))).columns == {}
+    no_column = fit(_context(evaluation, _calibration(_train(12).drop(columns="ptrue"))))
+    assert no_column.columns == {} and no_column.notes == [
+        "no isotonic_ptrue: no ptrue on the calibration split"
+    ]
+    few = _train(MIN_RECALIBRATION_QUESTIONS + 1)
+    few.loc[0, "ptrue"] = np.nan
+    few.loc[1, "ptrue"] = np.nan  # MIN - 1 questions with a confidence
+    short = fit(_context(evaluation, _calibration(few)))
+    assert short.columns == {} and short.notes == [
+        f"no isotonic_ptrue: {MIN_RECALIBRATION_QUESTIONS - 1} calibration questions with ptrue (needs 10)"
+    ]
+    few.loc[1, "ptrue"] = 0.5  # exactly MIN: fitted
+    assert "isotonic_ptrue" in fit(_context(evaluation, _calibration(few))).columns
+
+
+@pytest.mark.parametrize("dropped", [0, 3])
+def test_the_calibration_label_names_the_split_its_size_domain_and_drops(dropped: int) -> None:
+    label = _calibration(_train(12), dropped).label()
+    tail = f"; {dropped} question(s) also in the evaluation set dropped" if dropped else ""
+    assert label == f"capcal_arithmetic_train (12 questions, in-domain, declared{tail})"
