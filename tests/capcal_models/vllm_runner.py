@@ -15,12 +15,15 @@ environment) and asserts on the JSON it writes:
 - ``engine_calls``: per backend and generation call, the [n, seed] of each request sent to vLLM;
 - ``scores``: each sample's log-probability and token count under the model, recorded while sampling (both
   backends instrumented the same way), for the independence and equivalence statistics.
+- ``adaptive``: an ``evaluate_adaptive`` run of capcal-vllm (its own engine and cache, started without
+  ``VLLM_CPU_KVCACHE_SPACE``): per question its samples and n, and the run's ``capcal_adaptive`` summary.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -156,6 +159,36 @@ def main() -> None:
     report["resume"]["stats"] = {name: capcal.stats[name] - before[name] for name in before}
     report["resume"]["cached_rows_after"] = len(cache)
     _shutdown(capcal)
+
+    # an adaptive run (its own engine and cache; looks 4 and k, a width rule that never stops at 4, so every
+    # question draws its second look too): its samples must be the lm-eval run's, look by look
+    from analysis.evaluation import evaluate_adaptive
+
+    # and without VLLM_CPU_KVCACHE_SPACE: capcal-vllm's own CPU default KV cache must let the engine start
+    report["adaptive_kv_env"] = os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
+    adaptive_engine = f"{engine},cache_path={Path(args.output).parent / 'capcal-vllm-adaptive.sqlite'}"
+    started = time.perf_counter()
+    adaptive = evaluate_adaptive(
+        "capcal-vllm",
+        "capcal_gsm8k",
+        adaptive_engine,
+        looks=(k // 2,),
+        rule="width:0.01",
+        repeats=k,
+        limit=q // 2,
+        data_dir="bundled",
+        apply_chat_template=True,
+        gen_kwargs=f"max_gen_toks={max_toks}",
+        bootstrap_iters=0,
+        device="cpu",
+    )
+    report["timings"]["capcal_adaptive"] = time.perf_counter() - started
+    records = adaptive["samples"]["capcal_gsm8k"]
+    report["adaptive"] = {
+        "samples": {r["doc"]["question_id"]: r["resps"][0] for r in records},
+        "n": {r["doc"]["question_id"]: r["adaptive"]["n"] for r in records},
+        "summary": adaptive["capcal_adaptive"],
+    }
 
     report["scores"] = {
         name: scores_of(samples, logprobs[name.split("_")[0]]) for name, samples in report["runs"].items()
