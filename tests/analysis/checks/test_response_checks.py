@@ -95,6 +95,8 @@ def test_without_logged_samples_the_aggregates_are_read():
             },
             "capcal_arithmetic_verbalized": {"parse_success,none": 0.25, "parse_failures,none": 3},
             "capcal_arithmetic_train": {"extracted_answers,all_responses": 0.5},
+            "capcal_gsm8k": {"extracted_answers,all_responses": 0.1},  # no config: no limit to blame
+            "a_group": ["not", "a", "mapping"],  # skipped, not a crash
         },
         "configs": {"capcal_arithmetic": {"generation_kwargs": {"max_gen_toks": 8}}},
     }
@@ -105,6 +107,9 @@ def test_without_logged_samples_the_aggregates_are_read():
         "task capcal_arithmetic_verbalized: a confidence could be read from only 25% of the responses (empty "
         "or unreadable; --log_samples keeps them); likely cause: the responses do not state a confidence as "
         "\\boxed{P}; look at a few with capcal analyze --responses",
+        "task capcal_gsm8k: an answer could be read from only 10% of the responses (empty or unreadable; "
+        "--log_samples keeps them); likely cause: the responses do not state an answer in the form the task "
+        "reads (\\boxed{...}); look at a few with capcal analyze --responses",
     ]
 
 
