@@ -16,7 +16,12 @@ Then, per case: samples drawn (fixed, adaptive, saved), the questions stopped at
 unanimous at the first look, wall times and their ratio, whether every question's adaptive samples are the
 first n of the fixed run's (the prefix property: same seeds, samples numbered in request order), and every
 headline metric of ``capcal table`` (``analysis.report.paper_table``) for both runs: the adaptive estimate,
-the fixed-k estimate and interval, and whether the adaptive estimate lies inside it. ``also_looks``: the
+the fixed-k estimate and interval, and whether the adaptive estimate lies inside it (headline: the metrics
+the report ranks by and that stay unbiased after stopping, ``ADAPTIVE_CAPABILITY_METRICS``, of the estimators
+it ranks, i.e. not the leaky paper-form consistency; the plug-in Brier, ECE and Spearman are listed too); and
+lm-eval's own
+aggregates (mean expected accuracy, pass@k for k up to the first look) against the fixed run's estimate +-
+1.96 standard errors. ``also_looks``: the
 samples another plan would have drawn, replayed exactly on the fixed run's samples in request order.
 
     python benchmarks/adaptive_savings.py run --root /tmp/adaptive  # the four CASES, about 90 min on 2 cores
@@ -44,8 +49,9 @@ import numpy as np
 import pandas as pd
 
 import capcal_metrics as cm
-from analysis.estimators.adaptive import stopped_counts
+from analysis.estimators.adaptive import ADAPTIVE_CAPABILITY_METRICS, stopped_counts
 from analysis.report.paper_table import paper_table
+from analysis.report.registry import LEAKY
 from analysis.runs.files import read_results
 from analysis.runs.tables import load_runs
 from capcal_models.prepare import model_path
@@ -54,26 +60,33 @@ K_MAX = 64
 LOOKS = (8, 16, 32)
 SEED = 1234
 ALSO_LOOKS = ((16, 32), (8, 16, 32))
+# lm-eval's aggregates of both runs (the fixed run's interval: estimate +- 1.96 lm-eval's standard error)
+LM_EVAL_METRICS = ("expected_accuracy", "pass_at_1", "pass_at_2", "pass_at_4", "pass_at_8")
 
 
 @dataclass(frozen=True)
 class Case:
-    """One comparison: ``model`` (a prepared model's name), ``task``, ``limit`` (None: the whole split)."""
+    """One comparison: ``model`` (a prepared model's name), ``task``, ``limit`` (None: the whole split) and
+    ``max_gen_toks`` (None: the task's own)."""
 
     model: str
     task: str
     limit: int | None
+    max_gen_toks: int | None = None
 
     @property
     def name(self) -> str:
         return f"{self.model}-{self.task}"
 
 
+# GSM8K within the 2-core machine's time: fewer questions and a shorter response limit than the task's 1024
+# tokens (SmolLM2's responses run to the limit: at 1024 tokens its fixed-k run had finished none of its 1,024
+# samples after 9 minutes; Qwen2.5-Coder-0.5B's responses average about 275 tokens)
 CASES = (
     Case("qwen2.5-coder-0.5b", "capcal_arithmetic", None),
     Case("smollm2", "capcal_arithmetic", None),
-    Case("smollm2", "capcal_gsm8k", 16),
-    Case("qwen2.5-coder-0.5b", "capcal_gsm8k", 10),
+    Case("smollm2", "capcal_gsm8k", 16, 256),
+    Case("qwen2.5-coder-0.5b", "capcal_gsm8k", 8, 512),
 )
 
 
@@ -83,6 +96,7 @@ def run_commands(case: Case, root: Path, vllm_python: str, hf_python: str) -> di
     folder = root / case.name
     pretrained = model_path(case.model)
     limit = [] if case.limit is None else ["--limit", str(case.limit)]
+    tokens = [] if case.max_gen_toks is None else ["--gen_kwargs", f"max_gen_toks={case.max_gen_toks}"]
     commands = {}
     for mode in ("fixed", "adaptive"):
         model_args = (
@@ -92,7 +106,7 @@ def run_commands(case: Case, root: Path, vllm_python: str, hf_python: str) -> di
         adaptive = ["--adaptive", "--looks", ",".join(map(str, LOOKS))] if mode == "adaptive" else []
         commands[mode] = [
             vllm_python, "-m", "analysis.cli", "eval", "--model", "capcal-vllm", "--model_args", model_args,
-            "--tasks", case.task, "--data_dir", "bundled", *limit, "--repeats", str(K_MAX),
+            "--tasks", case.task, "--data_dir", "bundled", *limit, *tokens, "--repeats", str(K_MAX),
             "--apply_chat_template", "--log_samples", "--output_path", str(folder / mode), *adaptive,
         ]  # fmt: skip
     commands["ptrue"] = [
@@ -145,15 +159,38 @@ def summarize_case(case: Case, root: Path) -> dict:
     timing = json.loads((folder / "timing.json").read_text())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", cm.UndefinedMetricWarning)
+        confidence = [folder / "ptrue"] if (folder / "ptrue").is_dir() else []  # without it: consistency
         rows = {
-            mode: paper_table([folder / mode, folder / "ptrue"]).set_index(["estimator", "metric"])
+            mode: paper_table([folder / mode, *confidence]).set_index(["estimator", "metric"])
             for mode in ("fixed", "adaptive")
         }
-    joined = rows["adaptive"][["estimate", "low", "high", "sampling"]].join(
-        rows["fixed"][["estimate", "low", "high"]], lsuffix="_adaptive", rsuffix="_fixed", how="inner"
-    )
+    adaptive_rows = rows["adaptive"][["estimate", "low", "high", "sampling"]].add_suffix("_adaptive")
+    fixed_rows = rows["fixed"][["estimate", "low", "high"]].add_suffix("_fixed")
+    joined = adaptive_rows.join(fixed_rows, how="inner").rename(columns={"sampling_adaptive": "sampling"})
+    joined = joined.drop(index="random (expected)", level="estimator", errors="ignore")
     joined["inside_fixed_interval"] = (joined["estimate_adaptive"] >= joined["low_fixed"]) & (
         joined["estimate_adaptive"] <= joined["high_fixed"]
+    )
+    fixed_results, _ = read_results(next((folder / "fixed").rglob("results_*.json")))
+    for name in LM_EVAL_METRICS:
+        fixed_value = fixed_results["results"][case.task][f"{name},all_responses"]
+        half = 1.96 * fixed_results["results"][case.task][f"{name}_stderr,all_responses"]
+        value = adaptive_results["results"][case.task].get(f"{name},all_responses")
+        if value is None:  # pass@k beyond the first look: not estimated
+            continue
+        joined.loc[("lm-eval results", name), :] = {
+            "estimate_adaptive": value,
+            "low_adaptive": np.nan,
+            "high_adaptive": np.nan,
+            "sampling": "adaptive",
+            "estimate_fixed": fixed_value,
+            "low_fixed": fixed_value - half,
+            "high_fixed": fixed_value + half,
+            "inside_fixed_interval": fixed_value - half <= value <= fixed_value + half,
+        }
+    estimators, metrics = joined.index.get_level_values(0), joined.index.get_level_values(1)
+    joined["headline"] = (estimators == "lm-eval results") | (
+        metrics.isin(ADAPTIVE_CAPABILITY_METRICS) & ~estimators.str.fullmatch(LEAKY.pattern)
     )
     first = str(plan["looks"][0])
     return {
@@ -184,30 +221,32 @@ def _markdown(summaries: list[dict]) -> str:
     """The savings table and, per case, the metric table."""
     lines = [
         "| model | task | questions | unanimous at l_1 | samples fixed | samples adaptive | saved "
-        "| wall s fixed | wall s adaptive | time saved | metrics inside fixed-k interval "
-        "| prefix identical |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| wall s fixed | wall s adaptive | time saved | headline metrics inside fixed-k interval "
+        "| prefix identical | saved, looks 16-32-64 (replayed) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in summaries:
-        inside = sum(m["inside_fixed_interval"] for m in s["metrics"])
+        headline = [m for m in s["metrics"] if m["headline"]]
+        inside = sum(m["inside_fixed_interval"] for m in headline)
         fixed_s, adaptive_s = s["wall_s"]["fixed"], s["wall_s"]["adaptive"]
         lines.append(
             f"| {s['model']} | {s['task']} | {s['questions']} | {s['unanimous_at_first_look']:.0%} "
             f"| {s['samples_fixed']:,} | {s['samples_adaptive']:,} | {s['saved_fraction']:.1%} "
             f"| {fixed_s:.0f} | {adaptive_s:.0f} | {1 - adaptive_s / fixed_s:.0%} "
-            f"| {inside} of {len(s['metrics'])} | {s['prefix_identical']} |"
+            f"| {inside} of {len(headline)} | {s['prefix_identical']} | {s['also_looks']['16-32-64']:.1%} |"
         )
     for s in summaries:
         lines += [
             "",
             f"{s['model']} · {s['task']} ({s['questions']} questions, looks {s['looks']}):",
             "",
-            "| estimator | metric | adaptive | fixed k [95% interval] | inside |",
-            "|---|---|---:|---:|:---:|",
+            "| estimator | metric | headline | adaptive | fixed k [95% interval] | inside |",
+            "|---|---|:---:|---:|---:|:---:|",
         ]
         for m in s["metrics"]:
             lines.append(
-                f"| {m['estimator']} | {m['metric']} | {m['estimate_adaptive']:.4f} "
+                f"| {m['estimator']} | {m['metric']} | {'yes' if m['headline'] else ''} "
+                f"| {m['estimate_adaptive']:.4f} "
                 f"| {m['estimate_fixed']:.4f} [{m['low_fixed']:.4f}, {m['high_fixed']:.4f}] "
                 f"| {'yes' if m['inside_fixed_interval'] else '**no**'} |"
             )
