@@ -48,13 +48,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-import capcal_metrics as cm
-from analysis.estimators.adaptive import ADAPTIVE_CAPABILITY_METRICS, stopped_counts
-from analysis.report.paper_table import paper_table
-from analysis.report.registry import LEAKY
-from analysis.runs.files import read_results
-from analysis.runs.tables import load_runs
-from capcal_models.prepare import model_path
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import capcal_metrics as cm  # noqa: E402
+from analysis.estimators.adaptive import ADAPTIVE_CAPABILITY_METRICS, stopped_counts  # noqa: E402
+from analysis.report.paper_table import paper_table  # noqa: E402
+from analysis.report.registry import LEAKY  # noqa: E402
+from analysis.runs.files import read_results  # noqa: E402
+from analysis.runs.tables import load_runs  # noqa: E402
+from benchmarks.machine_info import load_average, machine  # noqa: E402
+from capcal_models.prepare import model_path  # noqa: E402
 
 K_MAX = 64
 LOOKS = (8, 16, 32)
@@ -123,6 +127,7 @@ def run_case(case: Case, root: Path, vllm_python: str, hf_python: str) -> dict[s
     folder.mkdir(parents=True, exist_ok=True)
     timing = {}
     for mode, argv in run_commands(case, root, vllm_python, hf_python).items():
+        timing[f"{mode}_load_before"] = load_average()
         with open(folder / f"{mode}.log", "w") as log:
             start = time.perf_counter()
             subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, check=True)
@@ -187,7 +192,14 @@ def summarize_case(case: Case, root: Path) -> dict:
             "low_fixed": fixed_value - half,
             "high_fixed": fixed_value + half,
             "inside_fixed_interval": fixed_value - half <= value <= fixed_value + half,
+            "fixed_inside_adaptive_interval": False,  # lm-eval gives the adaptive run no interval
+            "undefined_in_both": False,
         }
+    joined["fixed_inside_adaptive_interval"] = (joined["estimate_fixed"] >= joined["low_adaptive"]) & (
+        joined["estimate_fixed"] <= joined["high_adaptive"]
+    )
+    # undefined in both runs (every question unsolved: no skill, no AUROC) is agreement, not a miss
+    joined["undefined_in_both"] = joined["estimate_adaptive"].isna() & joined["estimate_fixed"].isna()
     estimators, metrics = joined.index.get_level_values(0), joined.index.get_level_values(1)
     joined["headline"] = (estimators == "lm-eval results") | (
         metrics.isin(ADAPTIVE_CAPABILITY_METRICS) & ~estimators.str.fullmatch(LEAKY.pattern)
@@ -217,6 +229,17 @@ def summarize_case(case: Case, root: Path) -> dict:
     }
 
 
+def _verdict(metric: dict) -> str:
+    if metric["undefined_in_both"]:
+        return "undefined in both"
+    if metric["inside_fixed_interval"]:
+        return "yes"
+    if metric["fixed_inside_adaptive_interval"]:
+        low, high = metric["low_adaptive"], metric["high_adaptive"]
+        return f"**no**; the fixed-k estimate is inside the adaptive run's [{low:.4f}, {high:.4f}]"
+    return "**no**"
+
+
 def _markdown(summaries: list[dict]) -> str:
     """The savings table and, per case, the metric table."""
     lines = [
@@ -226,14 +249,16 @@ def _markdown(summaries: list[dict]) -> str:
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in summaries:
-        headline = [m for m in s["metrics"] if m["headline"]]
+        headline = [m for m in s["metrics"] if m["headline"] and not m["undefined_in_both"]]
         inside = sum(m["inside_fixed_interval"] for m in headline)
+        undefined = sum(m["headline"] and m["undefined_in_both"] for m in s["metrics"])
         fixed_s, adaptive_s = s["wall_s"]["fixed"], s["wall_s"]["adaptive"]
         lines.append(
             f"| {s['model']} | {s['task']} | {s['questions']} | {s['unanimous_at_first_look']:.0%} "
             f"| {s['samples_fixed']:,} | {s['samples_adaptive']:,} | {s['saved_fraction']:.1%} "
             f"| {fixed_s:.0f} | {adaptive_s:.0f} | {1 - adaptive_s / fixed_s:.0%} "
-            f"| {inside} of {len(headline)} | {s['prefix_identical']} | {s['also_looks']['16-32-64']:.1%} |"
+            f"| {inside} of {len(headline)}{f' ({undefined} undefined in both)' if undefined else ''} "
+            f"| {s['prefix_identical']} | {s['also_looks']['16-32-64']:.1%} |"
         )
     for s in summaries:
         lines += [
@@ -248,7 +273,7 @@ def _markdown(summaries: list[dict]) -> str:
                 f"| {m['estimator']} | {m['metric']} | {'yes' if m['headline'] else ''} "
                 f"| {m['estimate_adaptive']:.4f} "
                 f"| {m['estimate_fixed']:.4f} [{m['low_fixed']:.4f}, {m['high_fixed']:.4f}] "
-                f"| {'yes' if m['inside_fixed_interval'] else '**no**'} |"
+                f"| {_verdict(m)} |"
             )
     return "\n".join(lines)
 
@@ -271,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     summaries = [summarize_case(case, args.root) for case in cases if (args.root / case.name).is_dir()]
     if args.output:
-        args.output.write_text(json.dumps(summaries, indent=1, default=float) + "\n")
+        record = {"machine": machine(["lm_eval", "torch"]), "cases": summaries}
+        args.output.write_text(json.dumps(record, indent=1, default=float) + "\n")
     print(_markdown(summaries))
     return 0
 

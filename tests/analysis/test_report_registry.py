@@ -119,3 +119,21 @@ def test_the_calibration_label_names_the_split_its_size_domain_and_drops(dropped
     label = _calibration(_train(12), dropped).label()
     tail = f"; {dropped} question(s) also in the evaluation set dropped" if dropped else ""
     assert label == f"capcal_arithmetic_train (12 questions, in-domain, declared{tail})"
+
+
+def test_object_columns_are_read_as_numbers() -> None:
+    """Confidence and accuracy columns that pandas holds as objects (a join that brought in None, values
+    read from JSON one by one) are read as floats, None as NaN, exactly as float columns are."""
+    as_objects = pd.DataFrame(
+        {"question_id": ["e10", "e9", "e1"], "ptrue": pd.Series([0.2, None, 0.9], dtype=object)}
+    )
+    result = elicited("ptrue")(_context(as_objects, None))
+    assert result.columns["ptrue"].dtype == np.float64
+    np.testing.assert_array_equal(result.columns["ptrue"], [0.2, np.nan, 0.9])
+
+    train = _train(12)
+    floats = isotonic("ptrue")(_context(as_objects.astype({"ptrue": float}), _calibration(train)))
+    objects = train.astype({"ptrue": object, "expected_accuracy": object})
+    fitted = isotonic("ptrue")(_context(as_objects, _calibration(objects)))
+    assert fitted.columns["isotonic_ptrue"].dtype == np.float64
+    np.testing.assert_array_equal(fitted.columns["isotonic_ptrue"], floats.columns["isotonic_ptrue"])
