@@ -110,6 +110,21 @@ def _spread_less_noise(target: np.ndarray, spread: float, noise: np.ndarray) -> 
     return 0.0 if abs(variance) <= rounding else variance
 
 
+_SAME_TARGETS = "every target is the same (no base-rate variance)"
+_SPREAD_IS_NOISE = (
+    "the estimated variance of mu over the questions is <= 0 (mu_hat's spread is sampling noise)"
+)
+
+
+def _skill(brier: float, reference: float, name: str, why: str) -> float:
+    """``1 - brier / reference``, the skill over the base rate; NaN with an UndefinedMetricWarning (``name``:
+    ``why``) when ``reference`` is <= 0 (the base-rate variances return exactly 0 when it is zero up to
+    rounding)."""
+    if reference <= 0.0:
+        return undefined_metric(name, why)
+    return 1.0 - brier / reference
+
+
 def brier_skill_score(confidence: ArrayLike, target: ArrayLike) -> float:
     """BSS = 1 - mean_i (c_i - t_i)^2 / mean_i (t_i - mean t)^2, skill over the constant at the base rate.
 
@@ -120,10 +135,8 @@ def brier_skill_score(confidence: ArrayLike, target: ArrayLike) -> float:
     climatology as reference).
     """
     confidence, target = check_confidence_and_target(confidence, target)
-    reference = base_rate_variance(target)
-    if reference <= 0.0:
-        return undefined_metric("brier_skill_score", "every target is the same (no base-rate variance)")
-    return 1.0 - float(np.mean((confidence - target) ** 2)) / reference
+    brier = float(np.mean((confidence - target) ** 2))
+    return _skill(brier, base_rate_variance(target), "brier_skill_score", _SAME_TARGETS)
 
 
 def corrected_brier_skill_score(confidence: ArrayLike, mu_hat: ArrayLike, n_samples: ArrayLike) -> float:
@@ -139,12 +152,7 @@ def corrected_brier_skill_score(confidence: ArrayLike, mu_hat: ArrayLike, n_samp
     """
     corrected_brier = corrected_capability_brier_score(confidence, mu_hat, n_samples)  # validates the inputs
     variance = base_rate_variance(mu_hat, n_samples)
-    if variance <= 0.0:
-        return undefined_metric(
-            "corrected_brier_skill_score",
-            "the estimated variance of mu over the questions is <= 0 (mu_hat's spread is sampling noise)",
-        )
-    return 1.0 - corrected_brier / variance
+    return _skill(corrected_brier, variance, "corrected_brier_skill_score", _SPREAD_IS_NOISE)
 
 
 def brier_skill_score_from_moments(
@@ -160,12 +168,7 @@ def brier_skill_score_from_moments(
     """
     brier = capability_brier_from_moments(confidence, mu_hat, mu_square_hat)  # validates the inputs
     variance = base_rate_variance_from_moments(mu_hat, mu_square_hat)
-    if variance <= 0.0:
-        return undefined_metric(
-            "brier_skill_score_from_moments",
-            "the estimated variance of mu over the questions is <= 0 (mu_hat's spread is sampling noise)",
-        )
-    return 1.0 - brier / variance
+    return _skill(brier, variance, "brier_skill_score_from_moments", _SPREAD_IS_NOISE)
 
 
 def random_baseline_brier_skill_score(target: ArrayLike, n_samples: ArrayLike | None = None) -> float:
