@@ -218,10 +218,13 @@ def first_look(table: pd.DataFrame) -> int | None:
 
 def last_look(table: pd.DataFrame) -> int | None:
     """k_max, the last look of an adaptive run's question table (the most samples a question can draw);
-    None for a fixed-k table (as :func:`first_look`)."""
+    None for a fixed-k table (as :func:`first_look`); one plan per table, as there."""
     if first_look(table) is None:
         return None
-    return max(int(looks[-1]) for looks in table["looks"])
+    lasts = {int(looks[-1]) for looks in table["looks"]}
+    if len(lasts) != 1:
+        raise ValueError(f"questions of several adaptive plans in one table (k_max {sorted(lasts)})")
+    return lasts.pop()
 
 
 def first_look_table(table: pd.DataFrame) -> pd.DataFrame:

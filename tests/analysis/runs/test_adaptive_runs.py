@@ -111,6 +111,10 @@ def test_few_samples_notices_speak_of_the_first_look_and_k_max_not_of_n() -> Non
 
     table = _adaptive_table().assign(model="m", task=TASK)
     assert last_look(table) == LOOKS[-1] and last_look(table.drop(columns=["sampling"])) is None
+    mixed = table.copy()
+    mixed.at[0, "looks"] = [2, 8]
+    with pytest.raises(ValueError, match=r"several adaptive plans in one table \(k_max \[4, 8\]\)"):
+        last_look(mixed)
     (notice,) = k_notices(table)
     assert notice == (
         f"{TASK} (m) was sampled adaptively with a first look of 2 responses: the consistency estimator uses "
