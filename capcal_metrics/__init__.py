@@ -61,6 +61,7 @@ from .sequential import (
     unbiased_mean,
     unbiased_mean_square,
     unbiased_moment,
+    unbiased_moment_given_prefix,
     unbiased_pass_at_k,
 )
 from .skill import (
@@ -134,5 +135,6 @@ __all__ = [
     "unbiased_mean",
     "unbiased_mean_square",
     "unbiased_moment",
+    "unbiased_moment_given_prefix",
     "unbiased_pass_at_k",
 ]

@@ -53,6 +53,7 @@ __all__ = [
     "unbiased_mean",
     "unbiased_mean_square",
     "unbiased_moment",
+    "unbiased_moment_given_prefix",
     "unbiased_pass_at_k",
 ]
 
@@ -298,6 +299,65 @@ def unbiased_mean_square(plan: SequentialPlan, n_samples: ArrayLike, n_correct: 
     if plan.looks[0] < 2:
         raise ValueError(f"an unbiased mu^2 needs a first look l_1 >= 2, the plan's is {plan.looks[0]}")
     return unbiased_moment(plan, n_samples, n_correct, 2)
+
+
+def unbiased_moment_given_prefix(
+    plan: SequentialPlan,
+    n_samples: ArrayLike,
+    n_correct: ArrayLike,
+    prefix_size: int,
+    prefix_successes: ArrayLike,
+    successes: int = 1,
+    failures: int = 0,
+) -> np.ndarray:
+    """Estimate of ``mu^a (1 - mu)^b`` (default a = 1, b = 0: mu) unbiased given a prefix of p draws with s_p
+    successes:
+
+        N_{s_p + a, p - s_p + b}(n, s) / N_{s_p, p - s_p}(n, s)
+          = P(the a draws after the prefix are 1 and the next b are 0 | prefix, n, s),
+
+    for ``p + a + b <= l_1``. Given the prefix, the later draws are i.i.d. and the stop depends on (n, s)
+    only, so those draws' indicator is unbiased for ``mu^a (1 - mu)^b`` given the prefix, and so is its
+    Rao-Blackwell average over the paths through (n, s) that start with the prefix (the same argument as
+    :func:`unbiased_moment`, conditionally): ``E[estimate | prefix] = mu^a (1 - mu)^b``. Any p of the first
+    l_1 draws may stand as the prefix: they are always drawn and the rule sees only their count. The use:
+    the target of a confidence computed from the prefix alone (the leakage-free consistency after stopping)
+    that keeps every later sample, where the draws left after the prefix among the first l_1 would be few.
+    """
+    plan = _check_plan(plan)
+    p = check_integer(prefix_size, "prefix_size", minimum=0)
+    a = check_integer(successes, "successes", minimum=0)
+    b = check_integer(failures, "failures", minimum=0)
+    if p + a + b > plan.looks[0]:
+        raise ValueError(
+            f"prefix_size + successes + failures = {p + a + b} exceeds the first look l_1 = {plan.looks[0]}: "
+            "only the draws made before any stopping decision have unbiased estimates"
+        )
+    index, n, s = _check_terminal(plan, n_samples, n_correct)
+    s_p = check_whole_numbers(prefix_successes, "prefix_successes")
+    try:
+        s_p = np.broadcast_to(s_p, s.shape)
+    except ValueError:
+        raise ValueError(
+            f"prefix_successes must have the shape of n_correct {s.shape}, got {np.shape(s_p)}"
+        ) from None
+    if np.any(s_p > p) or np.any(s_p > s) or np.any(p - s_p > n - s):
+        raise ValueError(
+            f"prefix_successes must lie in [0, prefix_size = {p}] and within each question's successes and "
+            "failures (n_correct and n_samples - n_correct)"
+        )
+    out = np.empty(s.shape)
+    for value in np.unique(s_p):
+        chosen = s_p == value
+        numerator = path_counts(plan, int(value) + a, p - int(value) + b)[index[chosen], s[chosen]]
+        denominator = path_counts(plan, int(value), p - int(value))[index[chosen], s[chosen]]
+        if any(q == 0 for q in denominator):
+            raise ValueError(
+                f"a prefix of {p} draws with {int(value)} successes cannot end in a stop at some of its "
+                f"questions' (n_samples, n_correct) under the plan ({plan.rule}, looks {plan.looks})"
+            )
+        out[chosen] = [int(x) / int(y) for x, y in zip(numerator, denominator, strict=True)]
+    return out
 
 
 def unbiased_pass_at_k(

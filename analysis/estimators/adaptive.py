@@ -14,7 +14,8 @@ sampling: the capability metrics after stopping"):
   takes each bin's noise from the within-bin spread of mu_hat - c, which holds whatever made mu_hat; soft
   AUROC is a ratio of sums of mu_i (1 - mu_j), a plug-in in both forms);
 * ``pass_at_k``: mean of the unbiased per-question pass@k for k <= l_1, NaN with the reason otherwise;
-* leakage-free consistency from the first l_1 samples of every question (drawn before any stopping decision).
+* leakage-free consistency from a draw pool within the first l_1 samples of every question (drawn before any
+  stopping decision), scored against a target from every other sample, unbiased given the pool.
 
 With a single look (a fixed-k run) every value equals the fixed-k metric of the report (up to rounding).
 Intervals: the percentile bootstrap over questions (``capcal_metrics.bootstrap_cis``), and for the debiased
@@ -23,6 +24,7 @@ ECE the jackknife normal interval, as the report's calibration table does.
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from typing import NamedTuple
@@ -33,18 +35,20 @@ from numpy.typing import ArrayLike
 
 import capcal_metrics as cm
 from capcal_metrics.validation import check_probabilities
+from capcal_tasks.adaptive_records import sequential_plan
 
 __all__ = [
     "ADAPTIVE_CAPABILITY_METRICS",
     "AdaptiveEstimates",
     "adaptive_capability_metrics",
     "adaptive_estimates",
-    "adaptive_leakage_free_consistency",
+    "adaptive_leakage_free_table",
     "adaptive_metric_intervals",
     "adaptive_pass_at_k",
     "first_look",
     "first_look_table",
     "last_look",
+    "leakage_free_target",
     "metrics_from_estimates",
     "stopped_counts",
 ]
@@ -159,29 +163,62 @@ def adaptive_pass_at_k(
     return float(np.mean(cm.unbiased_pass_at_k(plan, n_samples, n_correct, int(k)))), ""
 
 
-def adaptive_leakage_free_consistency(
-    labels: ArrayLike,
-    correctness: ArrayLike,
+def leakage_free_target(
     plan: cm.SequentialPlan,
-    k: int,
-    *,
-    pool_size: int | None = None,
-    seed: int = 0,
-) -> cm.LeakageFreeConsistency:
-    """Leakage-free consistency from each question's first l_1 samples only (``leakage_free_consistency`` on
-    columns ``[:l_1]``): every question has them, and they were drawn before any stopping decision, so the
-    split into draw pool and target part, and the target mu_hat, are those of a fixed-k run of l_1 samples.
-    ``labels`` and ``correctness`` are (N, m) with m >= l_1 (samples in request order)."""
-    first_look = plan.looks[0]
-    labels = np.asarray(labels)
-    correctness = np.asarray(correctness)
-    if labels.ndim != 2 or labels.shape[1] < first_look or correctness.shape != labels.shape:
-        raise ValueError(
-            f"labels and correctness must be (questions, samples) arrays of the same shape with at least "
-            f"l_1 = {first_look} samples per question, got {labels.shape} and {correctness.shape}"
-        )
-    return cm.leakage_free_consistency(
-        labels[:, :first_look], correctness[:, :first_look], k, pool_size=pool_size, seed=seed
+    n_samples: ArrayLike,
+    n_correct: ArrayLike,
+    pool_size: int,
+    pool_successes: ArrayLike,
+) -> AdaptiveEstimates:
+    """The leakage-free consistency's target after stopping: mu and mu^2 estimated from every sample outside
+    the draw pool, unbiased given the pool.
+
+    The pool (``pool_size`` of each question's first l_1 samples, ``pool_successes`` correct) is drawn before
+    any stopping decision, so ``capcal_metrics.unbiased_moment_given_prefix`` with the pool as the prefix
+    gives ``E[mu_hat | pool] = mu`` and ``E[mu2_hat | pool] = mu^2`` (needs pool_size + 2 <= l_1); then
+    ``c^2 - 2 c mu_hat + mu2_hat`` is unbiased for ``(c - mu)^2`` for any c computed from the pool. At a
+    single look: the share (and pair share) of the n - pool_size samples outside the pool.
+    """
+    return AdaptiveEstimates(
+        cm.unbiased_moment_given_prefix(plan, n_samples, n_correct, pool_size, pool_successes, 1),
+        cm.unbiased_moment_given_prefix(plan, n_samples, n_correct, pool_size, pool_successes, 2),
+    )
+
+
+def adaptive_leakage_free_table(leakage_free: pd.DataFrame, evaluation: pd.DataFrame) -> pd.DataFrame:
+    """An adaptive run's leakage-free consistency (``consistency_from_table`` of its :func:`first_look_table`)
+    with its target taken from every sample outside the draw pool (:func:`leakage_free_target`):
+    ``mu_hat_lf`` and ``mu_squared_hat_lf`` unbiased given the pool, ``n_lf`` = n - pool size.
+
+    The consistency itself still comes from the pool alone (a subset of the first l_1 samples, drawn before
+    any stopping decision); only its target gains the later samples, so it rests on up to k_max - pool
+    samples instead of the l_1 - pool left in the first look. Returned unchanged for a fixed-k
+    ``evaluation`` or where the pool leaves fewer than 2 of the first l_1 samples (mu^2 would have no
+    unbiased estimate given the pool).
+    """
+    look = first_look(evaluation)
+    if look is None:
+        return leakage_free
+    n_lf = leakage_free["n_lf"].to_numpy(dtype=np.int64)
+    pool_size = look - int(n_lf[0])
+    if pool_size + 2 > look:
+        return leakage_free
+    first_successes = np.array([int(sum(list(vector)[:look])) for vector in evaluation["correctness"]])
+    target_successes = np.rint(leakage_free["mu_hat_lf"].to_numpy(dtype=float) * n_lf).astype(np.int64)
+    rules = {
+        (tuple(looks), json.dumps(rule, sort_keys=True))
+        for looks, rule in evaluation[["looks", "rule"]].itertuples(index=False)
+    }
+    if len(rules) != 1:
+        raise ValueError(f"questions of several adaptive plans in one table ({len(rules)} plans)")
+    looks, rule = rules.pop()
+    plan = sequential_plan(looks, json.loads(rule))
+    n = evaluation["n"].to_numpy(dtype=np.int64)
+    estimates = leakage_free_target(
+        plan, n, evaluation["s"].to_numpy(dtype=np.int64), pool_size, first_successes - target_successes
+    )
+    return leakage_free.assign(
+        mu_hat_lf=estimates.mu_hat, mu_squared_hat_lf=estimates.mu_square_hat, n_lf=n - pool_size
     )
 
 
@@ -232,7 +269,7 @@ def first_look_table(table: pd.DataFrame) -> pd.DataFrame:
     any stopping decision: a fixed-k run of l_1 samples (``correctness``, ``extracted_answers`` and
     ``responses`` cut; ``n`` = l_1; ``s``, ``expected_accuracy``, ``mu_hat``, ``mu_squared_hat`` of those
     samples; ``sampling`` "fixed k (first look l_1 of ...)"). pass@k for k <= l_1, the budget curves and
-    consistency computed on it are exact (as :func:`adaptive_leakage_free_consistency`).
+    consistency computed on it are exact (its leakage-free target: :func:`adaptive_leakage_free_table`).
     A fixed-k table is returned as it is."""
     look = first_look(table)
     if look is None:

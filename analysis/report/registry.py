@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.estimators.adaptive import first_look_table
+from analysis.estimators.adaptive import adaptive_leakage_free_table, first_look_table
 from analysis.estimators.consistency import consistency_from_table
 from analysis.estimators.probes import QuestionSplits, fit_probe
 from analysis.estimators.recalibration import fit_isotonic
@@ -126,12 +126,14 @@ class Estimator:
 def consistency(context: EstimatorContext) -> EstimatorResult:
     """Response consistency for each k < n (paper form), and the leakage-free form as a side table. An
     adaptive run's consistency uses each question's first l_1 samples only (``first_look_table``): they were
-    drawn before any stopping decision, so the leakage-free split is that of a fixed-k run."""
+    drawn before any stopping decision; its leakage-free target takes every sample outside the draw pool,
+    unbiased given the pool (``adaptive_leakage_free_table``)."""
     evaluation = first_look_table(context.evaluation)
     ks = [k for k in context.consistency_ks if k < int(evaluation["n"].min())]
     if not ks:
         return EstimatorResult(notes=[f"consistency: no k in {list(context.consistency_ks)} is below n"])
     table = consistency_from_table(evaluation, ks=ks, seed=context.seed)
+    table = adaptive_leakage_free_table(table, context.evaluation)
     return EstimatorResult(
         columns={f"consistency_k{k}": table[f"consistency_k{k}"].to_numpy(dtype=float) for k in ks},
         notes=[

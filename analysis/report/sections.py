@@ -184,10 +184,21 @@ class SectionInputs:
     @cached_property
     def leakage_free(self) -> pd.DataFrame | None:
         """The leakage-free consistency columns ``consistency_lf_k{k}`` with their own target (mu_hat_lf of
-        the samples outside the draw pool, as ``expected_accuracy``, and n_lf as ``n``); None without."""
+        the samples outside the draw pool, as ``expected_accuracy``, and n_lf as ``n``); None without. An
+        adaptive run's target (``mu_squared_hat_lf`` present) keeps the run's ``sampling`` and ``looks``, so
+        its metrics take the moment forms, unbiased after stopping."""
         table = self.computed.extra.get("leakage_free")
         if table is None:
             return None
+        if "mu_squared_hat_lf" in table.columns:
+            return table.assign(
+                expected_accuracy=table["mu_hat_lf"],
+                mu_squared_hat=table["mu_squared_hat_lf"],
+                n=table["n_lf"],
+                correctness=self.evaluation["correctness"],
+                sampling=self.evaluation["sampling"].to_numpy(),
+                looks=self.evaluation["looks"].to_numpy(),
+            )
         return table.assign(
             expected_accuracy=table["mu_hat_lf"],
             n=table["n_lf"],

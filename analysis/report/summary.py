@@ -135,6 +135,7 @@ def _candidates(inputs: SectionInputs) -> tuple[list[_Candidate], list[str]]:
         candidates.append(_Candidate(name, "mu_hat", inputs.confidences[name], mu, n, mu2))
     table = inputs.leakage_free
     if table is not None:
+        mu2_lf = table["mu_squared_hat"].to_numpy(dtype=float) if is_adaptive(table) else None
         for name in (c for c in table.columns if c.startswith("consistency_lf_k")):
             candidates.append(
                 _Candidate(
@@ -143,6 +144,7 @@ def _candidates(inputs: SectionInputs) -> tuple[list[_Candidate], list[str]]:
                     table[name].to_numpy(dtype=float),
                     table["mu_hat_lf"].to_numpy(dtype=float),
                     table["n_lf"].to_numpy(dtype=float),
+                    mu2_lf,
                 )
             )
     return candidates, leaky
@@ -306,8 +308,8 @@ def _adaptive_warnings(look: int, k_max: int, has_consistency: bool) -> list[str
     if has_consistency and look < MIN_SAMPLES:
         out.append(
             f"consistency uses each question's first {look} samples (the first look, drawn before any "
-            f"stopping decision), below {MIN_SAMPLES}: only k < {look}, and its leakage-free target rests "
-            "on the few samples left."
+            f"stopping decision), below {MIN_SAMPLES}: only k < {look} (its leakage-free form is scored "
+            "against every sample outside its draw pool)."
         )
     return out
 

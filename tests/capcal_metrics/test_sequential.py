@@ -552,3 +552,111 @@ def test_estimates_keep_the_shape_of_the_states_and_mu_zero_or_one_warns_nothing
     states = cm.terminal_states(plan)
     np.testing.assert_array_equal(probabilities[0], (states[1] == 0).astype(float))
     np.testing.assert_array_equal(probabilities[1], (states[1] == states[0]).astype(float))
+
+
+# --- estimates given a prefix (the leakage-free target after stopping) -----------------------------------
+
+
+@pytest.mark.parametrize("plan", BRUTE_FORCE_PLANS, ids=lambda p: f"{p.rule}-{p.looks}")
+def test_moment_given_a_prefix_is_the_enumerated_conditional_probability(plan):
+    """P(the a draws after the prefix are 1, the next b 0 | the first p draws, n, s), counted over every
+    sequence, for every prefix pattern: it depends on the pattern only through its successes s_p."""
+    prefixes = {(prefix, n, s) for prefix, n, s in _enumerate(plan)}
+    l_1 = plan.looks[0]
+    checked = 0
+    for p in range(l_1):
+        for a, b in [(1, 0), (2, 0), (0, 1), (1, 1)]:
+            if p + a + b > l_1:
+                continue
+            for pattern in itertools.product((0, 1), repeat=p):
+                starting = [(drawn, n, s) for drawn, n, s in prefixes if drawn[:p] == pattern]
+                given = Counter((n, s) for _, n, s in starting)
+                hits = Counter(
+                    (n, s) for drawn, n, s in starting if drawn[p : p + a + b] == (1,) * a + (0,) * b
+                )
+                states = sorted(given)
+                n = np.array([state[0] for state in states])
+                s = np.array([state[1] for state in states])
+                got = cm.unbiased_moment_given_prefix(plan, n, s, p, sum(pattern), a, b)
+                expected = [hits[state] / given[state] for state in states]
+                np.testing.assert_allclose(got, expected, rtol=0, atol=1e-15)
+                checked += len(states)
+    assert checked > 20
+
+
+@pytest.mark.parametrize("plan", PLANS, ids=PLAN_IDS)
+def test_moments_given_a_prefix_are_unbiased_given_it_on_a_fine_grid_of_mu(plan):
+    """E[estimate | prefix] = mu and mu^2 exactly: the sum over the terminal states reachable from the prefix,
+    P(n, s | prefix; mu) = N_{s_p, p - s_p}(n, s) mu^(s - s_p) (1 - mu)^(n - s - p + s_p)."""
+    n, s = cm.terminal_states(plan)
+    index = np.searchsorted(plan.looks, n)
+    m = MU_GRID[:, None]
+    for p in (0, plan.looks[0] // 2, plan.looks[0] - 2):
+        for s_p in sorted({0, p // 3, p}):
+            counts = cm.path_counts(plan, s_p, p - s_p)[index, s]
+            reachable = np.array([count != 0 for count in counts])
+            nr, sr = n[reachable], s[reachable]
+            log_counts = np.array([math.log(count) for count in counts[reachable]])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                weights = np.exp(
+                    log_counts
+                    + np.where(sr - s_p == 0, 0.0, (sr - s_p) * np.log(m))
+                    + np.where(nr - sr - p + s_p == 0, 0.0, (nr - sr - p + s_p) * np.log(1 - m))
+                )
+            np.testing.assert_allclose(weights.sum(axis=1), 1.0, atol=1e-12)
+            for (a, b), target in [
+                ((1, 0), MU_GRID),
+                ((2, 0), MU_GRID**2),
+                ((1, 1), MU_GRID * (1 - MU_GRID)),
+            ]:
+                estimate = cm.unbiased_moment_given_prefix(plan, nr, sr, p, s_p, a, b)
+                np.testing.assert_allclose(
+                    weights @ estimate, target, rtol=0, atol=1e-9, err_msg=f"{p} {s_p}"
+                )
+
+
+def test_an_empty_prefix_gives_the_unconditional_moments_and_a_single_look_the_rest_of_the_samples():
+    plan = cm.unanimity_rule((8, 16, 32, 64))
+    n, s = cm.terminal_states(plan)
+    for a, b in [(1, 0), (2, 0), (0, 3)]:
+        np.testing.assert_array_equal(
+            cm.unbiased_moment_given_prefix(plan, n, s, 0, 0, a, b), cm.unbiased_moment(plan, n, s, a, b)
+        )
+    # at a single look the target is the plain share of the samples outside the prefix
+    single = cm.unanimity_rule((20,))
+    s20 = np.arange(4, 17)
+    got = cm.unbiased_moment_given_prefix(single, np.full(s20.size, 20), s20, 5, 3)
+    np.testing.assert_allclose(got, (s20 - 3) / 15, rtol=0, atol=1e-15)
+    got = cm.unbiased_moment_given_prefix(single, np.full(s20.size, 20), s20, 5, 3, 2)
+    np.testing.assert_allclose(got, (s20 - 3) * (s20 - 4) / (15 * 14), rtol=0, atol=1e-15)
+    # unanimity: a mixed prefix never stops early, so the estimate is the share of the 64 - p other samples
+    got = cm.unbiased_moment_given_prefix(plan, [64, 64], [10, 40], 5, [2, 4])
+    np.testing.assert_allclose(got, [8 / 59, 36 / 59], rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (([8], [0], 7, 0, 2), r"^prefix_size \+ successes \+ failures = 9 exceeds the first look l_1 = 8"),
+        (([8], [0], 3, 1, 1), r"^prefix_successes must lie in \[0, prefix_size = 3\]"),
+        (([64], [5], 3, 4, 1), r"^prefix_successes must lie in \[0, prefix_size = 3\]"),
+        (([64], [62], 6, 3, 1), r"^prefix_successes must lie in"),
+        (([64, 64], [5, 6], 3, [1, 1, 1], 1), r"^prefix_successes must have the shape of n_correct \(2,\)"),
+        (([8], [0], -1, 0, 1), r"^prefix_size must be a non-negative integer"),
+    ],
+)
+def test_moment_given_a_prefix_messages(arguments, message):
+    plan = cm.unanimity_rule((8, 16, 32, 64))
+    n, s, p, s_p, a = arguments
+    with pytest.raises(ValueError, match=message):
+        cm.unbiased_moment_given_prefix(plan, n, s, p, s_p, a)
+
+
+def test_a_prefix_that_cannot_reach_the_stop_is_refused():
+    stop = np.zeros((2, 5), dtype=bool)
+    stop[0, 1] = True  # at 2 draws, stop on exactly one success
+    stop[1] = True
+    plan = cm.SequentialPlan((2, 4), stop, "one success at 2")
+    # (4, 1) is reached only through (0, 0) at 2 draws: no path through it starts with a success
+    with pytest.raises(ValueError, match=r"^a prefix of 1 draws with 1 successes cannot end in a stop"):
+        cm.unbiased_moment_given_prefix(plan, [4], [1], 1, 1)

@@ -12,13 +12,16 @@ import capcal_metrics as cm
 from analysis.estimators.adaptive import (
     adaptive_capability_metrics,
     adaptive_estimates,
-    adaptive_leakage_free_consistency,
+    adaptive_leakage_free_table,
     adaptive_metric_intervals,
     adaptive_pass_at_k,
+    first_look_table,
+    leakage_free_target,
     stopped_counts,
 )
 from analysis.estimators.adaptive_replay import replay_stopping
 from analysis.estimators.adaptive_simulation import simulate_adaptive_metrics
+from analysis.estimators.consistency import consistency_from_table
 from analysis.report.calibration_table import calibration_table
 
 
@@ -82,18 +85,96 @@ def test_pass_at_k_past_the_first_look_is_nan_with_the_reason():
     assert reason == "" and 0 < value < 1
 
 
-def test_leakage_free_consistency_reads_only_the_first_look():
-    plan = cm.unanimity_rule([8, 16])
-    rng = np.random.default_rng(4)
-    labels = rng.integers(0, 3, (30, 16))
-    correctness = (labels == 0).astype(int)
-    first = adaptive_leakage_free_consistency(labels, correctness, plan, 3, pool_size=4, seed=1)
-    labels[:, 8:] = 2
-    correctness[:, 8:] = 1
-    second = adaptive_leakage_free_consistency(labels, correctness, plan, 3, pool_size=4, seed=1)
-    np.testing.assert_array_equal(first.confidence, second.confidence)
-    np.testing.assert_array_equal(first.mu_hat, second.mu_hat)
-    assert (first.n_target == 4).all()
+LF_LOOKS = (8, 16, 32)
+LF_LABEL = "adaptive (looks 8, 16, 32, rule unanimity)"
+
+
+def _adaptive_answer_table(mu: np.ndarray, rng: np.random.Generator, looks=LF_LOOKS) -> pd.DataFrame:
+    """An adaptive run's question table under unanimity (the columns the loader keeps that the leakage-free
+    consistency reads): answer "0" is correct, wrong answers are "1" to "3"; each question truncated at its
+    stop."""
+    plan = cm.unanimity_rule(looks)
+    k_max = looks[-1]
+    correct = rng.uniform(size=(mu.size, k_max)) < mu[:, None]
+    answers = np.where(correct, 0, rng.integers(1, 4, size=(mu.size, k_max)))
+    n, _ = stopped_counts(np.cumsum(correct, axis=1)[:, np.array(looks) - 1], plan)
+    return pd.DataFrame(
+        {
+            "question_id": [str(i) for i in range(mu.size)],
+            "correctness": [list(row[:stop].astype(int)) for row, stop in zip(correct, n, strict=True)],
+            "extracted_answers": [[str(a) for a in row[:stop]] for row, stop in zip(answers, n, strict=True)],
+            "n": n,
+            "s": [int(row[:stop].sum()) for row, stop in zip(correct, n, strict=True)],
+            "sampling": LF_LABEL,
+            "looks": [list(looks)] * mu.size,
+            "rule": [{"name": "unanimity"}] * mu.size,
+        }
+    )
+
+
+def test_the_leakage_free_target_takes_every_sample_outside_the_pool():
+    """The consistency is that of the first look; only the target changes: for each question the estimate
+    given its pool's successes (found independently from the split's own pool mask), and n_lf = n - pool."""
+    rng = np.random.default_rng(11)
+    table = _adaptive_answer_table(rng.beta(0.4, 0.4, 60), rng)
+    assert table["n"].min() == 8 and table["n"].max() == 32  # some stopped early, some drew k_max
+    first = consistency_from_table(first_look_table(table), ks=(3, 5), seed=2)
+    adjusted = adaptive_leakage_free_table(first, table)
+    for column in ("consistency_lf_k3", "consistency_lf_k5", "consistency_k5"):
+        np.testing.assert_array_equal(adjusted[column], first[column])
+    assert first["n_lf"].eq(3).all() and adjusted["n_lf"].tolist() == (table["n"] - 5).tolist()
+
+    answers = np.array([[int(a) for a in row[:8]] for row in table["extracted_answers"]])
+    split = cm.leakage_free_consistency(answers, (answers == 0).astype(int), 5, pool_size=5, seed=2)
+    pool_successes = ((answers == 0) & split.pool_mask).sum(axis=1)
+    plan = cm.unanimity_rule(LF_LOOKS)
+    n, s = table["n"].to_numpy(), table["s"].to_numpy()
+    np.testing.assert_allclose(
+        adjusted["mu_hat_lf"], cm.unbiased_moment_given_prefix(plan, n, s, 5, pool_successes), atol=1e-15
+    )
+    np.testing.assert_allclose(
+        adjusted["mu_squared_hat_lf"],
+        cm.unbiased_moment_given_prefix(plan, n, s, 5, pool_successes, 2),
+        atol=1e-15,
+    )
+    # a question that drew k_max with a mixed pool: the plain share of its 27 samples outside the pool
+    mixed = (n == 32) & (pool_successes > 0) & (pool_successes < 5)
+    assert mixed.any()
+    np.testing.assert_allclose(
+        adjusted["mu_hat_lf"][mixed], (s - pool_successes)[mixed] / 27, rtol=0, atol=1e-15
+    )
+    estimates = leakage_free_target(plan, n, s, 5, pool_successes)
+    np.testing.assert_array_equal(estimates.mu_hat, adjusted["mu_hat_lf"])
+    # a fixed-k table, and a pool leaving fewer than 2 first-look samples, are returned as they are
+    fixed = first_look_table(table)
+    assert adaptive_leakage_free_table(first, fixed) is first
+    tight = consistency_from_table(first_look_table(table), ks=(7,), seed=2)
+    assert adaptive_leakage_free_table(tight, table) is tight
+
+
+def test_the_leakage_free_corrected_brier_is_unbiased_after_stopping_and_tighter_than_the_first_look():
+    """200 adaptive runs of 150 questions (Beta(0.4, 0.4) mu, looks 8, 16, 32, consistency k = 5 from a pool
+    of 5): the corrected Brier of consistency_lf_k5 against the target of every sample outside the pool
+    (moments given the pool) is unbiased for mean (c - mu)^2 (|mean error| <= 4 SE), and its error's SD is
+    below that of the first-look target (3 held-out samples) by at least 20%."""
+    rng = np.random.default_rng(5)
+    errors_all, errors_first = [], []
+    for _ in range(200):
+        mu = rng.beta(0.4, 0.4, 150)
+        table = _adaptive_answer_table(mu, rng)
+        first = consistency_from_table(first_look_table(table), ks=(5,), seed=int(rng.integers(1 << 30)))
+        adjusted = adaptive_leakage_free_table(first, table)
+        c = first["consistency_lf_k5"].to_numpy()
+        truth = float(np.mean((c - mu) ** 2))
+        errors_all.append(
+            cm.capability_brier_from_moments(c, adjusted["mu_hat_lf"], adjusted["mu_squared_hat_lf"]) - truth
+        )
+        errors_first.append(cm.corrected_capability_brier_score(c, first["mu_hat_lf"], first["n_lf"]) - truth)
+    errors_all, errors_first = np.array(errors_all), np.array(errors_first)
+    se = errors_all.std(ddof=1) / np.sqrt(errors_all.size)
+    assert abs(errors_all.mean()) <= 4 * se
+    assert abs(errors_first.mean()) <= 4 * errors_first.std(ddof=1) / np.sqrt(errors_first.size)
+    assert errors_all.std() < 0.8 * errors_first.std()
 
 
 def test_replay_mean_matches_the_full_k_mean():

@@ -128,7 +128,8 @@ def test_few_samples_notices_speak_of_the_first_look_and_k_max_not_of_n() -> Non
     assert measured("m", TASK, table.drop(columns=["sampling"]), True).samples == "2-4"
     assert _adaptive_warnings(8, 64, True) == [
         "consistency uses each question's first 8 samples (the first look, drawn before any stopping "
-        "decision), below 10: only k < 8, and its leakage-free target rests on the few samples left."
+        "decision), below 10: only k < 8 (its leakage-free form is scored against every sample outside "
+        "its draw pool)."
     ]
     assert _adaptive_warnings(8, 64, False) == [] and _adaptive_warnings(10, 64, True) == []
     assert _adaptive_warnings(2, 9, False) == [
