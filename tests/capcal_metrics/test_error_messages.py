@@ -75,6 +75,12 @@ VALID: dict[str, dict] = {
     "terminal_states": {"plan": PLAN},
     "terminal_probabilities": {"plan": PLAN, "mu": TARGET},
     "unbiased_moment": {**STATES, "successes": 1, "failures": 1},
+    "unbiased_moment_given_prefix": {
+        **STATES,
+        "prefix_size": 1,
+        "prefix_successes": np.array([0, 1, 0, 1]),
+        "successes": 1,
+    },
     "unbiased_mean": STATES,
     "unbiased_mean_square": STATES,
     "unbiased_pass_at_k": {**STATES, "k": 2},
