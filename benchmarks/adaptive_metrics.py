@@ -29,7 +29,7 @@ from analysis.estimators.adaptive_simulation import MU_DISTRIBUTIONS, simulate_a
 from analysis.runs.tables import load_runs
 
 REPLAY_PLANS = ((2, 4, 8, 16), (4, 8, 16), (8, 16))
-SIMULATION_PLANS = ((16, 32, 64, 100), (8, 16, 32, 64))
+SIMULATION_PLANS = ((16, 32, 64, 100), (8, 16, 32, 64), (8, 16, 32, 64, 128))
 
 
 def _replay(questions: pd.DataFrame, confidences: pd.DataFrame, orders: int) -> pd.DataFrame:

@@ -24,7 +24,7 @@ aggregates (mean expected accuracy, pass@k for k up to the first look) against t
 1.96 standard errors. ``also_looks``: the
 samples another plan would have drawn, replayed exactly on the fixed run's samples in request order.
 
-    python benchmarks/adaptive_savings.py run --root /tmp/adaptive  # the four CASES, about 90 min on 2 cores
+    python benchmarks/adaptive_savings.py run --root /tmp/adaptive  # the five CASES, about 100 min on 2 cores
     python benchmarks/adaptive_savings.py summarize --root /tmp/adaptive \
         --output benchmarks/results/adaptive_savings.json
 
@@ -250,10 +250,10 @@ def _verdict(metric: dict) -> str:
 def _markdown(summaries: list[dict]) -> str:
     """The savings table and, per case, the metric table."""
     lines = [
-        "| model | task | questions | unanimous at l_1 | samples fixed | samples adaptive | saved "
+        "| model | task | questions | k_max | unanimous at l_1 | samples fixed | samples adaptive | saved "
         "| wall s fixed | wall s adaptive | time saved | headline metrics inside fixed-k interval "
         "| prefix identical | saved, default looks 16-32-64-k_max (replayed) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in summaries:
         headline = [m for m in s["metrics"] if m["headline"] and not m["undefined_in_both"]]
@@ -261,7 +261,8 @@ def _markdown(summaries: list[dict]) -> str:
         undefined = sum(m["headline"] and m["undefined_in_both"] for m in s["metrics"])
         fixed_s, adaptive_s = s["wall_s"]["fixed"], s["wall_s"]["adaptive"]
         lines.append(
-            f"| {s['model']} | {s['task']} | {s['questions']} | {s['unanimous_at_first_look']:.0%} "
+            f"| {s['model']} | {s['task']} | {s['questions']} | {s['k_max']} "
+            f"| {s['unanimous_at_first_look']:.0%} "
             f"| {s['samples_fixed']:,} | {s['samples_adaptive']:,} | {s['saved_fraction']:.1%} "
             f"| {fixed_s:.0f} | {adaptive_s:.0f} | {1 - adaptive_s / fixed_s:.0%} "
             f"| {inside} of {len(headline)}{f' ({undefined} undefined in both)' if undefined else ''} "
