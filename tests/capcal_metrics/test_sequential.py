@@ -637,19 +637,33 @@ def test_an_empty_prefix_gives_the_unconditional_moments_and_a_single_look_the_r
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (([8], [0], 7, 0, 2), r"^prefix_size \+ successes \+ failures = 9 exceeds the first look l_1 = 8"),
-        (([8], [0], 3, 1, 1), r"^prefix_successes must lie in \[0, prefix_size = 3\]"),
-        (([64], [5], 3, 4, 1), r"^prefix_successes must lie in \[0, prefix_size = 3\]"),
-        (([64], [62], 6, 3, 1), r"^prefix_successes must lie in"),
-        (([64, 64], [5, 6], 3, [1, 1, 1], 1), r"^prefix_successes must have the shape of n_correct \(2,\)"),
-        (([8], [0], -1, 0, 1), r"^prefix_size must be a non-negative integer"),
+        (
+            ([8], [0], 7, 0, 2, 0),
+            r"^prefix_size \+ successes \+ failures = 9 exceeds the first look l_1 = 8: only the draws made "
+            r"before any stopping decision have unbiased estimates$",
+        ),
+        (([8], [0], 6, 0, 1, 2), r"^prefix_size \+ successes \+ failures = 9 exceeds the first look l_1 = 8"),
+        (
+            ([8], [0], 3, 1, 1, 0),
+            r"^prefix_successes must lie in \[0, prefix_size = 3\] and within each question's successes and "
+            r"failures \(n_correct and n_samples - n_correct\)$",
+        ),
+        (([64], [5], 3, 4, 1, 0), r"^prefix_successes must lie in \[0, prefix_size = 3\]"),
+        (([64], [62], 6, 3, 1, 0), r"^prefix_successes must lie in"),
+        (
+            ([64, 64], [5, 6], 3, [1, 1, 1], 1, 0),
+            r"^prefix_successes must have the shape of n_correct \(2,\), got \(3,\)$",
+        ),
+        (([64, 64], [5, 6], 3, [1, 0.5], 1, 0), r"^prefix_successes must contain whole numbers$"),
+        (([8], [0], -1, 0, 1, 0), r"^prefix_size must be a non-negative integer"),
+        (([8], [0], 1, 0, 1, -1), r"^failures must be a non-negative integer"),
     ],
 )
 def test_moment_given_a_prefix_messages(arguments, message):
     plan = cm.unanimity_rule((8, 16, 32, 64))
-    n, s, p, s_p, a = arguments
+    n, s, p, s_p, a, b = arguments
     with pytest.raises(ValueError, match=message):
-        cm.unbiased_moment_given_prefix(plan, n, s, p, s_p, a)
+        cm.unbiased_moment_given_prefix(plan, n, s, p, s_p, a, b)
 
 
 def test_a_prefix_that_cannot_reach_the_stop_is_refused():

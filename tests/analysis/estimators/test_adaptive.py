@@ -23,6 +23,7 @@ from analysis.estimators.adaptive_replay import replay_stopping
 from analysis.estimators.adaptive_simulation import simulate_adaptive_metrics
 from analysis.estimators.consistency import consistency_from_table
 from analysis.report.calibration_table import calibration_table
+from capcal_tasks.adaptive_records import sequential_plan
 
 
 def _run(seed: int = 0, size: int = 120, k: int = 16):
@@ -89,11 +90,14 @@ LF_LOOKS = (8, 16, 32)
 LF_LABEL = "adaptive (looks 8, 16, 32, rule unanimity)"
 
 
-def _adaptive_answer_table(mu: np.ndarray, rng: np.random.Generator, looks=LF_LOOKS) -> pd.DataFrame:
-    """An adaptive run's question table under unanimity (the columns the loader keeps that the leakage-free
-    consistency reads): answer "0" is correct, wrong answers are "1" to "3"; each question truncated at its
-    stop."""
-    plan = cm.unanimity_rule(looks)
+def _adaptive_answer_table(
+    mu: np.ndarray, rng: np.random.Generator, looks=LF_LOOKS, rule: dict | None = None
+) -> pd.DataFrame:
+    """An adaptive run's question table (the columns the loader keeps that the leakage-free consistency
+    reads; unanimity unless ``rule``, a ``parse_rule`` dict, says otherwise): answer "0" is correct, wrong
+    answers are "1" to "3"; each question truncated at its stop."""
+    rule = rule or {"name": "unanimity"}
+    plan = sequential_plan(looks, rule)
     k_max = looks[-1]
     correct = rng.uniform(size=(mu.size, k_max)) < mu[:, None]
     answers = np.where(correct, 0, rng.integers(1, 4, size=(mu.size, k_max)))
@@ -107,7 +111,7 @@ def _adaptive_answer_table(mu: np.ndarray, rng: np.random.Generator, looks=LF_LO
             "s": [int(row[:stop].sum()) for row, stop in zip(correct, n, strict=True)],
             "sampling": LF_LABEL,
             "looks": [list(looks)] * mu.size,
-            "rule": [{"name": "unanimity"}] * mu.size,
+            "rule": [dict(rule) for _ in range(mu.size)],
         }
     )
 
@@ -150,6 +154,32 @@ def test_the_leakage_free_target_takes_every_sample_outside_the_pool():
     assert adaptive_leakage_free_table(first, fixed) is first
     tight = consistency_from_table(first_look_table(table), ks=(7,), seed=2)
     assert adaptive_leakage_free_table(tight, table) is tight
+
+
+def test_the_leakage_free_table_at_its_boundaries():
+    """A pool leaving exactly 2 first-look samples is re-targeted; one question is enough; a rule whose
+    record lists its keys in another order is the same plan; two plans in one table are refused."""
+    rng = np.random.default_rng(3)
+    table = _adaptive_answer_table(rng.beta(0.4, 0.4, 30), rng)
+    pool_6 = adaptive_leakage_free_table(consistency_from_table(first_look_table(table), ks=(6,)), table)
+    assert pool_6["n_lf"].tolist() == (table["n"] - 6).tolist()
+    one = table.iloc[[int(np.argmax(table["n"]))]].reset_index(drop=True)
+    single = adaptive_leakage_free_table(consistency_from_table(first_look_table(one), ks=(5,)), one)
+    assert single["n_lf"].tolist() == [one["n"][0] - 5] and 0 <= single["mu_hat_lf"][0] <= 1
+
+    width = {"name": "confidence_width", "width": 0.5, "alpha": 0.05}
+    table = _adaptive_answer_table(rng.beta(0.4, 0.4, 40), rng, rule=width)
+    assert table["n"].min() < 32 and not table["s"].isin([0, 8]).all()  # the width rule stopped on mixed ones
+    reordered = table.copy()
+    reordered["rule"] = [dict(reversed(list(width.items()))) if i % 2 else dict(width) for i in range(40)]
+    first = consistency_from_table(first_look_table(table), ks=(5,), seed=1)
+    pd.testing.assert_frame_equal(
+        adaptive_leakage_free_table(first, reordered), adaptive_leakage_free_table(first, table)
+    )
+    mixed = table.copy()
+    mixed["rule"] = [{"name": "unanimity"}, *mixed["rule"][1:]]
+    with pytest.raises(ValueError, match=r"^questions of several adaptive plans in one table \(2 plans\)$"):
+        adaptive_leakage_free_table(first, mixed)
 
 
 def test_the_leakage_free_corrected_brier_is_unbiased_after_stopping_and_tighter_than_the_first_look():
