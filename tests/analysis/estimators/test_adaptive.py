@@ -10,6 +10,7 @@ import pytest
 
 import capcal_metrics as cm
 from analysis.estimators.adaptive import (
+    ADAPTIVE_CAPABILITY_METRICS,
     adaptive_capability_metrics,
     adaptive_estimates,
     adaptive_leakage_free_table,
@@ -17,10 +18,11 @@ from analysis.estimators.adaptive import (
     adaptive_pass_at_k,
     first_look_table,
     leakage_free_target,
+    metrics_from_estimates,
     stopped_counts,
 )
 from analysis.estimators.adaptive_replay import replay_stopping
-from analysis.estimators.adaptive_simulation import simulate_adaptive_metrics
+from analysis.estimators.adaptive_simulation import draw_mu, simulate_adaptive_metrics
 from analysis.estimators.consistency import consistency_from_table
 from analysis.report.calibration_table import calibration_table
 from capcal_tasks.adaptive_records import sequential_plan
@@ -261,3 +263,39 @@ def test_single_look_intervals_equal_the_calibration_tables():
             rtol=1e-9,
             err_msg=name,
         )
+
+
+def test_messages_name_the_argument_and_the_defaults_are_the_documented_ones():
+    """Mutation triage (tests/README.md): each refusal's message in full, the Beta(0.5, 3) draw, the replay's
+    default of 200 orders and the simulation's ``replications`` column."""
+    plan = cm.unanimity_rule([4, 8])
+    with pytest.raises(ValueError, match=r"^k must be a whole number >= 1, got 0$"):
+        adaptive_pass_at_k(plan, [4], [0], 0)
+    estimates = adaptive_estimates(plan, [4, 8, 8], [0, 3, 5])
+    with pytest.raises(ValueError, match=r"^confidence must have one entry per question \(3\), got 2$"):
+        metrics_from_estimates([0.5, 0.5], estimates)
+    with pytest.raises(ValueError, match=r"^confidence_pool must lie in \[0, 1\]"):
+        simulate_adaptive_metrics("beta(0.2,0.2)", [1.5], plan, n_questions=20, n_replications=2)
+    with pytest.raises(ValueError, match=r"^n_questions must be an integer >= 2, got 1$"):
+        simulate_adaptive_metrics("beta(0.2,0.2)", [0.5], plan, n_questions=1, n_replications=2)
+    skewed = draw_mu("beta(0.5,3)", 20_000, np.random.default_rng(0))
+    assert abs(skewed.mean() - 1 / 7) < 0.005 and abs(np.median(skewed) - 0.0815) < 0.01
+    table = simulate_adaptive_metrics("beta(0.2,0.2)", [0.2, 0.8], plan, n_questions=30, n_replications=5)
+    assert table["replications"].eq(5).all()
+    correctness = (np.random.default_rng(1).uniform(size=(20, 8)) < 0.5).astype(int)
+    default = replay_stopping(correctness, plan, seed=3)
+    pd.testing.assert_frame_equal(
+        default.questions, replay_stopping(correctness, plan, 200, seed=3).questions
+    )
+
+
+def test_intervals_silence_the_undefined_resamples():
+    """Resamples of only never-solved questions leave soft AUROC undefined: the bootstrap's warnings are
+    silenced (by category) and the intervals still come back."""
+    plan = cm.unanimity_rule([4, 8])
+    intervals = adaptive_metric_intervals(
+        [0.2, 0.5, 0.9, 0.4], [4, 4, 8, 8], [0, 0, 3, 6], plan, n_resamples=200, seed=0
+    )
+    assert set(intervals) == set(ADAPTIVE_CAPABILITY_METRICS) and math.isfinite(
+        intervals["soft_auroc"].estimate
+    )
