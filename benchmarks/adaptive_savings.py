@@ -53,6 +53,7 @@ sys.path.insert(0, str(REPO))
 
 import capcal_metrics as cm  # noqa: E402
 from analysis.estimators.adaptive import ADAPTIVE_CAPABILITY_METRICS, stopped_counts  # noqa: E402
+from analysis.evaluation.adaptive import DEFAULT_LOOKS  # noqa: E402
 from analysis.report.paper_table import paper_table  # noqa: E402
 from analysis.report.registry import LEAKY  # noqa: E402
 from analysis.runs.files import read_results  # noqa: E402
@@ -64,7 +65,7 @@ K_MAX = 64
 LOOKS = (8, 16, 32)
 SEED = 1234
 # other plans replayed on the fixed run's samples: capcal's default (16, 32, 64 below k_max) and l_1 = 8
-ALSO_LOOKS = ((16, 32, 64), (8, 16, 32, 64))
+ALSO_LOOKS = (DEFAULT_LOOKS, (8, 16, 32, 64))
 # lm-eval's aggregates of both runs (the fixed run's interval: estimate +- 1.96 lm-eval's standard error)
 LM_EVAL_METRICS = ("expected_accuracy", "pass_at_1", "pass_at_2", "pass_at_4", "pass_at_8")
 

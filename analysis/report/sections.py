@@ -190,20 +190,20 @@ class SectionInputs:
         table = self.computed.extra.get("leakage_free")
         if table is None:
             return None
-        if "mu_squared_hat_lf" in table.columns:
-            return table.assign(
-                expected_accuracy=table["mu_hat_lf"],
-                mu_squared_hat=table["mu_squared_hat_lf"],
-                n=table["n_lf"],
-                correctness=self.evaluation["correctness"],
-                sampling=self.evaluation["sampling"].to_numpy(),
-                looks=self.evaluation["looks"].to_numpy(),
-            )
+        sampling: dict = (
+            {
+                "mu_squared_hat": table["mu_squared_hat_lf"],
+                "sampling": self.evaluation["sampling"].to_numpy(),
+                "looks": self.evaluation["looks"].to_numpy(),
+            }
+            if "mu_squared_hat_lf" in table.columns
+            else {"sampling": sampling_of(first_look_table(self.evaluation))}
+        )
         return table.assign(
             expected_accuracy=table["mu_hat_lf"],
             n=table["n_lf"],
             correctness=self.evaluation["correctness"],
-            sampling=sampling_of(first_look_table(self.evaluation)),
+            **sampling,
         )
 
     @cached_property
