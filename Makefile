@@ -48,12 +48,13 @@ test: lint browser vllm-env
 # mutated modules changed since $(BASE) (committed or not): the cheap run for a change.
 BASE ?= main
 # the tests run inside mutants/, one folder down: point them at the real data beside the checkout
-MUTMUT := CAPCAL_SHARED_DATA=$${CAPCAL_SHARED_DATA:-$(CURDIR)/../shared/data} $(BIN)/mutmut
+DATA_ENV := CAPCAL_SHARED_DATA=$${CAPCAL_SHARED_DATA:-$(CURDIR)/../shared/data}
+MUTMUT := $(DATA_ENV) $(BIN)/mutmut
 
 mutation: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -e ".[mutation]"
 	$(MUTMUT) run --max-children 2
-	$(MUTMUT) results
+	$(DATA_ENV) $(BIN)/python tests/mutation_score.py --verify-outside
 
 mutation-changed: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -e ".[mutation]"

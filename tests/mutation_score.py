@@ -3,16 +3,21 @@ testing").
 
     mutmut run --max-children 2 && python tests/mutation_score.py          # or: make mutation
 
-reads ``mutmut results --all true`` (run from the repository root, after ``mutmut run``) and
+reads ``mutmut results --all true`` (run from the repository root, after ``mutmut run``),
 ``tests/mutation_equivalents.txt``: one surviving mutant per line, ``NAME  reason``, for the mutants that
-change no behaviour a caller can see (each line says why). Score = killed / (mutants run - equivalent), where
-killed counts mutmut's "killed" and "timeout" and the run excludes "not checked" and "skipped". The
-equivalents are checked against the run: a listed mutant that no longer exists or was killed is reported,
-so the list cannot go stale silently.
+change no behaviour a caller can see (each line says why), and ``tests/mutation_killed_outside.txt``: one
+line ``NAME  TEST_ID  why``, for mutants of code that runs only in a worker subprocess (mutmut's coverage
+pass cannot see it, so it reports "no tests") and that the named test kills with the mutant switched on.
+Score = killed / (mutants run - equivalent), where killed counts mutmut's "killed" and "timeout", and a "no
+tests" mutant listed as killed outside; the run excludes "not checked" and "skipped". Both lists are checked
+against the run: a listed mutant that no longer exists or was killed is reported, so they cannot go stale
+silently; ``--verify-outside`` re-runs each listed test in ``mutants/`` with its mutant on and without,
+and names any listed mutant the test does not kill.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -21,6 +26,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 EQUIVALENTS = REPO / "tests" / "mutation_equivalents.txt"
+KILLED_OUTSIDE = REPO / "tests" / "mutation_killed_outside.txt"
 KILLED = ("killed", "timeout")
 NOT_RUN = ("not checked", "skipped", "check was interrupted by user")
 
@@ -49,13 +55,34 @@ def read_equivalents(path: Path = EQUIVALENTS) -> dict[str, str]:
     return equivalents
 
 
+def read_killed_outside(path: Path = KILLED_OUTSIDE) -> dict[str, str]:
+    """``{mutant name: pytest node id}`` from ``NAME  TEST_ID  why`` lines; blank lines and ``#`` comments
+    skipped; a line without a test id or a reason is an error naming the file and line."""
+    killed = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        fields = line.split(maxsplit=2)
+        if len(fields) < 3 or "::" not in fields[1]:
+            raise ValueError(
+                f"{path}:{number}: write NAME, the pytest node id of the test that kills it, then why mutmut "
+                "cannot see that test"
+            )
+        killed[fields[0]] = fields[1]
+    return killed
+
+
 def module_of(mutant: str) -> str:
     """The module of a mutant name: ``capcal_metrics.ece.x_ece__mutmut_3`` -> ``capcal_metrics.ece``."""
     return mutant.split(".x", 1)[0]
 
 
-def scores(statuses: dict[str, str], equivalents: dict[str, str]) -> dict[str, Counter]:
-    """Counts per module and per package (top-level name): run, killed, equivalent, survived."""
+def scores(
+    statuses: dict[str, str], equivalents: dict[str, str], killed_outside: dict[str, str] | None = None
+) -> dict[str, Counter]:
+    """Counts per module and per package (top-level name): run, killed, equivalent, survived. A "no tests"
+    mutant in ``killed_outside`` counts as killed."""
+    outside = killed_outside or {}
     table: dict[str, Counter] = defaultdict(Counter)
     for name, status in statuses.items():
         if status in NOT_RUN:
@@ -64,7 +91,7 @@ def scores(statuses: dict[str, str], equivalents: dict[str, str]) -> dict[str, C
         for key in {module, module.split(".")[0]}:
             counts = table[key]
             counts["run"] += 1
-            if status in KILLED:
+            if status in KILLED or (status == "no tests" and name in outside):
                 counts["killed"] += 1
             elif name in equivalents:
                 counts["equivalent"] += 1
@@ -82,6 +109,31 @@ def stale_equivalents(statuses: dict[str, str], equivalents: dict[str, str]) -> 
         for name in equivalents
         if module_of(name) in covered and statuses.get(name) not in ("survived", "no tests", "suspicious")
     )
+
+
+def stale_killed_outside(statuses: dict[str, str], killed_outside: dict[str, str]) -> list[str]:
+    """Listed mutants killed outside mutmut's sight, of the modules this run covers, that mutmut no longer
+    reports as "no tests" (renamed, removed, or now seen by a test)."""
+    covered = {module_of(name) for name in statuses}
+    return sorted(
+        name for name in killed_outside if module_of(name) in covered and statuses.get(name) != "no tests"
+    )
+
+
+def verify_killed_outside(killed_outside: dict[str, str], mutants: Path = REPO / "mutants") -> list[str]:
+    """The listed mutants whose test does not fail with the mutant switched on (``MUTANT_UNDER_TEST``, in the
+    tree ``mutmut run`` generated), or fails without it: empty when every listed kill holds."""
+    wrong = []
+    for name, test in sorted(killed_outside.items()):
+        runs = {}
+        for mutant in (name, ""):
+            environment = {**os.environ, "MUTANT_UNDER_TEST": mutant}
+            command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist"]
+            finished = subprocess.run([*command, test], cwd=mutants, env=environment, capture_output=True)
+            runs[mutant] = finished.returncode
+        if runs[name] == 0 or runs[""] != 0:
+            wrong.append(f"{name} ({test}: exit {runs[name]} with the mutant, {runs['']} without)")
+    return wrong
 
 
 def markdown(table: dict[str, Counter]) -> str:
@@ -109,11 +161,19 @@ def main() -> int:
         check=True,
     )
     statuses = read_statuses(results.stdout.splitlines())
-    equivalents = read_equivalents()
-    print(markdown(scores(statuses, equivalents)))
+    equivalents, outside = read_equivalents(), read_killed_outside()
+    print(markdown(scores(statuses, equivalents, outside)))
     stale = stale_equivalents(statuses, equivalents)
     if stale:
         print(f"\n{len(stale)} listed equivalent(s) are not survivors of this run: {', '.join(stale)}")
+    stale = stale_killed_outside(statuses, outside)
+    if stale:
+        print(f"\n{len(stale)} listed kill(s) outside mutmut are not 'no tests' here: {', '.join(stale)}")
+    if "--verify-outside" in sys.argv[1:]:
+        wrong = verify_killed_outside(outside)
+        if wrong:
+            print("\n".join(["", f"{len(wrong)} listed kill(s) outside mutmut do not hold:", *wrong]))
+        return 1 if wrong else 0
     return 0
 
 

@@ -24,7 +24,7 @@ import pytest
 from analysis.judge import JudgeChecker
 from analysis.judge.agreement import NOT_SENT, rescore_agreement
 from analysis.judge.checker import JUDGE_VERSION, is_non_answer
-from analysis.judge.client import JudgeClient, chat_completions_url
+from analysis.judge.client import JudgeClient, JudgeRequest, _content, chat_completions_url
 from analysis.judge.prompts import (
     EQUALITY_TEMPLATE,
     GRADER_TEMPLATE,
@@ -38,7 +38,7 @@ from analysis.judge.verdicts import parse_verdict
 from analysis.report.sections import judge_agreement_section
 from capcal_metrics.agreement import pooled_kappa
 from capcal_metrics.bootstrap import bootstrap_ci
-from capcal_models.http_transport import APIRequestsFailed
+from capcal_models.http_transport import APIRequestsFailed, RetryPolicy
 from capcal_tasks.checkers import CheckItem
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "capcal_models"))  # local_server.py
@@ -328,6 +328,73 @@ def test_credentials_in_the_url_are_refused_without_echoing_them(tmp_path) -> No
     assert chat_completions_url("http://h/v1/chat/completions") == "http://h/v1/chat/completions"
 
 
+def test_client_defaults_settings_stats_and_payload() -> None:
+    """The client's public defaults (5 retries backing off from 1 s up to 60 s, 300 s timeout, 8 at once, the
+    paper's temperature and top_p), the settings sent (``max_tokens`` only when given, as an int), the stats
+    it counts from zero, and each request's payload: its seed is the first 8 hex digits of the request key
+    below 2**31, so a server that honours seeds gets the same seed for the same request in every release. No
+    server: ``model`` is given and nothing is sent."""
+    client = JudgeClient("http://127.0.0.1:9/v1", "judge-m", cache=False)
+    assert client.retry == RetryPolicy(max_retries=5, base_delay=1.0, max_delay=60.0)
+    assert (client.timeout, client.concurrency, client.seed, client.cache) == (300.0, 8, 0, None)
+    assert client.settings == {"temperature": 1.0, "top_p": 1.0}
+    assert client.stats == {
+        "prompts": 0, "cached": 0, "requests_sent": 0, "samples_received": 0, "retries": 0,
+        "retries_by_cause": {}, "failed_requests": 0,
+    }  # fmt: skip
+    request = JudgeRequest(prompt_for_dataset("triviaqa", "t"), "Q?", "Paris", "paris")
+    messages = judge_messages(request.prompt, "Q?", "Paris", "paris")
+    key = "12345678" + "9" * 56
+    assert client.payload(request, key) == {
+        "model": "judge-m", "messages": messages, "temperature": 1.0, "top_p": 1.0, "seed": 0x12345678,
+    }  # fmt: skip
+    assert client.payload(request, "f" * 64)["seed"] == 2**31 - 1  # 0xffffffff below 2**31
+    sized = JudgeClient(
+        "http://127.0.0.1:9/v1", "judge-m", cache=False, max_tokens=16.0, temperature=0, seed=None,
+        retry_base_delay=0.5, retry_max_delay=4, max_retries=2,
+    )  # fmt: skip
+    assert sized.retry == RetryPolicy(max_retries=2, base_delay=0.5, max_delay=4.0)
+    assert sized.settings == {"temperature": 0.0, "top_p": 1.0, "max_tokens": 16}
+    assert isinstance(sized.settings["max_tokens"], int)
+    assert sized.payload(request, key) == {
+        "model": "judge-m", "messages": messages, "temperature": 0.0, "top_p": 1.0, "max_tokens": 16,
+    }  # fmt: skip
+
+
+def test_message_content_is_text_or_null() -> None:
+    """A choice's content: its text, "" for null (the server generated nothing), anything else refused (the
+    transport retries it as an unreadable response) instead of being passed on as a verdict."""
+    assert _content({"choices": [{"message": {"content": "A"}}]}) == ["A"]
+    assert _content({"choices": [{"message": {"content": None}}]}) == [""]
+    for content in (42, ["A"], {"text": "A"}):
+        with pytest.raises(ValueError, match=f"message content is {type(content).__name__}, not text"):
+            _content({"choices": [{"message": {"content": content}}]})
+
+
+def test_progress_bar_retry_log_and_stats_name_the_judge(
+    judge_server, tmp_path, monkeypatch, capsys, caplog
+) -> None:
+    """``progress`` reaches the transport (a bar on stderr named after the judge; none without it); a retry's
+    log line names the judge; the stats count the prompts, attempts and retries by cause."""
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    judge_server.flaky.add("Lyon")  # its first request gets HTTP 500: one retry
+    caplog.set_level(logging.INFO)
+    quiet = _checker(judge_server, tmp_path / "quiet")
+    assert quiet.progress is False
+    quiet.check(_items())
+    assert "judge requests" not in capsys.readouterr().err
+    retries = [record.getMessage() for record in caplog.records if "request failed" in record.getMessage()]
+    assert retries == ["capcal judge: request failed (HTTP 500: try again); retry 1 of 5 in 0.0 s"]
+    assert quiet.client.stats == {
+        "prompts": 6, "cached": 0, "requests_sent": 7, "samples_received": 6, "retries": 1,
+        "retries_by_cause": {"http_500": 1}, "failed_requests": 0,
+    }  # fmt: skip
+    shown = _checker(judge_server, tmp_path / "shown", progress=True)
+    assert shown.progress is True
+    shown.check(_items())
+    assert "capcal judge: judge requests: 100%" in capsys.readouterr().err
+
+
 def test_a_judge_item_without_question_or_gold_is_an_error(judge_server, tmp_path) -> None:
     item = CheckItem("capcal_triviaqa", "q9", {}, "x", "x", None)
     with pytest.raises(ValueError, match="capcal_triviaqa q9: the judge needs the question text"):
@@ -382,6 +449,27 @@ def test_agreement_counts_kappa_and_grades(tmp_path) -> None:
     assert confusion.iloc[:, 1:].to_numpy().tolist() == [[2, 1, 3], [1, 3, 4], [3, 4, 7]]
     grades = section.tables[1][1]
     assert list(grades.columns) == ["rule label (source run)", "A", "B", "C", NOT_SENT]
+
+
+def test_agreement_provenance_is_read_from_capcal_rescore_with_its_defaults(tmp_path) -> None:
+    """What the section names comes from ``capcal_rescore`` as recorded (another checker version, a source
+    run path); without it: the judge's version for a judge run, "" otherwise (never "None"), no source; a
+    ``left_out_ids`` that is not a list is no list of ids (not its characters)."""
+    path = _rescored_file(tmp_path, [{"source_correctness": [1, 0], "correctness": [1, 1]}])
+    recorded = {
+        "checker": "judge", "checker_version": "judge v0 (an older release)", "judge_model": "m",
+        "source_run": "/runs/source", "counts": {"left_out_ids": "q4", "questions_left_out": 1},
+    }  # fmt: skip
+
+    def named(recorded: dict) -> tuple:
+        got = rescore_agreement(path, recorded, "capcal_triviaqa")
+        return got.checker, got.checker_version, got.judge_model, got.source, got.left_out_ids
+
+    assert named(recorded) == ("judge", "judge v0 (an older release)", "m", "/runs/source", [])
+    assert named({"checker": "judge"}) == ("judge", JUDGE_VERSION, None, "", [])
+    assert named({"checker": "exact"}) == ("exact", "", None, "", [])
+    ids = rescore_agreement(path, {"counts": {"left_out_ids": list(range(12))}}, "capcal_triviaqa")
+    assert ids.left_out_ids == [str(i) for i in range(10)]  # the first 10, as text
 
 
 def test_agreement_refuses_a_malformed_record_naming_file_and_line(tmp_path) -> None:

@@ -240,3 +240,92 @@ def test_value_without_standard_error_has_no_standard_error_in_lm_eval():
     assert value_without_standard_error(items) == lm_eval_mean(items)
     assert stderr_for_metric(value_without_standard_error, bootstrap_iters=100000) is None
     assert stderr_for_metric(lm_eval_mean, bootstrap_iters=100000) is not None
+
+
+def _log_lines(caplog) -> list[str]:
+    return [
+        record.getMessage() for record in caplog.records if record.name == "capcal_tasks.calibration_columns"
+    ]
+
+
+def test_two_questions_are_enough_and_the_failing_jackknife_names_its_first_subset(caplog):
+    """Two questions are the fewest a statistic is computed on (not skipped as if too few); without either
+    one the AUROC and the skills are undefined, and the reason names the first such subset only (every one
+    solved, in its exact words), logged under the task's name for every source."""
+    questions = [
+        QuestionData([0] * 4, ["a", "b", "c", "d"], 0.2, 0.3),
+        QuestionData([1] * 4, ["a"] * 4, 0.7, 0.9),
+    ]
+    table = calibration_columns(questions, task="toy")
+    assert table.left_out == {} and table.undefined == {}
+    skill = (
+        "every one of the 1 questions has mu_hat = 1: the base rate explains everything (no variance for a "
+        "skill to explain)"
+    )
+    reasons = {
+        "auroc": "every question of the 1 is solved (every mu_hat is 1): nothing to discriminate",
+        "brier_skill": skill,
+        "corrected_brier_skill": skill,
+    }
+    expected = {
+        f"{source}_{name}": (
+            "the jackknife needs the statistic without each question, and it is undefined without 2 of the 2 "
+            f"(without question 0: {reason}); the value is kept, its standard error is N/A"
+        )
+        for source in ("ptrue", "verbalized", "consistency")
+        for name, reason in reasons.items()
+    }
+    assert table.stderr_undefined == dict(sorted(expected.items()))
+    assert _log_lines(caplog) == [
+        f"toy: {column} has no standard error: {reason}" for column, reason in expected.items()
+    ]
+    # the value itself is kept: BSS = 1 - mean (c - mu)^2 / mean (mu - mean mu)^2 on the two questions
+    assert _column(table.rows, "ptrue_brier_skill") == pytest.approx([1 - (0.2**2 + 0.3**2) / 2 / 0.25] * 2)
+    assert _column(table.rows, "verbalized_auroc") == [1.0, 1.0]
+
+
+def test_a_spread_within_sampling_noise_leaves_out_the_corrected_skill(caplog):
+    """Targets that differ (so the uncorrected skill exists) but whose spread is below the sampling noise of
+    mu_hat: the corrected skill is left out with the estimated variance of mu in its reason, never NaN; the
+    log line is labelled "calibration" when no task is named."""
+    correctness = [[1, 0, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0]]
+    questions = [
+        QuestionData(z, ["a", "b", "c", "d"], p, None)
+        for z, p in zip(correctness, [0.2, 0.6, 0.3], strict=True)
+    ]
+    table = calibration_columns(questions)
+    mu = np.array([0.25, 0.5, 0.25])
+    variance = np.mean((mu - mu.mean()) ** 2) - (1 - 1 / 3) * np.mean(mu * (1 - mu) / 3)
+    assert variance < 0
+    reason = (
+        f"the estimated variance of mu over the 3 questions is {variance:.3g} <= 0: the spread of mu_hat is "
+        "within its sampling noise (no variance for a skill to explain); left out of the task's row and of "
+        "group means"
+    )
+    assert table.left_out["ptrue_corrected_brier_skill"] == reason
+    assert "ptrue_corrected_brier_skill" not in table.undefined
+    assert "ptrue_brier_skill" in table.stderr_undefined  # defined on all 3, not without question 1
+    assert f"calibration: ptrue_corrected_brier_skill is left out: {reason}" in _log_lines(caplog)
+
+
+@pytest.mark.parametrize("task", ["toy", ""])
+def test_whole_sources_that_are_nan_are_logged_with_their_reason(caplog, task):
+    """P(True) not requested and k < 4: one warning per source, with the task's name (or "calibration")
+    and the reason, as the table gives it."""
+    questions = [QuestionData(z, ["a", "b", "c"], None, v) for z, v in (([1, 0, 1], 0.5), ([0, 0, 1], 0.2))]
+    table = calibration_columns(questions, task=task)
+    label = task or "calibration"
+    ptrue = "P(True) was not requested (the model gives no log-likelihoods, or metadata ptrue is false)"
+    consistency = "k = 3 samples per question; the leakage-free consistency needs k >= 4"
+    assert table.undefined["ptrue_brier"] == ptrue and table.undefined["consistency_auroc"] == consistency
+    assert [line for line in _log_lines(caplog) if "_* columns" in line] == [
+        f"{label}: the ptrue_* columns are NaN: {ptrue}",
+        f"{label}: the consistency_* columns are NaN: {consistency}",
+    ]
+
+
+def test_p_true_for_some_questions_only_is_refused_with_its_message():
+    with pytest.raises(
+        ValueError, match=r"^calibration_columns: P\(True\) is given for some questions only$"
+    ):
+        calibration_columns([QuestionData([1, 0], ["a", "b"], p, 0.5) for p in (0.5, None)])

@@ -135,6 +135,43 @@ def test_math_verify_and_string_match_on_real_math500_answers(math_docs):
     assert record["correctness"] == [1, 0] and record["extracted_answers"] == [gold, None]
 
 
+def test_majority_vote_groups_every_correct_answer_into_one_class(trivia_docs):
+    """Three correct answers in three wordings against one wrong answer given twice: the correct answers vote
+    as one class (3 votes to 2), under the alias rule and under the task's own checker; grouped by their
+    text instead, the wrong answer would win the vote."""
+    doc = trivia_docs[0]
+    other = next(
+        d
+        for d in trivia_docs
+        if normalize_answer(d["gold_answer"]) not in map(normalize_answer, doc["gold_aliases"])
+    )
+    gold = doc["gold_answer"]
+    responses = [f"The answer is {gold}.", f"The answer is {gold} indeed", f"The answer is {gold} for sure"]
+    responses += [f"The answer is {other['gold_answer']}."] * 2
+    for name in ("alias", "task"):
+        record = rule_checker(name).score("capcal_triviaqa", doc, responses)
+        assert record["correctness"] == [1, 1, 1, 0, 0], name
+        assert len({normalize_answer(a) for a in record["extracted_answers"][:3]}) == 3
+        assert record["majority_vote_accuracy"] == 1.0, name
+
+
+def test_an_answer_empty_under_its_key_does_not_vote(trivia_docs, math_docs):
+    """An extracted answer that is empty once normalised ("The", an empty box) is no vote: one correct
+    answer against two such answers is a correct majority vote."""
+    doc = trivia_docs[0]
+    responses = [f"The answer is {doc['gold_answer']}.", "The answer is The.", "The answer is The."]
+    record = rule_checker("alias").score("capcal_triviaqa", doc, responses)
+    assert record["extracted_answers"][1:] == ["The", "The"] and record["correctness"] == [1, 0, 0]
+    assert record["majority_vote_accuracy"] == 1.0
+    math_doc = next(d for d in math_docs if d["gold_answer"].isdigit())
+    record = rule_checker("math-string").score(
+        "capcal_math500", math_doc, [f"\\boxed{{{math_doc['gold_answer']}}}", "\\boxed{ }", "\\boxed{}"]
+    )
+    assert record["extracted_answers"] == [math_doc["gold_answer"], "", ""]
+    assert record["correctness"] == [1, 0, 0]
+    assert record["majority_vote_accuracy"] == 1.0
+
+
 def test_describe_labels():
     assert describe_labels(None) == "task checker"
     provenance = {

@@ -81,3 +81,22 @@ def test_k_above_n_is_left_out_and_n_equal_one():
     assert oracle_rc_mse(ones, z, ks=(1,)).mse[0] == 0.0
     with pytest.raises(ValueError, match="n_correct must be <= n_samples"):
         instance_mse([0.5], [2], [3])
+
+
+def test_monte_carlo_oracle_rc_rows_carry_their_mse_and_standard_error(data):
+    """With rc_seeds > 0 the ``oracle_rc_mc`` rows hold oracle_rc_mse's Monte-Carlo mean as ``mse`` and its
+    standard error as ``mse_se`` (the renamed columns must not come out empty)."""
+    n, c, confidence = data
+    table = pass_at_k_prediction({"probe": confidence}, n, c, ks=(1, 4), rc_seeds=7)
+    assert table.columns.tolist() == ["estimator", "k", "mse", "mse_se"]
+    estimators = ("probe", "oracle_cc", "oracle_rc", "oracle_rc_mc")
+    assert table["estimator"].tolist() == [name for name in estimators for _ in (1, 4)]
+    rc = oracle_rc_mse(n, c, ks=(1, 4), seeds=7)
+    mc = table[table["estimator"] == "oracle_rc_mc"]
+    np.testing.assert_array_equal(mc["k"], [1, 4])
+    np.testing.assert_allclose(mc["mse"], rc["mse_mc"], rtol=0, atol=0)
+    np.testing.assert_allclose(mc["mse_se"], rc["mse_mc_se"], rtol=0, atol=0)
+    assert mc["mse"].notna().all() and mc["mse_se"].notna().all()
+    exact = table[table["estimator"] == "oracle_rc"]
+    np.testing.assert_allclose(exact["mse"], rc["mse"], rtol=0, atol=0)
+    assert exact["mse_se"].isna().all()

@@ -150,3 +150,27 @@ def test_curves_table_and_permutations():
         self_calibration_curves(encode_answer_classes(answers), z, np.full((40, 6), np.nan))
     with pytest.raises(ValueError, match="exceeds"):
         self_calibration_curves(encode_answer_classes(answers), z, c, max_samples=7)
+
+
+def test_prepare_strategy_inputs_names_each_bad_input():
+    """Each refused input gets its own exact message (the type check names the encoder to use)."""
+    answers = encode_answer_classes([["A", "B", "A"], ["B", "B", "C"]])
+    z, c = [[1, 0, 1], [0, 0, 1]], [[0.5, 0.5, 0.5], [0.5, 0.5, 0.5]]
+    for arguments, message in (
+        (([["A"]], z, c), "answers must be an AnswerClasses (analysis.estimators.encode_answer_classes)"),
+        (
+            (answers, np.zeros((2, 4)), c),
+            "correctness (2, 4) and confidences (2, 3) must match answers (2, 3)",
+        ),
+        ((answers, z, c, 4), "max_samples=4 exceeds the smallest number of responses (3)"),
+        ((answers, [[1, 0, 2], [0, 0, 1]], c), "correctness must be 0/1"),
+        (
+            (answers, z, [[0.5, 0.5, 0.5], [0.5, np.nan, 0.5]]),
+            "confidences must be finite for the first 3 responses (question 1); "
+            "drop or impute parse failures first",
+        ),
+        ((answers, z, [[0.5, 1.5, 0.5], [0.5, 0.5, 0.5]]), "confidences must lie in [0, 1]"),
+    ):
+        with pytest.raises(ValueError) as error:
+            prepare_strategy_inputs(*arguments)
+        assert str(error.value) == message

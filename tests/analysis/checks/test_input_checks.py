@@ -5,7 +5,10 @@ refused; a ``repeats`` that leaves analyses out is named, with what it leaves ou
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +18,8 @@ from analysis.checks.input_checks import (
     checkpoint_has_chat_template,
     expects_chat_template,
     repeats_notices,
+    writable_file_problem,
+    writable_folder_problem,
 )
 from analysis.report.registry import EstimatorContext
 from capcal_tasks.task_manager import CapcalTaskManager
@@ -199,6 +204,52 @@ def test_an_output_path_that_cannot_hold_results_is_named(tmp_path) -> None:
     assert run_settings_problem(tmp_path, {"max_gen_toks": 0}) == (
         "gen_kwargs max_gen_toks=0: must be a positive integer"
     )
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A folder holding ``kept.json`` that cannot be written: as root (who passes permission checks), a
+    tmpfs remounted read-only (skipped with the reason when mounting is impossible), else permissions 0o555;
+    unmounted or restored afterwards."""
+    folder = tmp_path / "read_only"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        (folder / "kept.json").write_text("{}")
+        (folder / "kept.json").chmod(0o444)
+        folder.chmod(0o555)
+        try:
+            yield folder
+        finally:
+            folder.chmod(0o755)
+        return
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(folder)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip() or mounted.returncode}")
+    try:
+        (folder / "kept.json").write_text("{}")
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True, capture_output=True)
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_a_folder_or_file_that_cannot_be_written_is_named(read_only_folder: Path, tmp_path: Path) -> None:
+    """Denied by its permissions (or a read-only file system): "is not writable", told by ``os.access`` before
+    any file is made there; the nearest existing folder is named for a path to be created under it; an
+    existing file that cannot be written is named itself. Writable ones pass."""
+    denied = f"{read_only_folder} is not writable"
+    assert writable_folder_problem(read_only_folder) == denied
+    assert writable_folder_problem(read_only_folder / "new" / "deeper") == denied
+    assert writable_file_problem(read_only_folder / "results.json") == denied
+    kept = read_only_folder / "kept.json"
+    assert writable_file_problem(kept) == f"{kept} is not writable"
+    writable = tmp_path / "writable.json"
+    writable.write_text("{}")
+    assert writable_file_problem(writable) is None and writable_file_problem(tmp_path / "new.json") is None
+    assert writable_folder_problem(tmp_path / "new" / "deeper") is None
+    assert writable_file_problem(tmp_path) == f"{tmp_path} is a folder, not a file"
 
 
 def test_repeats_and_sample_counts_are_refused_above_their_limits_only() -> None:

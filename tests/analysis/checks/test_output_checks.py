@@ -22,6 +22,7 @@ import pytest
 
 from analysis.checks.output_checks import (
     complete_json_lines,
+    failed_write_message,
     lm_eval_save_errors,
     mark_incomplete,
     recording_written_files,
@@ -131,6 +132,27 @@ def test_mark_incomplete_renames_out_of_the_readers_patterns(tmp_path):
     results.write_text("{", encoding="utf-8")
     assert mark_incomplete([results, tmp_path / "absent.jsonl"]) == [tmp_path / "results_t.json.incomplete"]
     assert not results.exists()
+
+
+def test_failed_write_message_is_one_whole_line():
+    """The file (the error's, else the last one opened), the errno and reason, and the partial files removed;
+    nothing after the reason when none was removed."""
+    full = OSError(errno.ENOSPC, "No space left on device", "/out/report.md")
+    assert failed_write_message("report", full, [], []) == (
+        "capcal report: error: could not write /out/report.md: [Errno 28] No space left on device"
+    )
+    removed = [Path("/out/report.md"), Path("/out/report.html")]
+    assert failed_write_message("report", full, removed, removed) == (
+        "capcal report: error: could not write /out/report.md: [Errno 28] No space left on device; removed "
+        "the partial file(s) /out/report.md, /out/report.html"
+    )
+    assert failed_write_message("table", OSError("disk gone"), [Path("/out/t.csv")], []) == (
+        "capcal table: error: could not write /out/t.csv: disk gone"
+    )
+    assert (
+        failed_write_message("eval", OSError("disk gone"), [], [])
+        == "capcal eval: error: could not write: disk gone"
+    )
 
 
 def test_sample_cache_note_says_where_the_samples_are():

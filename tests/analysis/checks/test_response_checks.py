@@ -74,14 +74,47 @@ def test_verbalized_confidences_that_never_parse():
     assert unreadable_diagnosis(SAMPLING, confidence=True)[0] in notice
 
 
+def test_half_the_confidences_unparsed_is_not_mostly():
+    """Exactly half of the verbalized confidences unread (2 of 4) is no notice; 3 of 4 is."""
+    records = [_verbalized("\\boxed{0.8}"), _verbalized("no box")] * 2
+    assert response_notices({"capcal_toy_verbalized": records}, {"capcal_toy_verbalized": SAMPLING}) == []
+    records[0] = _verbalized("still no box")
+    (notice,) = response_notices({"capcal_toy_verbalized": records}, {"capcal_toy_verbalized": SAMPLING})
+    assert notice.startswith("task capcal_toy_verbalized: no confidence could be read from 3 of 4 responses")
+
+
 def test_log_likelihood_tasks_are_not_looked_at():
     samples = {"capcal_toy_ptrue": [{"doc_id": 0, "resps": [["(-0.1, False)"], ["(-2.3, False)"]]}]}
     assert response_notices(samples, {"capcal_toy_ptrue": {"output_type": "multiple_choice"}}) == []
 
 
-def test_empty_response_causes():
+CHAT_TEMPLATE_CAUSE = "the model has a chat template and the run did not apply it (add --apply_chat_template)"
+STOPPED_CAUSE = (
+    "generation stopped at once: a stop sequence of the task's 'until' at the start of the response, or an "
+    "end-of-text token (see the prompts with --write_out)"
+)
+
+
+def test_empty_response_causes(smollm2_path):
+    """The checkpoint is the ``tokenizer`` argument, else ``pretrained``, in a dict or a recorded
+    ``key=value,...`` string alike; a chat template applied, or a checkpoint without one, is not the cause."""
     assert "retries" in empty_response_cause({"model": "x"}, None, model="capcal-api")
-    assert empty_response_cause("pretrained=/no/such/model", False).startswith("generation stopped at once")
+    assert empty_response_cause("pretrained=/no/such/model", False) == STOPPED_CAUSE
+    chat = str(smollm2_path)
+    for model_args in (
+        f"pretrained={chat}",
+        f"pretrained={chat},dtype=float32",
+        f"tokenizer={chat},pretrained=/no/such/model",
+        {"pretrained": chat},
+        {"tokenizer": chat, "pretrained": "/no/such/model"},
+    ):
+        assert empty_response_cause(model_args, False) == CHAT_TEMPLATE_CAUSE, model_args
+        assert empty_response_cause(model_args, True) == STOPPED_CAUSE, model_args
+    for model_args in (
+        f"tokenizer=/no/such/model,pretrained={chat}",
+        {"tokenizer": "/no/such", "pretrained": chat},
+    ):
+        assert empty_response_cause(model_args, False) == STOPPED_CAUSE, model_args
 
 
 def test_without_logged_samples_the_aggregates_are_read():
@@ -146,4 +179,22 @@ def test_responses_that_reach_max_gen_toks_are_cut(smollm2_path):
     cause, run_fault = unreadable_diagnosis(config, True, texts, str(smollm2_path), [False, False, False])
     assert not run_fault and cause.startswith(
         "the model does not state a confidence as \\boxed{P}: only 0 of the 1"
+    )
+
+
+def test_responses_that_mostly_end_and_parse_are_not_blamed_on_either(smollm2_path):
+    """Most of the responses that ended on their own parsed, and few reached the limit: neither the model's
+    form nor the limit is named; the run's settings may still be to blame (True), as when nothing can be
+    counted."""
+    texts = ["\\boxed{0.8}", "\\boxed{0.6}", "I am fairly sure."]
+    config = {"generation_kwargs": {"max_gen_toks": 48}}
+    assert unreadable_diagnosis(config, True, texts, str(smollm2_path), [True, True, False]) == (
+        "3 of 3 responses end on their own before max_gen_toks=48 and some do not state a confidence as "
+        "\\boxed{P}; look at a few with capcal analyze --responses",
+        True,
+    )
+    assert unreadable_diagnosis(SAMPLING, confidence=False) == (
+        "the responses do not state an answer in the form the task reads (\\boxed{...}); look at a few with "
+        "capcal analyze --responses",
+        True,
     )

@@ -226,3 +226,87 @@ def test_pooled_two_dimensional_features(planted):
     assert np.corrcoef(predicted, mu[test_rows])[0, 1] > 0.8
     with pytest.raises(ValueError, match="layer axis"):
         fit_probe(pooled, mu_hat, ids, splits, kind="per_layer")
+
+
+def test_split_and_config_validation_messages():
+    """Pins the messages (and the half-open [0, 1) range) of QuestionSplits.random and ProbeConfig checks: a
+    fraction of 1 would leave no train questions, so it is refused with the name of the argument at fault."""
+    ids = [f"q{i}" for i in range(10)]
+    for name in ("validation_fraction", "test_fraction"):
+        for bad in (1.0, -0.1):
+            with pytest.raises(ValueError) as error:
+                QuestionSplits.random(ids, **{name: bad})
+            assert str(error.value) == f"{name} must be in [0, 1), got {bad!r}"
+    cases = {
+        "learning_rates must be a non-empty tuple of positive numbers": {"learning_rates": (1e-3, 0.0)},
+        "standardize must be a non-empty tuple of booleans": {"standardize": (1,)},
+        "ridge_alphas must be a non-empty tuple of positive numbers": {"ridge_alphas": (1.0, 0.0)},
+        "ridge_target must be 'logit' or 'mu', got 'probit'": {"ridge_target": "probit"},
+        "logit_clip must be in (0, 0.5), got 0.5": {"logit_clip": 0.5},
+        "momentum must be in [0, 1) and weight_decay >= 0": {"momentum": 1.0},
+    }
+    for message, kwargs in cases.items():
+        with pytest.raises(ValueError) as error:
+            ProbeConfig(**kwargs)
+        assert str(error.value) == message
+    with pytest.raises(ValueError) as error:
+        ProbeConfig(ridge_alphas=())
+    assert str(error.value) == "ridge_alphas must be a non-empty tuple of positive numbers"
+
+
+def test_paper_probe_reports_divergence_on_every_learning_rate():
+    """Unscaled huge features with a huge learning rate overflow every column: the fit must stop with the
+    documented RuntimeError (and its advice) instead of returning a probe."""
+    rng = np.random.default_rng(3)
+    features = rng.normal(size=(40, 3)) * 1e300
+    ids = [f"q{i}" for i in range(40)]
+    splits = QuestionSplits(train=tuple(ids[:30]), validation=tuple(ids[30:]))
+    config = ProbeConfig(learning_rates=(1.0, 10.0), standardize=(False,), max_epochs=3)
+    with pytest.raises(RuntimeError) as error, np.errstate(over="ignore"):  # z-score statistics overflow
+        fit_probe(features, rng.uniform(size=40), ids, splits, kind="paper", config=config)
+    assert str(error.value) == (
+        "paper probe: training diverged for every learning rate; z-score the features or lower the rates"
+    )
+
+
+def test_ridge_probe_hyperparameters_and_clip_link(planted, tmp_path):
+    """The mu-target ridge probe: its hyperparameter record in full, and predictions of the 'clip' link are
+    the linear score clipped to [0, 1] on both sides (scores far outside are produced by scaled features)."""
+    features, _, mu_hat, ids, splits, test_rows = planted
+    config = ProbeConfig(ridge_alphas=(0.5, 3.0), ridge_target="mu")
+    probe = fit_probe(features, mu_hat, ids, splits, kind="ridge", config=config)
+    best = min(probe.selection, key=lambda row: row["validation_brier"])
+    assert probe.link == "clip"
+    assert probe.hyperparameters == {
+        "alpha": best["alpha"],
+        "layer": None,
+        "target": "mu",
+        "logit_clip": None,
+        "standardize": True,
+        "selected_by": "validation_brier",
+        "validation_brier": best["validation_brier"],
+    }
+    scaled = features[test_rows] * 5.0
+    pooled = scaled.mean(axis=1, dtype=np.float64)
+    raw = (pooled - probe.feature_mean) / probe.feature_scale @ probe.weight + probe.bias
+    assert raw.max() > 1.5 and raw.min() < -0.5  # the clip matters on both sides
+    predicted = probe.predict(scaled, list(splits.test))
+    np.testing.assert_allclose(predicted, np.clip(raw, 0.0, 1.0), rtol=1e-12, atol=1e-12)
+    assert predicted.max() == 1.0 and predicted.min() == 0.0
+
+
+@pytest.mark.parametrize("kind", ["ridge", "paper"])
+def test_load_probe_restores_every_field(planted, tmp_path, kind):
+    """Every field of the loaded probe equals the saved one (kind, link, layer, normalisation, split data)."""
+    features, _, mu_hat, ids, splits, _ = planted
+    config = ProbeConfig(learning_rates=(5e-4,), standardize=(False,), max_epochs=5, ridge_alphas=(1.0,))
+    probe = fit_probe(features, mu_hat, ids, splits, kind=kind, config=config)
+    loaded = load_probe(probe.save(tmp_path / kind))
+    for name in probe.__dataclass_fields__:
+        original, restored = getattr(probe, name), getattr(loaded, name)
+        if isinstance(original, np.ndarray):
+            np.testing.assert_array_equal(restored, original)
+        else:
+            assert restored == original, name
+    assert loaded.kind == kind
+    assert (loaded.feature_mean is None) == (kind == "paper")

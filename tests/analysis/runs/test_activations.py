@@ -71,6 +71,26 @@ def test_missing_questions_raise_naming_them(tmp_path):
         load_activations(tmp_path, table)
 
 
+def test_missing_questions_can_be_left_out_and_the_rows_index_the_table(tmp_path):
+    """``missing="report"``: the rows returned are integer positions in the table (``iloc`` takes them), also
+    when no question has activations; the join counts the questions left out."""
+    written = _write(tmp_path, PROMPTS)
+    table = pd.DataFrame({"task": ["task_c", "task_a", "task_a"], "question_id": ["q9", "q2", "q8"]})
+    some = load_activations(tmp_path, table, missing="report")
+    assert some.rows.tolist() == [1] and some.rows.dtype.kind == "i"
+    assert table.iloc[some.rows]["question_id"].tolist() == ["q2"] and some.join.unmatched_left == 2
+    np.testing.assert_array_equal(
+        some.last_token[0], torch.stack([h[0, -1] for h in written["task_a", "q2"]])
+    )
+    none = load_activations(tmp_path, table.iloc[[0, 2]], missing="report")
+    assert (
+        none.rows.dtype.kind == "i"
+        and none.rows.shape == (0,)
+        and none.last_token.shape == (0, LAYERS, HIDDEN)
+    )
+    assert table.iloc[none.rows].empty and none.join.unmatched_left == 2
+
+
 def test_a_folder_collects_runs_but_refuses_another_prompt_or_model(tmp_path):
     _write(tmp_path, PROMPTS)
     writer = ActivationWriter(tmp_path, model_name="test-model")

@@ -139,6 +139,24 @@ def test_few_samples_notices_speak_of_the_first_look_and_k_max_not_of_n() -> Non
     assert _adaptive_warnings(2, 10, False) == []
 
 
+def test_the_sampling_label_names_the_looks_and_the_rule_with_its_parameters() -> None:
+    """The ``sampling`` column's text: "fixed k" without an ``adaptive`` object; else the looks and the rule,
+    a confidence-width rule with its width W and alpha (as ``capcal eval --adaptive_rule`` records them)."""
+    from analysis.runs.records import sampling_label
+    from capcal_tasks.adaptive_records import parse_rule
+
+    assert sampling_label(None) == "fixed k"
+    assert sampling_label({"looks": [16, 32, 64], "rule": parse_rule("unanimity")}) == (
+        "adaptive (looks 16, 32, 64, rule unanimity)"
+    )
+    assert sampling_label({"looks": [8, 16], "rule": parse_rule("width:0.2")}) == (
+        "adaptive (looks 8, 16, rule confidence_width 0.2 alpha 0.05)"
+    )
+    assert sampling_label({"looks": [4], "rule": parse_rule("width:0.25:0.1")}) == (
+        "adaptive (looks 4, rule confidence_width 0.25 alpha 0.1)"
+    )
+
+
 def test_a_fixed_k_calibration_table_is_the_same_with_the_sampling_columns() -> None:
     from analysis.report.calibration_table import calibration_table
     from analysis.runs.records import sampling_fields

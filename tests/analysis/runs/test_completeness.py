@@ -224,3 +224,109 @@ def test_a_verbalized_run_whose_model_never_states_the_confidence_is_complete(tm
     row = checks.set_index("task").loc["capcal_toy_verbalized"]
     assert not row["complete"] and checks.attrs["notes"] == []
     assert "max_gen_toks=16 cut 3 of 3 responses before their end (raise it)" in row["problems"]
+
+
+def _confidence_run(folder: Path, task: str, kind: str, records: list[dict]) -> None:
+    """A confidence run of ``kind`` with ``records`` (doc_id and question_id added) beside the sampling run
+    written by ``_write``, in its results file."""
+    lines = [{"doc_id": i, "doc": {"question_id": f"toy/{i}"}, **record} for i, record in enumerate(records)]
+    (folder / f"samples_{task}_{DATE}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    path = folder / f"results_{DATE}.json"
+    results = json.loads(path.read_text())
+    results["results"][task] = {}
+    results["configs"][task] = {
+        "metadata": {"capcal_task": kind, "capcal_role": "confidence", "capcal_target_task": "capcal_toy"}
+    }
+    path.write_text(json.dumps(results))
+
+
+def test_confidence_rows_count_what_did_not_parse(tmp_path: Path) -> None:
+    """The whole row of a confidence run: no null or empty responses counted (0, not missing), the records
+    without a parsed confidence in ``unparsed``: a verbalized confidence that did not parse; a self-check
+    record only when none of its P(Yes) is a number (one NaN among numbers still parsed). Fewer than half
+    unparsed: complete."""
+    root = _write(tmp_path, [_line(i, ["4"] * K) for i in range(4)])
+    folder = root / "model__toy"
+    parsed = {
+        "resps": [["\\boxed{0.5}"]],
+        "verbalized_confidence": 0.5,
+        "parse_success": 1,
+        "parse_failures": 0,
+    }
+    unparsed = {"resps": [["no box"]], "verbalized_confidence": None, "parse_success": 0, "parse_failures": 1}
+    _confidence_run(folder, "capcal_toy_verbalized", "verbalized", [parsed, unparsed, parsed, parsed])
+
+    def selfcheck(p_yes: list[float | None]) -> dict:
+        return {"p_yes": p_yes, "p_yes_normalized": p_yes, "response_correctness": [1] * len(p_yes)}
+
+    records = [
+        selfcheck([0.5, 0.25]),
+        selfcheck([None, 0.75]),
+        selfcheck([None, None]),
+        selfcheck([0.5, 0.5]),
+    ]
+    _confidence_run(folder, "capcal_toy_selfcheck", "selfcheck", records)
+    checks = check_run(root)
+    assert checks.loc[checks["task"] != "capcal_toy", ["questions_expected", "k"]].isna().all().all()
+    rows = {row["task"]: row for row in checks.drop(columns=["questions_expected", "k"]).to_dict("records")}
+    common = {"model": "toy", "run_id": DATE, "questions": 4, "questions_short_of_k": 0, "null_responses": 0}
+    common |= {"empty_responses": 0, "unmatched": 0}
+    common |= {"complete": True, "problems": ""}
+    assert rows["capcal_toy_verbalized"] == {**common, "task": "capcal_toy_verbalized", "unparsed": 1}
+    assert rows["capcal_toy_selfcheck"] == {**common, "task": "capcal_toy_selfcheck", "unparsed": 1}
+    assert checks.attrs["notes"] == []
+
+
+CHAT_TEMPLATE_CAUSE = "the model has a chat template and the run did not apply it (add --apply_chat_template)"
+STOPPED_CAUSE = (
+    "generation stopped at once: a stop sequence of the task's 'until' at the start of the response, or an "
+    "end-of-text token (see the prompts with --write_out)"
+)
+API_CAUSE = (
+    "requests that still failed after their retries (allow_failures), or generation that stopped at once"
+)
+
+
+@pytest.mark.parametrize(
+    ("model", "chat_template", "cause"),
+    [
+        ("capcal-hf", None, CHAT_TEMPLATE_CAUSE),  # recorded as not applied
+        ("capcal-hf", "{{ messages }}", STOPPED_CAUSE),  # applied
+        ("capcal-hf", "absent", STOPPED_CAUSE),  # not recorded: not blamed
+        ("capcal-api", "{{ messages }}", API_CAUSE),
+        (["not", "a", "name"], "{{ messages }}", STOPPED_CAUSE),
+    ],
+    ids=["template-not-applied", "template-applied", "not-recorded", "capcal-api", "model-not-a-name"],
+)
+def test_the_cause_of_empty_responses_is_read_from_the_results_file(
+    tmp_path: Path, smollm2_path: Path, model, chat_template, cause
+) -> None:
+    """The results file's model, its model arguments (a chat checkpoint) and its ``chat_template`` (null:
+    not applied; a template: applied) decide the cause named."""
+    root = _write(tmp_path, [_line(0, ["4", "", " ", "4"])])
+    path = next(root.rglob("results_*.json"))
+    results = json.loads(path.read_text())
+    results["config"] = {"model": model, "model_args": f"pretrained={smollm2_path}"}
+    if chat_template != "absent":
+        results["chat_template"] = chat_template
+    path.write_text(json.dumps(results))
+    checks = check_run(root)
+    assert checks.loc[0, "problems"] == f"2 empty response(s) (likely cause: {cause})"
+
+
+def test_the_responses_that_parsed_are_read_from_their_records(tmp_path, smollm2_path):
+    """Three responses cut at max_gen_toks=16 without a confidence and one that ended and parsed: the one
+    that ended did state it (its record's parse_success), so the limit is to blame, not the model's form."""
+    long = "Let me think about how likely this is, step by step, from the level of the question " * 3
+    root = _verbalized_beside_sampling(tmp_path, smollm2_path, [long, long, long, "\\boxed{0.5}"], 16)
+    samples = next(root.rglob("samples_capcal_toy_verbalized_*.jsonl"))
+    records = [json.loads(line) for line in samples.read_text().splitlines()]
+    records[3].update(verbalized_confidence=0.5, parse_success=1, parse_failures=0)
+    samples.write_text("".join(json.dumps(x) + "\n" for x in records))
+    checks = check_run(root)
+    row = checks.set_index("task").loc["capcal_toy_verbalized"]
+    assert checks.attrs["notes"] == [] and not row["complete"] and row["unparsed"] == 3
+    assert row["problems"] == (
+        "verbalized confidence parsed for 1 of 4 records, fewer than half (likely cause: max_gen_toks=16 cut "
+        "3 of 4 responses before their end (raise it))"
+    )

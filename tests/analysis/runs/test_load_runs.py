@@ -48,6 +48,27 @@ def test_valid_run_round_trips(tmp_path):
         write_question_table(table, tmp_path / "t.pickle")
 
 
+def test_summarize_gives_every_column_per_run(tmp_path):
+    """A run whose questions have 4, 4 and 2 responses (an interrupted or budgeted run): each column of the
+    summary, k_min and k_max apart."""
+    _write_run(
+        tmp_path, [_line(0, ["4", "4", "5", None]), _line(1, ["3", "3", "3", "4"]), _line(2, ["4", "4"])]
+    )
+    (row,) = summarize(load_run(tmp_path)).to_dict("records")
+    assert row == {
+        "model": "toy-model",
+        "task": "capcal_toy",
+        "run_id": DATE,
+        "questions": 3,
+        "k_min": 2,
+        "k_max": 4,
+        "mean_expected_accuracy": pytest.approx(7 / 12),  # mu = 0.5, 0.25, 1
+        "stderr": pytest.approx(np.sqrt(7) / 12),  # sqrt((1 + 16 + 25) / 144 / 2) / sqrt(3)
+        "share_0_lt_mu_lt_1": pytest.approx(2 / 3),
+        "extraction_rate": pytest.approx(9 / 10),
+    }
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
@@ -245,6 +266,11 @@ def test_latest_run_is_used_and_the_choice_is_recorded_and_can_be_overridden(tmp
     runs = collection.runs.set_index("run_id")
     assert runs.loc[LATER, "reason"] == "latest run" and runs.loc[LATER, "samples_path"] == new
     assert not runs.loc[DATE, "used"] and runs.loc[DATE, "reason"].startswith("older than the used run")
+    # what the folders hold, in one line: a used run without its reason, one left out with it
+    assert collection.found() == (
+        f"found instead: capcal_toy (sampling run {DATE}): {runs.loc[DATE, 'reason']}; "
+        f"capcal_toy (sampling run {LATER})"
+    )
 
     for select in (
         [DATE],
@@ -257,6 +283,9 @@ def test_latest_run_is_used_and_the_choice_is_recorded_and_can_be_overridden(tmp
         assert chosen.runs.set_index("run_id").loc[DATE, "reason"] == "selected"
     key = runs.loc[DATE, "run_key"]
     assert list(load_runs([tmp_path], select=[key[:12]]).questions["run_id"]) == [DATE]
+    assert list(load_runs([tmp_path], select=[key[:8]]).questions["run_id"]) == [DATE]  # the shortest prefix
+    with pytest.raises(ValueError, match="matches no run"):
+        load_runs([tmp_path], select=[key[:7]])  # too short to name a run
     with pytest.raises(ValueError, match="matches no run"):
         load_runs([tmp_path], select=["2031-01-01T00-00-00"])
     with pytest.raises(ValueError, match="matches no run"):

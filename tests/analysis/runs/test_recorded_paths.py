@@ -48,7 +48,11 @@ def test_the_current_folder_is_the_fallback_and_a_missing_path_is_named(tmp_path
     )
     absolute = resolve_recorded_path(str(tmp_path / "project" / "acts"), results)
     assert (absolute.path, absolute.note) == (tmp_path / "project" / "acts", None)
-    assert resolve_recorded_path("/no/such/acts", results).path is None
+    gone = resolve_recorded_path("/no/such/acts", results)  # named "path" unless told what it is
+    assert (gone.path, gone.note) == (
+        None,
+        f"path /no/such/acts recorded in {results}: no such file or folder",
+    )
 
 
 def test_a_stock_run_with_a_relative_checkpoint_has_one_identity_from_any_folder(

@@ -1,0 +1,98 @@
+r"""The answer helpers' contracts beyond the checks of test_answers.py: the documented choice shuffle, a
+choice list at the very end of a prompt, and the math-verify worker's fall-backs (a failure, the time
+limit, a worker that cannot start), with the warnings and messages they give."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+from pathlib import Path
+
+import pytest
+
+from capcal_tasks.answers.choices import extract_choice_letter, shuffle_choices
+from capcal_tasks.answers.math_equivalence import MathEquivalenceChecker
+from capcal_tasks.answers.prompt_echo import remove_prompt_text
+
+
+def test_shuffle_choices_follows_its_documented_seed():
+    """The order is random.Random(seed).shuffle of the choice indexes, seed = the first 8 bytes of the
+    SHA-256 of the UTF-8 seed text, big-endian: recomputed here from that description."""
+    choices = ["right", "w1", "w2", "w3"]
+    for seed_text in ("Q1", "mmlu/anatomy/17", "¿Qué? 中文", ""):
+        seed = int.from_bytes(hashlib.sha256(seed_text.encode("utf-8")).digest()[:8], "big")
+        order = [0, 1, 2, 3]
+        random.Random(seed).shuffle(order)
+        assert shuffle_choices("right", ["w1", "w2", "w3"], seed_text) == (
+            [choices[i] for i in order],
+            order.index(0),
+        ), seed_text
+
+
+_PROMPT_ENDING_IN_CHOICES = "Which city is the capital of France?\nA. Rome\nB. Madrid\nC. Berlin\nD. Paris"
+
+
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        ("D. Paris", "D. Paris"),  # one choice standing alone is an answer, not an echo
+        ("C. Berlin", "C. Berlin"),
+        ("A. Rome\nB. Madrid\nC. Berlin\nD. Paris\nD. Paris", ""),  # the list of choices is the prompt's
+    ],
+)
+def test_a_choice_list_that_ends_the_prompt_is_still_a_choice_list(response, expected):
+    """The prompt's last four lines are its choice list: a single choice line repeated is kept (a short
+    line of the prompt otherwise would be dropped)."""
+    assert remove_prompt_text(response, _PROMPT_ENDING_IN_CHOICES) == expected
+    assert (
+        extract_choice_letter(remove_prompt_text("So the answer:\nD. Paris", _PROMPT_ENDING_IN_CHOICES))
+        == "D"
+    )
+
+
+def test_math_verify_failures_fall_back_to_whitespace_free_strings():
+    """Answers math-verify parses to nothing ("$", an empty \\text{}) are compared as strings without
+    whitespace, and counted as failures (not time-outs)."""
+    checker = MathEquivalenceChecker(time_limit_s=60.0)  # generous: these calls must not time out
+    try:
+        assert checker.equal("$$", " $ $ ") is True
+        assert checker.equal("$", r"\text{}") is False
+        assert (checker.failures, checker.timeouts) == (2, 0)
+    finally:
+        checker.close()
+
+
+def test_math_verify_time_out_is_logged_with_its_limit_and_answers(caplog):
+    """A call past the time limit gives a warning naming the limit, the prediction and the gold."""
+    caplog.set_level(logging.WARNING, logger="capcal_tasks.answers.math_equivalence")
+    checker = MathEquivalenceChecker(time_limit_s=0.5)  # sympy computes this power tower for minutes
+    try:
+        assert checker.equal("5", r"9^{9^{9^{9}}}") is False
+        assert (checker.timeouts, checker.failures) == (1, 0)
+    finally:
+        checker.close()
+    assert [record.getMessage() for record in caplog.records] == [
+        "math-verify took more than 0.5 s on prediction '9^{9^{9^{9}}}' (gold '5'); "
+        "compared as strings instead"
+    ]
+
+
+def test_a_worker_that_cannot_start_names_the_missing_extra(tmp_path: Path, monkeypatch):
+    """The worker runs with the caller's PYTHONPATH (after capcal's own folder): a math_verify there that
+    cannot be imported, as without the 'math' extra, stops it before it is ready, and the error says what to
+    install and what the worker printed (nothing)."""
+    package = tmp_path / "math_verify"
+    package.mkdir()
+    (package / "__init__.py").write_text('raise ImportError("math_verify stands in for a missing install")\n')
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    checker = MathEquivalenceChecker()
+    try:
+        with pytest.raises(RuntimeError) as raised:
+            checker.equal("1", "1")
+    finally:
+        checker.close()
+    assert str(raised.value) == (
+        "the math-verify worker did not start (is capcal's 'math' extra, lm-eval[math], installed?); "
+        "its first output was None"
+    )
