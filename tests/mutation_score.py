@@ -2,6 +2,8 @@
 testing").
 
     mutmut run --max-children 2 && python tests/mutation_score.py          # or: make mutation
+    python tests/mutation_score.py --draw 500 --seed 1 > sample.txt        # a sample, when hours are too long
+    mutmut run --max-children 2 $(cat sample.txt) && python tests/mutation_score.py --sample sample.txt
 
 reads ``mutmut results --all true`` (run from the repository root, after ``mutmut run``),
 ``tests/mutation_equivalents.txt``: one surviving mutant per line, ``NAME  reason``, for the mutants that
@@ -12,17 +14,22 @@ Score = killed / (mutants run - equivalent), where killed counts mutmut's "kille
 tests" mutant listed as killed outside; the run excludes "not checked" and "skipped". Both lists are checked
 against the run: a listed mutant that no longer exists or was killed is reported, so they cannot go stale
 silently; ``--verify-outside`` re-runs each listed test in ``mutants/`` with its mutant on and without,
-and names any listed mutant the test does not kill.
+and names any listed mutant the test does not kill. ``--sample`` estimates each package's score from a
+uniform sample's verdicts, with an interval (:func:`sampled_scores`).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import random
 import subprocess
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 EQUIVALENTS = REPO / "tests" / "mutation_equivalents.txt"
@@ -153,7 +160,122 @@ def markdown(table: dict[str, Counter]) -> str:
     return "\n".join(lines)
 
 
+def stratum_of(mutant: str) -> str:
+    """A mutant's second-level package or module (its stratum in a sample):
+    ``analysis.report.figures.x_f__mutmut_1`` -> ``analysis.report``."""
+    return ".".join(module_of(mutant).split(".")[:2])
+
+
+def draw_sample(names: Iterable[str], per_package: int, seed: int, exclude: Iterable[str] = ()) -> list[str]:
+    """``per_package`` mutants drawn uniformly without replacement from each package (``random.Random(seed)``,
+    all of a smaller package), leaving out ``exclude`` (an earlier sample), shuffled together: run them in
+    batches in this order, and every finished batch is itself a uniform sample."""
+    rng = random.Random(seed)
+    left_out = set(exclude)
+    by_package: dict[str, list[str]] = defaultdict(list)
+    for name in sorted(set(names) - left_out):
+        by_package[name.split(".")[0]].append(name)
+    drawn = [
+        name
+        for package in sorted(by_package)
+        for name in rng.sample(by_package[package], min(per_package, len(by_package[package])))
+    ]
+    rng.shuffle(drawn)
+    return drawn
+
+
+def _stratified_score(weights: dict[str, int], outcomes: dict[str, np.ndarray]) -> float:
+    """sum_h N_h k_h / c_h over sum_h N_h (c_h - e_h) / c_h (outcomes 1 killed, 0 survived, -1 equivalent)."""
+    killed = sum(weights[h] * np.mean(outcomes[h] == 1) for h in weights)
+    live = sum(weights[h] * np.mean(outcomes[h] != -1) for h in weights)
+    return float(killed / live) if live else float("nan")
+
+
+def sampled_scores(
+    statuses: dict[str, str],
+    sample: Iterable[str],
+    equivalents: dict[str, str],
+    killed_outside: dict[str, str] | None = None,
+    draws: int = 2000,
+    seed: int = 0,
+) -> dict[str, dict[str, float]]:
+    """The score per package estimated from the checked mutants of a uniform ``sample``, post-stratified by
+    sub-package (:func:`stratum_of`), with a stratified-bootstrap 95% interval.
+
+    ``statuses`` holds every generated mutant (``mutmut results --all true``): N_h, the mutants of stratum h,
+    are counted there. With c_h checked sampled mutants of h, k_h of them killed and e_h equivalent,
+    ``score = sum_h N_h k_h / c_h / sum_h N_h (c_h - e_h) / c_h`` over the strata with a checked mutant; the
+    share of the package's mutants in strata without one is returned as ``unmeasured``. The interval
+    resamples each stratum's outcomes ``draws`` times (numpy ``default_rng(seed)``), percentiles 2.5 / 97.5.
+    A checked mutant is one with a verdict (not "not checked", "skipped", interrupted)."""
+    outside = killed_outside or {}
+    population = Counter(stratum_of(name) for name in statuses)
+    outcomes: dict[str, list[int]] = defaultdict(list)  # 1 killed, 0 survived, -1 equivalent
+    for name in sample:
+        status = statuses.get(name, "not checked")
+        if status in NOT_RUN:
+            continue
+        killed = status in KILLED or (status == "no tests" and name in outside)
+        outcomes[stratum_of(name)].append(1 if killed else (-1 if name in equivalents else 0))
+    rng = np.random.default_rng(seed)
+    table: dict[str, dict[str, float]] = {}
+    for package in sorted({stratum.split(".")[0] for stratum in population}):
+        strata = [h for h in population if h.split(".")[0] == package]
+        measured = [h for h in strata if outcomes[h]]
+        if not measured:
+            continue
+        values = {h: np.asarray(outcomes[h]) for h in measured}
+        weights = {h: population[h] for h in measured}
+        boot = [
+            _stratified_score(weights, {h: rng.choice(v, size=v.size) for h, v in values.items()})
+            for _ in range(draws)
+        ]
+        low, high = np.nanpercentile(boot, [2.5, 97.5])
+        table[package] = {
+            "mutants": sum(population[h] for h in strata),
+            "checked": sum(v.size for v in values.values()),
+            "killed": sum(int(np.sum(v == 1)) for v in values.values()),
+            "equivalent": sum(int(np.sum(v == -1)) for v in values.values()),
+            "score": _stratified_score(weights, values),
+            "low": float(low),
+            "high": float(high),
+            "unmeasured": sum(population[h] for h in strata if h not in measured)
+            / sum(population[h] for h in strata),
+        }
+    return table
+
+
+def sampled_markdown(table: dict[str, dict[str, float]]) -> str:
+    """The sampled-score table for tests/README.md (unmeasured: the share of a package's mutants in
+    sub-packages with no checked mutant, outside the estimate)."""
+    lines = [
+        "| package | mutants | checked | killed | equivalent | score (95% interval) | unmeasured |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for package, row in table.items():
+        counts = " | ".join(str(row[key]) for key in ("mutants", "checked", "killed", "equivalent"))
+        lines.append(
+            f"| **{package}** | {counts} | "
+            f"{100 * row['score']:.1f}% ({100 * row['low']:.1f}-{100 * row['high']:.1f}) | "
+            f"{100 * row['unmeasured']:.1f}% |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--verify-outside", action="store_true", help="re-check the kills outside mutmut")
+    parser.add_argument(
+        "--draw", type=int, metavar="N", help="print N mutant names per package, drawn at random"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the seed of --draw")
+    parser.add_argument(
+        "--exclude", type=Path, help="with --draw: a file of names (an earlier sample) to leave out"
+    )
+    parser.add_argument(
+        "--sample", type=Path, help="estimate the score per package from this sample's verdicts"
+    )
+    arguments = parser.parse_args()
     results = subprocess.run(
         [sys.executable, "-m", "mutmut", "results", "--all", "true"],
         capture_output=True,
@@ -162,6 +284,14 @@ def main() -> int:
     )
     statuses = read_statuses(results.stdout.splitlines())
     equivalents, outside = read_equivalents(), read_killed_outside()
+    if arguments.draw:
+        excluded = arguments.exclude.read_text(encoding="utf-8").split() if arguments.exclude else []
+        print("\n".join(draw_sample(statuses, arguments.draw, arguments.seed, excluded)))
+        return 0
+    if arguments.sample:
+        sample = arguments.sample.read_text(encoding="utf-8").split()
+        print(sampled_markdown(sampled_scores(statuses, sample, equivalents, outside)))
+        return 0
     print(markdown(scores(statuses, equivalents, outside)))
     stale = stale_equivalents(statuses, equivalents)
     if stale:
@@ -169,7 +299,7 @@ def main() -> int:
     stale = stale_killed_outside(statuses, outside)
     if stale:
         print(f"\n{len(stale)} listed kill(s) outside mutmut are not 'no tests' here: {', '.join(stale)}")
-    if "--verify-outside" in sys.argv[1:]:
+    if arguments.verify_outside:
         wrong = verify_killed_outside(outside)
         if wrong:
             print("\n".join(["", f"{len(wrong)} listed kill(s) outside mutmut do not hold:", *wrong]))

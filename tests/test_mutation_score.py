@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import random
+from collections import Counter
+
+import numpy as np
 import pytest
 
 from tests.mutation_score import (
     REPO,
+    draw_sample,
     markdown,
     read_equivalents,
     read_killed_outside,
     read_statuses,
+    sampled_markdown,
+    sampled_scores,
     scores,
     stale_equivalents,
     stale_killed_outside,
@@ -111,3 +118,71 @@ def test_verify_killed_outside_names_a_listed_kill_that_does_not_hold(tmp_path):
 def test_the_committed_killed_outside_file_reads():
     for name, test in read_killed_outside().items():
         assert "__mutmut_" in name and (REPO / test.split("::")[0]).is_file(), name
+
+
+def test_draw_sample_takes_n_per_package_uniformly_leaving_out_an_earlier_sample():
+    names = [f"analysis.report.f.x_f__mutmut_{i}" for i in range(50)]
+    names += [f"capcal_tasks.records.x_g__mutmut_{i}" for i in range(8)]
+    earlier = names[:10]
+    drawn = draw_sample(names, 20, seed=3, exclude=earlier)
+    assert drawn == draw_sample(list(reversed(names)), 20, seed=3, exclude=earlier)  # a function of the set
+    assert len(drawn) == len(set(drawn)) == 28 and not set(drawn) & set(earlier)
+    assert sum(name.startswith("capcal_tasks") for name in drawn) == 8  # all of a smaller package
+    assert drawn[:8] != sorted(drawn[:8])  # the packages shuffled together, not run one after the other
+    # uniform: over many seeds each eligible name of a package is drawn about 20 / 40 of the time
+    counts = Counter(name for seed in range(400) for name in draw_sample(names, 20, seed, earlier))
+    shares = np.array([counts[name] / 400 for name in names[10:50]])
+    assert np.all(np.abs(shares - 0.5) < 4 * np.sqrt(0.25 / 400))  # 4 binomial SE
+
+
+def test_sampled_scores_weight_each_stratum_by_its_mutants():
+    """Two strata of 100 and 300 mutants: (100 k_a/c_a + 300 k_b/c_b) / (100 live_a + 300 live_b)."""
+    statuses = {f"analysis.report.f.x_f__mutmut_{i}": "not checked" for i in range(100)}
+    statuses |= {f"analysis.runs.g.x_g__mutmut_{i}": "not checked" for i in range(300)}
+    checked = {
+        "analysis.report.f.x_f__mutmut_0": "killed",
+        "analysis.report.f.x_f__mutmut_1": "timeout",
+        "analysis.report.f.x_f__mutmut_2": "survived",
+        "analysis.report.f.x_f__mutmut_3": "survived",  # equivalent
+        "analysis.runs.g.x_g__mutmut_0": "no tests",  # killed outside mutmut's sight
+        "analysis.runs.g.x_g__mutmut_1": "survived",
+    }
+    statuses |= checked
+    sample = [*checked, "analysis.runs.g.x_g__mutmut_2"]  # one sampled mutant not checked yet
+    table = sampled_scores(
+        statuses,
+        sample,
+        {"analysis.report.f.x_f__mutmut_3": "a dtype"},
+        {"analysis.runs.g.x_g__mutmut_0": "tests/t.py::t"},
+        draws=200,
+    )
+    row = table["analysis"]
+    assert row["score"] == pytest.approx((100 * 2 / 4 + 300 * 1 / 2) / (100 * 3 / 4 + 300 * 2 / 2))
+    assert (row["mutants"], row["checked"], row["killed"], row["equivalent"]) == (400, 6, 3, 1)
+    assert row["low"] <= row["score"] <= row["high"] and row["unmeasured"] == 0.0
+    statuses["analysis.judge.h.x_h__mutmut_0"] = "not checked"  # a stratum with nothing checked
+    assert sampled_scores(statuses, sample, {}, draws=10)["analysis"]["unmeasured"] == pytest.approx(1 / 401)
+    assert "| **analysis** | 401 | 6 | 2 | 0 |" in sampled_markdown(
+        sampled_scores(statuses, sample, {}, draws=10)
+    )
+
+
+def test_sampled_interval_covers_the_population_score():
+    """A population of 3 strata with kill rates 0.95, 0.7, 0.5 (true score known): the 95% interval from a
+    uniform sample of 120 covers it in at least 88% of 150 samples (seeded; binomial SE 1.8%)."""
+    rates = {"analysis.report": (3000, 0.7), "analysis.runs": (1500, 0.95), "analysis.judge": (500, 0.5)}
+    rng = np.random.default_rng(5)
+    statuses = {}
+    for stratum, (size, rate) in rates.items():
+        kills = rng.random(size) < rate
+        statuses |= {
+            f"{stratum}.m.x_f__mutmut_{i}": "killed" if k else "survived" for i, k in enumerate(kills)
+        }
+    truth = sum(s == "killed" for s in statuses.values()) / len(statuses)
+    names = sorted(statuses)
+    covered = 0
+    for seed in range(150):
+        sample = random.Random(seed).sample(names, 120)
+        row = sampled_scores(statuses, sample, {}, draws=300, seed=seed)["analysis"]
+        covered += row["low"] <= truth <= row["high"]
+    assert covered >= 0.88 * 150
