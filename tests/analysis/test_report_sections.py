@@ -10,17 +10,31 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib import pyplot as plt
 from matplotlib.colors import to_hex
 
 from analysis.judge.agreement import RescoreAgreement
 from analysis.report import figures
-from analysis.report.analyze import ReportOptions, _activation_joins, load_report_data
+from analysis.report.analyze import ReportOptions, _activation_joins, analyze_runs, load_report_data
 from analysis.report.build import overview_section
+from analysis.report.calibration_table import (
+    CAPABILITY_METRICS,
+    INTERVAL_NOTES,
+    RESPONSE_METRICS,
+    calibration_table,
+)
 from analysis.report.figures import Interval, forest_figure
 from analysis.report.input_notices import NothingToScoreError, report_notices
 from analysis.report.paper_table import ROW_COLUMNS, _latex_grid, paper_table
-from analysis.report.sections import judge_agreement_section, routing_guide, routing_lines
-from analysis.report.summary import Measured, Ranking, _forest, _target_note, summary_sections
+from analysis.report.registry import ESTIMATORS, LEAKY, ComputedEstimators
+from analysis.report.sections import (
+    SectionInputs,
+    budget_part,
+    judge_agreement_section,
+    routing_guide,
+    routing_lines,
+)
+from analysis.report.summary import Measured, Ranking, _candidates, _forest, _target_note, summary_sections
 from analysis.runs.versions import run_versions
 from capcal_tasks.relations import task_relations
 
@@ -469,3 +483,230 @@ def test_summary_without_any_evaluation_task_says_so():
     assert unranked[0].sentences == [
         "toy-model · toy_eval: no confidence estimator could be computed, so there is nothing to rank."
     ]
+
+
+# ------------------------------------------------------------------ figures, tables and a section's parts
+
+
+def _drawn(monkeypatch) -> list:
+    """The figures rendered by ``figures._png`` from now on, in order (each kept as it is rendered)."""
+    drawn: list = []
+    render = figures._png
+
+    def keep(figure) -> bytes:
+        drawn.append(figure)
+        return render(figure)
+
+    monkeypatch.setattr(figures, "_png", keep)
+    return drawn
+
+
+def _computed(evaluation: pd.DataFrame, *estimators: str) -> ComputedEstimators:
+    """Estimators already computed (their columns in ``evaluation``), each with its registry entry."""
+    entries = {entry.name: entry for entry in ESTIMATORS}
+    columns = {name: entries["consistency" if LEAKY.match(name) else name] for name in estimators}
+    return ComputedEstimators(evaluation, columns, [], {}, {})
+
+
+def test_grid_of_five_panels_is_two_rows_of_four_square_cells_with_the_spare_cells_hidden():
+    """A 3-inch square per panel, four to a row: 5 panels need 2 rows, so the figure is 12 x 6 inches."""
+    figure, axes = figures._grid(5)
+    try:
+        assert list(figure.get_size_inches()) == [12.0, 6.0]
+        assert [axis.get_visible() for axis in axes] == [True] * 5 + [False] * 3
+    finally:
+        plt.close(figure)
+
+
+def test_reliability_figure_draws_each_bins_mean_target_with_its_count(monkeypatch):
+    """Two bins: [0, 0.5) holds 3 questions (mean target 1/3), [0.5, 1] one (mean 1); bars 90% of a bin wide,
+    blue at alpha 0.8, the count above each bar (capped at 0.97), the dashed diagonal, the subtitle line."""
+    drawn = _drawn(monkeypatch)
+    confidence = np.array([0.1, 0.2, 0.3, 0.9, np.nan])  # the NaN is left out
+    target = np.array([0.0, 1.0, 0.0, 1.0, 1.0])
+    png = figures.reliability_figure(
+        {"p_true": confidence}, target, "mu_hat", {"p_true": "ECE 0.1"}, n_bins=2
+    )
+    assert png.startswith(b"\x89PNG")
+    (figure,) = drawn
+    axis = figure.axes[0]
+    bars = axis.patches
+    assert [p.get_x() for p in bars] == pytest.approx([0.025, 0.525])
+    assert [p.get_width() for p in bars] == pytest.approx([0.45, 0.45])
+    assert [p.get_height() for p in bars] == pytest.approx([1 / 3, 1.0])
+    assert [(to_hex(p.get_facecolor(), keep_alpha=True), p.get_alpha()) for p in bars] == [
+        ("#4c72b0cc", 0.8)
+    ] * 2
+    assert [t.get_text() for t in axis.texts] == ["3", "1"]
+    assert [t.get_position() for t in axis.texts] == [pytest.approx((0.25, 1 / 3 + 0.02)), (0.75, 0.97)]
+    (diagonal,) = axis.get_lines()
+    assert (list(diagonal.get_xdata()), list(diagonal.get_ydata()), diagonal.get_linestyle()) == (
+        [0, 1],
+        [0, 1],
+        "--",
+    )
+    assert axis.get_title() == "p_true\nECE 0.1" and axis.get_ylabel() == "mean mu_hat"
+    assert figure._suptitle.get_text() == "Reliability (mu_hat)"
+
+
+def test_target_scatter_jitters_each_response_target_cross_on_its_own(monkeypatch):
+    """The z crosses are spread vertically, each by its own offset within +-0.03 (one shared offset would
+    stack the crosses at 0 and 1 again), the same on every draw; the mu_hat dots are not jittered."""
+    confidence = np.array([0.2, 0.4, 0.6, 0.8, 0.9])
+    mu_hat = np.array([0.25, 0.5, 0.5, 0.75, 1.0])
+    z = np.array([0.0, 1.0, 0.0, 1.0, 1.0])
+    drawn = _drawn(monkeypatch)
+    figures.target_scatter_figure({"p_true": confidence, "probe": confidence}, mu_hat, z)
+    figures.target_scatter_figure({"p_true": confidence}, mu_hat, z)
+    offsets = []
+    for figure in drawn:
+        crosses, dots = figure.axes[0].collections
+        assert crosses.get_label() == "z (response)" and dots.get_label() == "mu_hat (capability)"
+        assert list(crosses.get_offsets()[:, 0]) == list(confidence)
+        assert np.array_equal(dots.get_offsets(), np.column_stack([confidence, mu_hat]))
+        offsets.append(crosses.get_offsets()[:, 1] - z)
+    jitter = offsets[0]
+    assert len(set(np.round(jitter, 12))) == len(z) and np.all(np.abs(jitter) <= 0.03)
+    assert np.array_equal(offsets[1], jitter)
+    assert np.array_equal(drawn[0].axes[1].collections[0].get_offsets()[:, 1] - z, jitter)
+
+
+def test_calibration_table_says_how_each_interval_was_made_and_where_it_does_not_cover():
+    """Per row: the questions it was computed on (the NaN confidence counted missing), the sampling, the
+    interval method (jackknife for the debiased ECE) and the note of the binned ECEs; the random rows
+    (expectations) have neither."""
+    correctness = [[1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1], [0, 1, 0, 1]]
+    table = pd.DataFrame(
+        {
+            "correctness": correctness,
+            "n": 4,
+            "expected_accuracy": [sum(v) / 4 for v in correctness],
+            "c": [0.5, 0.3, 0.7, np.nan, 0.9, 0.4],
+        }
+    )
+    rows = calibration_table(table, ["c"], n_resamples=20)
+    capability_ece, response_ece = INTERVAL_NOTES["capability_ece"], INTERVAL_NOTES["response_ece"]
+    assert capability_ece.startswith("interval does not cover") and response_ece.startswith(
+        "interval does not"
+    )
+    notes = {"capability_ece": capability_ece, "response_ece": response_ece}
+    methods = {"capability_ece_debiased": "jackknife normal"}
+    own = [
+        ("c", metric, 5, 1, "fixed k", methods.get(metric, "bootstrap percentile"), notes.get(metric, ""))
+        for metric in (*CAPABILITY_METRICS, *RESPONSE_METRICS)
+    ]
+    random = [
+        ("random (expected)", metric, 6, 0, "fixed k", "", "")
+        for metric in ("capability_brier", "capability_brier_skill", "response_brier", "soft_auroc",
+                       "response_auroc", "spearman")
+    ]  # fmt: skip
+    columns = ["estimator", "metric", "questions", "questions_missing", "sampling", "interval_method"]
+    assert list(rows[[*columns, "interval_note"]].itertuples(index=False, name=None)) == own + random
+
+
+def _fixed_k(correctness: list[list[int]], confidence: list[float]) -> pd.DataFrame:
+    """A fixed-k evaluation table with one estimator, p_true."""
+    return pd.DataFrame(
+        {
+            "correctness": correctness,
+            "n": [len(v) for v in correctness],
+            "expected_accuracy": [sum(v) / len(v) for v in correctness],
+            "p_true": confidence,
+        }
+    )
+
+
+def test_budget_part_draws_every_line_at_each_power_of_two_budget_up_to_the_smallest_n(monkeypatch):
+    """n = 8 and 10: budgets 1, 2, 4, 8 (16 > 8); at budget 1 the uniform allocation's accuracy is the mean
+    pass@1, the mean mu_hat."""
+    correctness = [[1] * i + [0] * (8 - i) for i in range(8)] + [[1] * 9 + [0]]
+    evaluation = _fixed_k(correctness, [0.1 * i for i in range(9)])
+    inputs = SectionInputs(_computed(evaluation, "p_true"), ["p_true"], 20, 0)
+    drawn = _drawn(monkeypatch)
+    part = budget_part(inputs)
+    assert [figure.caption for figure in part.figures] == [
+        "Inference-budget allocation: exact accuracy (mean unbiased pass@b_i) at each average budget"
+    ]
+    (figure,) = drawn
+    lines = {line.get_label(): line for line in figure.axes[0].get_lines()}
+    uniform = "uniform (the same budget for every question)"
+    assert set(lines) == {uniform, "oracle (allocates by mu_hat itself)", "p_true"}
+    assert all(list(line.get_xdata()) == [1, 2, 4, 8] for line in lines.values())
+    mean_pass_at_1 = np.mean([sum(v) / len(v) for v in correctness])
+    assert lines[uniform].get_ydata()[0] == pytest.approx(mean_pass_at_1)
+
+
+def test_candidates_of_an_adaptive_run_are_scored_with_its_unbiased_mu_squared():
+    """An adaptive run's candidates carry the run's mu^2 estimates (the moment forms of the corrected Brier,
+    unbiased after stopping); the leaky paper-form consistency is left out; a fixed-k run carries none."""
+    looks = [4, 8]
+    correctness = [[1, 1, 1, 1], [0, 0, 0, 0], [1, 0, 1, 1, 0, 1, 1, 0], [0, 1, 0, 0, 1, 0, 0, 0]]
+    evaluation = pd.DataFrame(
+        {
+            "correctness": correctness,
+            "n": [len(v) for v in correctness],
+            "expected_accuracy": [1.0, 0.0, 0.6, 0.3],
+            "mu_squared_hat": [1.0, 0.0, 0.35, 0.08],
+            "sampling": "adaptive (looks 4, 8, rule unanimity)",
+            "looks": [looks] * 4,
+            "p_true": [0.9, 0.2, 0.6, 0.4],
+            "consistency_k2": [1.0, 0.0, 0.5, 0.5],
+        }
+    )
+    computed = _computed(evaluation, "p_true", "consistency_k2")
+    candidates, leaky = _candidates(SectionInputs(computed, ["p_true", "consistency_k2"], 20, 0))
+    assert leaky == ["consistency_k2"]
+    (candidate,) = candidates
+    assert (candidate.name, candidate.target) == ("p_true", "mu_hat")
+    assert list(candidate.confidence) == [0.9, 0.2, 0.6, 0.4]
+    assert list(candidate.mu_hat) == [1.0, 0.0, 0.6, 0.3] and list(candidate.n) == [4, 4, 8, 8]
+    assert candidate.mu_square_hat is not None and list(candidate.mu_square_hat) == [1.0, 0.0, 0.35, 0.08]
+    fixed = _fixed_k([[1, 0], [1, 1]], [0.5, 0.9])
+    ((plain,), _) = _candidates(SectionInputs(_computed(fixed, "p_true"), ["p_true"], 20, 0))
+    assert plain.mu_square_hat is None
+
+
+def test_routing_guide_names_every_leaky_line_in_one_list():
+    methods = ["consistency_k2", "consistency_k4", "random", "oracle_cheap", "oracle_gain"]
+    curves = pd.DataFrame(
+        [{"method": m, "fraction": f, "accuracy": 0.5 + f / 4} for m in methods for f in (0.0, 0.5, 1.0)]
+    )
+    guide = routing_guide(routing_lines(curves), np.array([0.1, 0.2, 0.3, 0.4]), "small")
+    assert guide.endswith(
+        "knowing both models). consistency_k2 (leaky), consistency_k4 (leaky): the paper-form consistency "
+        "draws from the samples that define mu_hat, which scores the routing, so its line is optimistic."
+    )
+
+
+def test_paper_table_of_folders_without_an_evaluation_task_names_them(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError) as error:
+        paper_table([tmp_path / "empty", tmp_path])
+    assert str(error.value) == (
+        f"no evaluation task with a confidence estimator in {tmp_path / 'empty'}, {tmp_path}: "
+        "nothing to tabulate"
+    )
+
+
+def test_section_joins_an_undeclared_confidence_task_on_question_ids_and_says_so(tmp_path):
+    """A P(True) task declaring no capcal_target_task is joined on question ids, the join's row says so;
+    the section's tables end with the examples."""
+    _sampling_run(tmp_path, "toy_eval", 6, _evaluation())
+    _ptrue_run(tmp_path, "toy_loose_ptrue", "toy_eval", 6, metadata={"capcal_task": "ptrue"})
+    options = ReportOptions(n_resamples=20, consistency_ks=(2,), max_examples=2)
+    (result,) = analyze_runs([tmp_path], options=options).results
+    assert "p_true" in result.computed.evaluation.columns
+    caption, joins = result.bookkeeping.tables[-1]
+    assert caption == "Joins: matched and unmatched question ids"
+    assert joins.to_dict("records") == [
+        {
+            "join": "toy_eval <-> toy_loose_ptrue",
+            "matched": 6,
+            "left": 6,
+            "right": 6,
+            "summary": "toy_eval <-> toy_loose_ptrue: matched 6 of 6 toy_eval questions and 6 "
+            "toy_loose_ptrue records; toy_loose_ptrue declares no capcal_target_task: joined on question ids",
+        }
+    ]
+    caption, examples = result.section.tables[-1]
+    assert caption == "Examples (model text shown as text)" and len(examples) == 2

@@ -170,6 +170,14 @@ def test_prepare_strategy_inputs_names_each_bad_input():
             "drop or impute parse failures first",
         ),
         ((answers, z, [[0.5, 1.5, 0.5], [0.5, 0.5, 0.5]]), "confidences must lie in [0, 1]"),
+        (
+            (answers, [[1, 0], [0, 0, 1]], c),
+            "correctness: row lengths differ from the number of samples (first at row 0)",
+        ),
+        (
+            (answers, z, [[0.5, 0.5, 0.5], [0.5, 0.5]]),
+            "confidences: row lengths differ from the number of samples (first at row 1)",
+        ),
     ):
         with pytest.raises(ValueError) as error:
             prepare_strategy_inputs(*arguments)

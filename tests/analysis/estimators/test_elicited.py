@@ -140,12 +140,46 @@ def test_attach_joins_on_question_id_and_counts_failures(run_folder):
     )
     assert (joined["verbalized_rc_confidence"] == 0.6).all()
 
-    counts = parse_failure_counts(elicited, table).set_index("kind")
+    counts = parse_failure_counts(elicited, table)
+    assert counts.columns.tolist() == [
+        "model",
+        "task",
+        "kind",
+        "questions",
+        "parse_failures",
+        "failure_rate",
+        "responses",
+        "response_failures",
+        "missing",
+    ]
+    counts = counts.set_index("kind")
     assert counts.loc["verbalized", "parse_failures"] == 2
     assert counts.loc["verbalized", "failure_rate"] == pytest.approx(2 / 6)
     assert counts.loc["ptrue", "parse_failures"] == 0 and counts.loc["ptrue", "missing"] == 1
     assert counts.loc["selfcheck", "responses"] == 18 and counts.loc["selfcheck", "response_failures"] == 0
     assert counts.loc["verbalized", "missing"] == 0
+    # only selfcheck samples responses: the other kinds leave both response columns missing
+    kinds = ["ptrue", "selfcheck", "verbalized", "verbalized_rc"]
+    assert counts.loc[kinds, "responses"].isna().tolist() == [True, False, True, True]
+    assert counts.loc[kinds, "response_failures"].isna().tolist() == [True, False, True, True]
+
+
+def test_attach_without_model_id_joins_on_the_model_label(run_folder):
+    """Without a model_id column on both sides the join falls back to the model label, and every kind's
+    report says so; a wrong fallback column would refuse the table or join nothing."""
+    table = load_run(run_folder).drop(columns="model_id")
+    elicited = read_elicited(run_folder).drop(columns="model_id")
+    joined = attach_elicited(table, elicited)
+    reports = joined.attrs["joins"]
+    np.testing.assert_array_equal(
+        joined.set_index("question_id").loc[QUESTIONS, "verbalized_confidence"].to_numpy(),
+        [0.8, np.nan, 1.0, np.nan, 0.25, 0.5],
+    )
+    assert [report.name for report in reports] == [
+        f"{kind} <-> questions" for kind in ["ptrue", "selfcheck", "verbalized", "verbalized_rc"]
+    ]
+    assert [report.matched for report in reports] == [5, 6, 6, 6]
+    assert all(report.notes == ("joined on the model label (no model_id column)",) for report in reports)
 
 
 def test_mismatched_sampling_run_is_refused(run_folder):

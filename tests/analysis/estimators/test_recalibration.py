@@ -39,6 +39,23 @@ def test_edge_cases_single_point_and_all_equal():
     np.testing.assert_allclose(y, [0.4, 0.4, 0.4])
 
 
+def test_fit_points_name_the_bad_input_exactly():
+    """Each refusal of isotonic_fit_points names its argument as the reader knows it (confidence, mu_hat,
+    sample_weight): a renamed or swapped name would send a user to the wrong column."""
+    with pytest.raises(ValueError) as error:
+        isotonic_fit_points([0.2, 1.5], [0.1, 0.3])
+    assert str(error.value) == "confidence must lie in [0, 1]; found 1.5 at index 1"
+    with pytest.raises(ValueError) as error:
+        isotonic_fit_points([0.2, 0.5], [0.1, -0.3])
+    assert str(error.value) == "mu_hat must lie in [0, 1]; found -0.3 at index 1"
+    with pytest.raises(ValueError) as error:
+        isotonic_fit_points([0.2, 0.5, 0.7], [0.1, 0.3])
+    assert str(error.value) == "mu_hat must have one entry per question (3), got 2"
+    with pytest.raises(ValueError) as error:
+        isotonic_fit_points([0.2, 0.5], [0.1, 0.3], [0.0, 0.0])
+    assert str(error.value) == "sample_weight must be finite, >= 0, not all zero, one per question"
+
+
 def test_refuses_calibration_questions_and_round_trips(tmp_path):
     rng = np.random.default_rng(3)
     confidence, mu_hat = rng.uniform(size=50), rng.uniform(size=50)
