@@ -710,3 +710,49 @@ def test_section_joins_an_undeclared_confidence_task_on_question_ids_and_says_so
     ]
     caption, examples = result.section.tables[-1]
     assert caption == "Examples (model text shown as text)" and len(examples) == 2
+
+
+def test_activations_folder_recorded_in_a_run_is_resolved_against_its_results_file(tmp_path):
+    """The ``activations`` folder a run's metadata records is the recorded path resolved against the run's
+    results file (a relative one from the run's folder, with a note saying so; an absolute one that is
+    missing is noted and left out), not the results file itself."""
+    _sampling_run(tmp_path, "toy_eval", 3, {"activations": "acts"})
+    missing = tmp_path / "nowhere"
+    _sampling_run(tmp_path, "toy_other", 3, {"activations": str(missing)})
+    run_folder = (tmp_path / f"{MODEL}_toy_eval").resolve()
+    (run_folder / "acts").mkdir()
+    data = load_report_data([tmp_path])
+    (model_id,) = set(data.questions["model_id"])
+    assert data.activations == {(model_id, "toy_eval"): run_folder / "acts"}
+    assert sorted(data.path_notes) == sorted(
+        [
+            f"activations acts (relative) recorded in results_{DATE}.json: read from {run_folder / 'acts'}, "
+            f"relative to the run's folder {run_folder}",
+            f"activations {missing} recorded in {tmp_path / f'{MODEL}_toy_other' / f'results_{DATE}.json'}: "
+            "no such file or folder",
+        ]
+    )
+
+
+def test_bookkeeping_states_the_model_identity_and_why_it_is_not_a_checkpoint(tmp_path):
+    """The appendix's "model identity" is the checkpoint fingerprint alone for a checkpoint identity, and the
+    unresolved id with the reason otherwise (here: the results file records no model arguments)."""
+    _sampling_run(tmp_path, "toy_eval", 6, _evaluation())
+    results = _results("fp_eval", {"capcal_task": "sampling", **_evaluation()}, model="fp-model")
+    results["capcal_model"] = {"fingerprint": "0123abcd", "label": "fp-model"}
+    lines = [sampling_line(i, ["4"] * i + ["5"] * (8 - i), question_id=f"fp_eval/{i}") for i in range(6)]
+    write_run(tmp_path, lines, task="fp_eval", folder="fp-model_fp_eval", results=results)
+    options = ReportOptions(n_resamples=20, consistency_ks=(2,), max_examples=2)
+    sections = analyze_runs([tmp_path], options=options).results
+    assert {result.model_id: result.bookkeeping.facts for result in sections} == {
+        "0123abcd": {
+            "model": "fp-model",
+            "model identity": "0123abcd",
+            "declared relations": f"fp-model/results_{DATE}.json",
+        },
+        f"unresolved:{MODEL}": {
+            "model": MODEL,
+            "model identity": f"unresolved:{MODEL} (no model arguments in the results file)",
+            "declared relations": RESULTS,
+        },
+    }

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from capcal_tasks.confidence.verbalized import failure_count
-from capcal_tasks.records import RunFormatError, strict_json
+from capcal_tasks.records import RunFormatError, read_json_with_digest, strict_json
 
 # the duplicate "a" sits on line 5; a value "a" and a key "ab" are not the key "a"
 DUPLICATE_TEXT = '{\n "ab": "a",\n "a": 1,\n "b": {"c": 2},\n "a" : 3,\n "d": 4\n}'
@@ -56,3 +56,18 @@ def test_failure_count_warns_with_both_counts(caplog):
     assert caplog.messages == [
         "verbalized confidence: 2 of 5 responses had no \\boxed{P} with P in [0, 1] (logged as null)"
     ]
+
+
+def test_invalid_utf8_error_names_the_line_of_the_bad_byte(tmp_path):
+    """``read_json_with_digest`` reports the line holding the first invalid byte: the newlines before it are
+    counted, not those after it (a count over the whole file would name the last line)."""
+    path = tmp_path / "results.json"
+    path.write_bytes(b'{\n "a": 1,\n "b": "\xff",\n "c": 3,\n "d": 4\n}\n')
+    with pytest.raises(RunFormatError) as error:
+        read_json_with_digest(path)
+    assert str(error.value) == f"{path}:3: not valid UTF-8"
+    # a bad byte on the first line of a one-line file is line 1
+    path.write_bytes(b'{"a": "\xc3"}')
+    with pytest.raises(RunFormatError) as error:
+        read_json_with_digest(path)
+    assert str(error.value) == f"{path}:1: not valid UTF-8"

@@ -60,6 +60,25 @@ def test_a_fixed_k_record_gets_the_fixed_k_sampling_columns() -> None:
     assert math.isnan(sampling_fields([1], None)["mu_squared_hat"])
 
 
+def test_an_adaptive_record_gets_its_own_estimates_looks_and_rule() -> None:
+    """An adaptive record's columns are the record's path-count estimates (not s/n), its looks and its rule
+    under the same keys as at fixed k (the plan is rebuilt from ``looks`` and ``rule``)."""
+    from analysis.runs.records import sampling_fields
+
+    rule = {"name": "width", "width": 0.2, "alpha": 0.05}
+    adaptive = {"mu_hat": 0.625, "mu_squared_hat": 0.375, "looks": (2, 4), "rule": rule}
+    fields = sampling_fields([0, 1, 1, 1], adaptive)
+    assert fields == {
+        "sampling": "adaptive (looks 2, 4, rule width 0.2 alpha 0.05)",
+        "s": 3,
+        "mu_hat": 0.625,
+        "mu_squared_hat": 0.375,
+        "looks": [2, 4],
+        "rule": rule,
+    }
+    assert fields["rule"] is not rule  # a copy: the table's rule is not the record's object
+
+
 def _adaptive_table() -> pd.DataFrame:
     """Three questions of an adaptive plan (looks 2, 4; unanimity) with the fields the loader keeps."""
     from analysis.runs.records import sampling_fields

@@ -367,6 +367,25 @@ def test_model_identity_is_the_checkpoint_not_its_name(tmp_path, smollm2_path, c
     assert collection.models[fingerprint]["source"] == "checkpoint"
 
 
+def test_model_label_falls_back_to_the_recorded_model_arguments(tmp_path):
+    """Without ``capcal_model.label`` or ``model_name``, the label is the results file's
+    ``config.model_args`` checkpoint (``pretrained``, else ``model``, else the arguments as recorded),
+    without a trailing slash; the output folder's name only when nothing is recorded."""
+    from analysis.runs.identity import _label
+
+    folder = tmp_path / "out-folder"
+
+    def label(model_args: object) -> str:
+        return _label({"model_name": "", "config": {"model": "hf", "model_args": model_args}}, folder)
+
+    assert label("pretrained=org/some-model/,dtype=float32") == "org/some-model"
+    assert label({"model": "org/other", "dtype": "float32"}) == "org/other"
+    assert label("not key value") == "not key value"  # unparsable: kept as recorded
+    assert label(None) == "out-folder"
+    assert _label({"model_name": "named/", "config": {"model_args": "pretrained=x"}}, folder) == "named"
+    assert _label(None, folder) == "out-folder"
+
+
 def test_responses_are_kept_only_when_asked_for(tmp_path):
     """By default the table keeps each question's first response (and counts the rest); ``responses=True``
     adds every response text, exactly as logged."""
