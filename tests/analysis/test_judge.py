@@ -10,6 +10,7 @@ exercises the machinery: its verdicts are not meant to be good).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -317,6 +318,34 @@ def test_an_interrupted_run_resumes_with_only_the_missing_requests(
     assert sorted(values) == sorted(["A", "B", "A", "B", "Yes", "No"])  # raw outputs, nothing else
 
 
+def test_a_second_failing_ask_reports_what_it_received_and_where_it_is_cached(
+    judge_server, tmp_path, monkeypatch
+) -> None:
+    """The failure report of a client's second ``ask`` counts only the samples received by that ask (not
+    those of the first) and names the cache file the finished ones are in."""
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    checker = _checker(judge_server, tmp_path, max_retries=0)
+    checker.check(_items()[:1])  # one sample received, and cached
+    judge_server.down.add("1969")
+    with pytest.raises(APIRequestsFailed) as failed:
+        checker.check(_items())
+    # 6 distinct prompts: "paris" from the cache, 5 asked, of which "1969" failed: 4 received now
+    cache = (tmp_path / "judge.sqlite").resolve()
+    assert f"Finished: 5 of 6 samples (1 read from the cache, 4 received now), all cached in {cache}." in str(
+        failed.value
+    )
+
+
+def test_the_default_cache_is_the_judge_folder_of_capcal_home(tmp_path, monkeypatch) -> None:
+    """Without ``cache_path`` the judge's cache is ``$CAPCAL_HOME/cache/judge/samples.sqlite`` (not another
+    backend's folder); ``cache=False`` opens none."""
+    monkeypatch.setenv("CAPCAL_HOME", str(tmp_path))
+    client = JudgeClient("http://127.0.0.1:9/v1", "judge-m")
+    assert client.cache is not None
+    assert client.cache.path == (tmp_path / "cache" / "judge" / "samples.sqlite").resolve()
+    assert JudgeClient("http://127.0.0.1:9/v1", "judge-m", cache=False).cache is None
+
+
 def test_credentials_in_the_url_are_refused_without_echoing_them(tmp_path) -> None:
     with pytest.raises(ValueError, match="api_key_env") as refused:
         JudgeClient(f"http://user:{SECRET}@127.0.0.1:9/v1", "m", cache_path=tmp_path / "c.sqlite")
@@ -481,6 +510,20 @@ def test_agreement_refuses_a_malformed_record_naming_file_and_line(tmp_path) -> 
     path = _rescored_file(tmp_path, [{"source_correctness": [0.5], "correctness": [1]}])
     with pytest.raises(ValueError, match=":1: source_correctness must be a list of 0/1"):
         rescore_agreement(path, RESCORE, "capcal_triviaqa")
+
+
+def test_agreement_without_question_counts_keeps_kappa_with_an_undefined_interval(tmp_path) -> None:
+    """Without per-question counts (none recorded) the interval has no bounds but its estimate is still the
+    pooled kappa, not a missing value."""
+    records = [
+        {"source_correctness": [1, 1, 0], "correctness": [1, 0, 0]},
+        {"source_correctness": [0], "correctness": [0]},
+    ]
+    agreement = rescore_agreement(_rescored_file(tmp_path, records), RESCORE, "capcal_triviaqa")
+    for missing in (None, np.zeros((0, 2, 2), dtype=int)):
+        interval = dataclasses.replace(agreement, question_confusions=missing).kappa_interval()
+        assert interval.estimate == agreement.kappa == pytest.approx(0.5)  # p_o 3/4, p_e 1/2
+        assert np.isnan(interval.low) and np.isnan(interval.high)
 
 
 def test_agreement_of_one_label_only_says_kappa_is_undefined(tmp_path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from capcal_tasks.answers import math_equivalence
 from capcal_tasks.answers.choices import extract_choice_letter, shuffle_choices
 from capcal_tasks.answers.math_equivalence import MathEquivalenceChecker
 from capcal_tasks.answers.prompt_echo import remove_prompt_text
@@ -61,6 +62,16 @@ def test_math_verify_failures_fall_back_to_whitespace_free_strings():
         assert (checker.failures, checker.timeouts) == (2, 0)
     finally:
         checker.close()
+
+
+def test_the_shared_checker_takes_its_time_limit_from_the_environment(monkeypatch):
+    """math_answers_equal's process-wide checker uses CAPCAL_MATH_VERIFY_TIME_LIMIT when set (a missing
+    prediction is decided without starting the worker)."""
+    monkeypatch.setattr(math_equivalence, "_default_checker", None)
+    monkeypatch.setenv("CAPCAL_MATH_VERIFY_TIME_LIMIT", "2.5")
+    assert math_equivalence.math_answers_equal("5", None) is False
+    assert math_equivalence._default_checker is not None
+    assert math_equivalence._default_checker.time_limit_s == 2.5
 
 
 def test_math_verify_time_out_is_logged_with_its_limit_and_answers(caplog):

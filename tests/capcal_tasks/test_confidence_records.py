@@ -35,6 +35,30 @@ def test_a_selfcheck_record_as_written_is_read_back():
     assert (row["doc_id"], row["question_id"], row["kind"]) == (0, "toy/0", "selfcheck")
 
 
+def test_a_verbalized_record_returns_every_field_with_the_unused_ones_empty():
+    """A verbalized record's row has every documented key: its value and success, and NaN / None for the
+    log-probabilities and selfcheck lists it does not carry (a misspelt key would be a missing column)."""
+    record = {"doc_id": 4, "doc": {"question_id": "toy/4"}, "verbalized_confidence": 0.75, "parse_success": 1}
+    row = parse_confidence_record(record, "verbalized", WHERE)
+    assert list(row) == [
+        "kind",
+        "doc_id",
+        "question_id",
+        "confidence",
+        "parse_success",
+        "response_correct",
+        "logprob_yes",
+        "logprob_no",
+        "p_yes",
+        "p_yes_normalized",
+        "response_correctness",
+    ]
+    assert (row["kind"], row["doc_id"], row["question_id"]) == ("verbalized", 4, "toy/4")
+    assert (row["confidence"], row["parse_success"], row["response_correct"]) == (0.75, 1, None)
+    assert math.isnan(row["logprob_yes"]) and math.isnan(row["logprob_no"])
+    assert (row["p_yes"], row["p_yes_normalized"], row["response_correctness"]) == (None, None, None)
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [

@@ -79,6 +79,10 @@ def test_k_above_n_is_left_out_and_n_equal_one():
     ones = np.ones(4, dtype=int)
     assert instance_mse(z.astype(float), ones, z, ks=(1,)).mse[0] == 0.0
     assert oracle_rc_mse(ones, z, ks=(1,)).mse[0] == 0.0
+    # without seeds the documented columns are all there, the Monte-Carlo ones NaN
+    exact_only = oracle_rc_mse(ones, z, ks=(1,))
+    assert exact_only.columns.tolist() == ["k", "mse", "mse_mc", "mse_mc_se"]
+    assert exact_only[["mse_mc", "mse_mc_se"]].isna().all().all()
     with pytest.raises(ValueError, match="n_correct must be <= n_samples"):
         instance_mse([0.5], [2], [3])
 

@@ -7,6 +7,7 @@ from analysis.checks.response_checks import (
     aggregate_notices,
     empty_response_cause,
     response_notices,
+    tokenizer_source,
     unreadable_diagnosis,
 )
 from capcal_tasks.confidence.verbalized import process_results
@@ -198,3 +199,13 @@ def test_responses_that_mostly_end_and_parse_are_not_blamed_on_either(smollm2_pa
         "capcal analyze --responses",
         True,
     )
+
+
+def test_tokenizer_source_of_model_args_text_or_mapping() -> None:
+    """The tokenizer folder of a run's ``model_args``: ``tokenizer`` before ``pretrained``; in the text form
+    only the first "=" of an item separates name and value (a path may hold "="); None without either."""
+    assert tokenizer_source("pretrained=/models/a=b,dtype=float32") == "/models/a=b"
+    assert tokenizer_source("pretrained=/models/m,tokenizer=/tok/t=1") == "/tok/t=1"
+    assert tokenizer_source({"pretrained": "/models/m", "tokenizer": ""}) == "/models/m"
+    assert tokenizer_source("dtype=float32,trust_remote_code") is None
+    assert tokenizer_source(None) is None and tokenizer_source({"pretrained": 3}) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -299,3 +300,57 @@ def test_intervals_silence_the_undefined_resamples():
     assert set(intervals) == set(ADAPTIVE_CAPABILITY_METRICS) and math.isfinite(
         intervals["soft_auroc"].estimate
     )
+
+
+def test_replay_accepts_a_single_question():
+    """One question is a valid (questions, k) matrix (a `<= 1` bound would refuse it): one row, the full-k
+    mean, and NaN standard errors over questions; an empty matrix is refused."""
+    plan = cm.unanimity_rule([4, 8])
+    result = replay_stopping([[1, 0, 1, 1, 0, 1, 0, 0]], plan, 50, seed=0)
+    assert len(result.questions) == 1 and result.questions["full_mean"].tolist() == [0.5]
+    assert math.isnan(result.mean_difference_se) and math.isnan(result.mean_abs_difference_se)
+    with pytest.raises(
+        ValueError, match=r"^correctness must be a \(questions, k\) matrix, got shape \(0, 8\)$"
+    ):
+        replay_stopping(np.zeros((0, 8), dtype=int), plan, 50)
+
+
+def test_simulation_averages_only_replications_where_both_runs_define_the_metric():
+    """Two questions per replication leave skill and soft AUROC undefined in many replications, not always on
+    both sides (the adaptive run's estimates can be all 0 while the fixed run's later samples are not): each
+    metric's bias and replication count are over the replications where both errors are defined, as a direct
+    replay of the documented draws (mu, rank-matched confidences, binomial increments) computes them."""
+    plan, n_questions, n_replications, pool = cm.unanimity_rule([2, 4]), 2, 40, [0.2, 0.8]
+    table = simulate_adaptive_metrics(
+        "beta(0.5,3)", pool, plan, n_questions=n_questions, n_replications=n_replications, seed=0
+    ).set_index("metric")
+    rng = np.random.default_rng(0)
+    errors: dict[str, list[tuple[float, float]]] = {name: [] for name in ADAPTIVE_CAPABILITY_METRICS}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cm.UndefinedMetricWarning)
+        for _ in range(n_replications):
+            mu = draw_mu("beta(0.5,3)", n_questions, rng)
+            confidence = np.empty(n_questions)
+            confidence[np.argsort(mu, kind="stable")] = np.sort(rng.choice(pool, n_questions))
+            successes = np.cumsum(rng.binomial([[2, 2]], mu[:, None]), axis=1)
+            n, s = stopped_counts(successes, plan)
+            adaptive = metrics_from_estimates(confidence, adaptive_estimates(plan, n, s))
+            fixed = {
+                "capability_brier_skill": cm.corrected_brier_skill_score(confidence, successes[:, -1] / 4, 4),
+                "soft_auroc": cm.soft_label_auroc(confidence, successes[:, -1] / 4),
+            }
+            truth = {
+                "capability_brier_skill": cm.brier_skill_score(confidence, mu),
+                "soft_auroc": cm.soft_label_auroc(confidence, mu),
+            }
+            for name in fixed:
+                errors[name].append((adaptive[name] - truth[name], fixed[name] - truth[name]))
+    for name in ("capability_brier_skill", "soft_auroc"):
+        pairs = np.array(errors[name])
+        one_sided = np.isnan(pairs[:, 0]) != np.isnan(pairs[:, 1])
+        assert one_sided.any(), name  # the case at stake occurs
+        both = pairs[~np.isnan(pairs).any(axis=1)]
+        assert table.loc[name, "replications"] == len(both), name
+        np.testing.assert_allclose(
+            [table.loc[name, "bias_adaptive"], table.loc[name, "bias_fixed"]], both.mean(axis=0), rtol=1e-12
+        )

@@ -220,3 +220,25 @@ def test_malformed_logs_name_the_line(tmp_path):
         read_elicited(tmp_path)
     with pytest.raises(FileNotFoundError):
         read_elicited(tmp_path / "empty")
+
+
+def test_missing_counts_follow_model_id_and_target_task(run_folder):
+    """With model_id on both sides, `missing` counts the table's questions of the target task only (a question
+    of another task sharing the id prefix is not wanted); without model_id in the table it falls back to the
+    model label and the question-id prefix."""
+    table = load_run(run_folder)
+    elicited = read_elicited(run_folder)
+    extra = table.iloc[[0]].assign(task="capcal_other", question_id="toy/0099")
+    with_other = pd.concat([table, extra], ignore_index=True)
+    counts = parse_failure_counts(elicited, with_other).set_index("kind")
+    assert counts["missing"].to_dict() == {"ptrue": 1, "selfcheck": 0, "verbalized": 0, "verbalized_rc": 0}
+    fallback = parse_failure_counts(elicited, with_other.drop(columns="model_id")).set_index("kind")
+    assert fallback["missing"].to_dict() == {"ptrue": 2, "selfcheck": 1, "verbalized": 1, "verbalized_rc": 1}
+
+
+def test_table_without_correctness_is_refused_by_name(run_folder):
+    """The per-question table lacking a needed column is named as 'table' in the error."""
+    table = load_run(run_folder).drop(columns="correctness")
+    with pytest.raises(ValueError) as error:
+        attach_elicited(table, read_elicited(run_folder))
+    assert str(error.value) == "table has no column(s) correctness"

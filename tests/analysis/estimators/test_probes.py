@@ -295,6 +295,32 @@ def test_ridge_probe_hyperparameters_and_clip_link(planted, tmp_path):
     assert predicted.max() == 1.0 and predicted.min() == 0.0
 
 
+def test_ridge_probe_logit_target_scores_validation_through_the_sigmoid(planted):
+    """The logit-target ridge probe: its hyperparameter record in full (logit_clip kept), the 'sigmoid' link,
+    and the validation Brier computed on sigmoid(score) (not on the score clipped to [0, 1])."""
+    features, _, mu_hat, ids, splits, _ = planted
+    config = ProbeConfig(ridge_alphas=(3.0,), ridge_target="logit", logit_clip=0.02)
+    probe = fit_probe(features, mu_hat, ids, splits, kind="ridge", config=config)
+    rows = np.array([ids.index(q) for q in splits.validation])
+    pooled = features[rows].mean(axis=1, dtype=np.float64)
+    raw = (pooled - probe.feature_mean) / probe.feature_scale @ probe.weight + probe.bias
+    brier = _brier(1.0 / (1.0 + np.exp(-raw)), mu_hat[rows])
+    assert abs(brier - _brier(np.clip(raw, 0.0, 1.0), mu_hat[rows])) > 1e-3  # the link matters here
+    assert probe.link == "sigmoid"
+    assert probe.selection == [
+        {"layer": None, "alpha": 3.0, "validation_brier": pytest.approx(brier, rel=1e-9)}
+    ]
+    assert probe.hyperparameters == {
+        "alpha": 3.0,
+        "layer": None,
+        "target": "logit",
+        "logit_clip": 0.02,
+        "standardize": True,
+        "selected_by": "validation_brier",
+        "validation_brier": pytest.approx(brier, rel=1e-9),
+    }
+
+
 @pytest.mark.parametrize("kind", ["ridge", "paper"])
 def test_load_probe_restores_every_field(planted, tmp_path, kind):
     """Every field of the loaded probe equals the saved one (kind, link, layer, normalisation, split data)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from sklearn.isotonic import IsotonicRegression
@@ -74,3 +76,15 @@ def test_refuses_calibration_questions_and_round_trips(tmp_path):
         fit_isotonic([0.5, 1.5], [0.2, 0.3], ["a", "b"])
     with pytest.raises(ValueError, match="duplicates"):
         fit_isotonic([0.5, 0.6], [0.2, 0.3], ["a", "a"])
+
+
+def test_load_isotonic_refuses_mismatched_fitted_points(tmp_path):
+    """A saved file whose x and y differ in length (or are not monotone) is refused, naming the file."""
+    recalibrator = fit_isotonic([0.1, 0.4, 0.8], [0.2, 0.5, 0.9], ["a", "b", "c"])
+    path = recalibrator.save(tmp_path / "iso.json")
+    payload = json.loads(path.read_text())
+    for x, y in [([0.1, 0.5], [0.2, 0.3, 0.4]), ([0.5, 0.1], [0.2, 0.3]), ([0.1, 0.5], [0.3, 0.2])]:
+        path.write_text(json.dumps({**payload, "x": x, "y": y}))
+        with pytest.raises(ValueError) as error:
+            load_isotonic(path)
+        assert str(error.value) == f"{path}: fitted points must be ascending x with non-decreasing y"

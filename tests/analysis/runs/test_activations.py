@@ -91,6 +91,38 @@ def test_missing_questions_can_be_left_out_and_the_rows_index_the_table(tmp_path
     assert table.iloc[none.rows].empty and none.join.unmatched_left == 2
 
 
+def test_the_join_report_names_questions_and_activations(tmp_path):
+    """The join's one-line summary names its sides "questions" and "activations" and carries the note that
+    a table without ``model_id`` leaves the model unchecked."""
+    _write(tmp_path, PROMPTS)
+    table = pd.DataFrame({"task": ["task_c", "task_a", "task_a"], "question_id": ["q9", "q2", "q8"]})
+    join = load_activations(tmp_path, table, missing="report").join
+    assert join.summary() == (
+        f"activations {tmp_path}: matched 1 of 3 questions and 3 activations; "
+        "2 questions without activations (first: task_c / q9, task_a / q8); "
+        "2 activations without questions (first: task_a / q1, task_b / q1); "
+        "the table has no model_id: the activations' model is not checked"
+    )
+
+
+def test_activations_of_another_checkpoint_are_refused_naming_both(tmp_path):
+    """Activations recorded for one checkpoint are not joined to questions of another: the error names the
+    index file, the activations' checkpoint and model name, and the table's checkpoint."""
+    writer = ActivationWriter(tmp_path, model_name="test-model", model_fingerprint="sha-aaa")
+    writer.add("task_a", "q1", "prompt one", _hidden_states(0, 2))
+    writer.flush()
+    table = pd.DataFrame({"task": ["task_a"], "question_id": ["q1"], "model_id": ["sha-bbb"]})
+    message = (
+        f"{tmp_path / 'index.json'}: activations of checkpoint sha-aaa (test-model), but the table's "
+        "questions are of sha-bbb: another model"
+    )
+    with pytest.raises(ActivationFormatError) as refused:
+        load_activations(tmp_path, table)
+    assert str(refused.value) == message
+    same = load_activations(tmp_path, table.assign(model_id="sha-aaa"))
+    assert same.model_fingerprint == "sha-aaa" and same.join.notes == ()
+
+
 def test_a_folder_collects_runs_but_refuses_another_prompt_or_model(tmp_path):
     _write(tmp_path, PROMPTS)
     writer = ActivationWriter(tmp_path, model_name="test-model")

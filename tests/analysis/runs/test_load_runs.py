@@ -21,9 +21,11 @@ from analysis.runs import (
     write_question_table,
 )
 from analysis.runs.completeness import check_run
+from analysis.runs.files import read_results
+from analysis.runs.versions import NOT_RECORDED, VERSION_COLUMNS, run_versions
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/: the hostile corpus' log writers
-from hostile.logs import DATE  # noqa: E402
+from hostile.logs import DATE, results_json  # noqa: E402
 from hostile.logs import sampling_line as _line  # noqa: E402
 from hostile.logs import write_run as _write_run  # noqa: E402
 
@@ -102,6 +104,46 @@ def test_corrupt_results_file_is_reported(tmp_path):
     results.write_text('{"results": ')
     with pytest.raises(RunFormatError, match=str(results)):
         load_run(tmp_path)
+
+
+def test_a_non_finite_number_outside_the_aggregates_is_located_in_its_own_section(tmp_path):
+    """A NaN in a section capcal reads is refused at its own line, after that section's key, not at an
+    earlier NaN of the aggregates (which lm-eval writes and capcal accepts)."""
+    path = tmp_path / "results.json"
+    path.write_text(
+        "{\n"
+        '  "results": {"capcal_toy": {"acc": NaN}},\n'
+        '  "configs": {"capcal_toy": {"metadata": {"capcal_task": "sampling"}}},\n'
+        '  "model_name": "toy-model",\n'
+        '  "extra": {"x": NaN}\n'
+        "}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(RunFormatError) as refused:
+        read_results(path)
+    assert str(refused.value) == (
+        f"{path}:5: non-finite number NaN in 'extra' (not JSON; lm-eval writes NaN only for aggregates)"
+    )
+
+
+def test_run_versions_reads_each_runs_versions_from_its_results(tmp_path):
+    """One row per run with every column named (``VERSION_COLUMNS``): the task's version and the lm-eval
+    and capcal versions of its results file, "not recorded" where the results file has none."""
+    results = {**results_json(), "versions": {"capcal_toy": 2.0}, "lm_eval_version": "0.4.13"}
+    _write_run(tmp_path, [_line(0, ["4"] * 2)], results=results)
+    (file,) = load_runs([tmp_path]).files
+    table = run_versions([file])
+    assert list(table.columns) == VERSION_COLUMNS
+    assert table.to_dict(orient="records") == [
+        {
+            "model": file.model,
+            "task": "capcal_toy",
+            "run_id": file.run_id,
+            "task_version": "2.0",
+            "lm_eval_version": "0.4.13",
+            "capcal_version": NOT_RECORDED,
+        }
+    ]
 
 
 def test_invalid_utf8_is_reported(tmp_path):
