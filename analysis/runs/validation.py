@@ -73,9 +73,21 @@ def as_response_matrix(
     """Per-response values as a padded (N, max n) array of ``dtype`` and the row lengths n (int64).
 
     ``values`` is a 2-D array (every row full unless ``n`` says otherwise) or a sequence of per-question
-    sequences of possibly different lengths (then ``n`` is their lengths and must match if given).
+    sequences of possibly different lengths (then ``n`` is their lengths and must match if given). For an
+    integer ``dtype`` a value that is not a whole number (0.5, NaN) is an error naming its row, never cut.
     """
+    integer = np.issubdtype(np.dtype(dtype), np.integer)
     if isinstance(values, np.ndarray) and values.ndim == 2:
+        if integer and np.issubdtype(values.dtype, np.floating):
+            rows = values.shape[0]
+            width = np.full(rows, values.shape[1]) if n is None else np.asarray(n)
+            if width.shape == (rows,):  # else the shape check below names the mismatch
+                valid = np.arange(values.shape[1]) < width[:, None]
+                whole = ~valid | (np.isfinite(values) & (values == np.trunc(values)))
+                if not whole.all():
+                    i, j = np.argwhere(~whole)[0]
+                    raise ValueError(f"{name}: row {i} holds {float(values[i, j])!r}, not a whole number")
+                values = np.where(valid, values, fill)  # padding (NaN, say) never reaches the cast
         matrix = values.astype(dtype, copy=False)
         lengths = np.full(matrix.shape[0], matrix.shape[1], dtype=np.int64) if n is None else n
     else:
@@ -91,8 +103,12 @@ def as_response_matrix(
         for i, row in enumerate(rows):
             try:
                 matrix[i, : len(row)] = row
-            except (TypeError, ValueError) as error:
+            except (TypeError, ValueError, OverflowError) as error:
                 raise ValueError(f"{name}: row {i} is not numeric ({error})") from None
+            if integer:
+                cut = [v for v in row if isinstance(v, float | np.floating) and not float(v).is_integer()]
+                if cut:
+                    raise ValueError(f"{name}: row {i} holds {float(cut[0])!r}, not a whole number")
     if matrix.shape[0] == 0:
         raise ValueError(f"{name} is empty")
     lengths = np.asarray(lengths, dtype=np.int64)

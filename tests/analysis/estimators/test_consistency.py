@@ -4,6 +4,7 @@ splits."""
 from __future__ import annotations
 
 import itertools
+import re
 from collections import Counter
 from fractions import Fraction
 
@@ -178,3 +179,18 @@ def test_consistency_from_table_on_a_load_run_shaped_table():
     np.testing.assert_allclose(out["mu_hat"], [np.mean(z) for z in table["correctness"]])
     with pytest.raises(ValueError, match="extracted_answers"):
         consistency_from_table(table.drop(columns="extracted_answers"))
+
+
+def test_consistency_from_table_rejects_a_missing_correctness_value():
+    """A null in a question's correctness list is an error naming the row, read as integers: read as floats
+    it would become NaN, turn mu_hat into NaN and reach the leakage-free form as a garbage integer."""
+    table = pd.DataFrame(
+        {
+            "question_id": ["toy/0", "toy/1"],
+            "extracted_answers": [["1", "2", "1"], ["3", "3", "4"]],
+            "correctness": [[1, 0, 1], [None, 1, 0]],
+        }
+    )
+    message = "correctness: row 1 is not numeric (int() argument must be"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        consistency_from_table(table, ks=(1, 2))

@@ -443,6 +443,33 @@ def test_responses_are_kept_only_when_asked_for(tmp_path):
     assert list(collection.questions["empty_responses"]) == [0, 1]
 
 
+def test_question_text_and_target_follow_the_doc_keys_then_the_prompt(tmp_path):
+    """The question column is the doc's first text among "question", "problem" (MATH-style docs) and
+    "Question", else the logged prompt, else ""; the target column is the logged target as text, "" when
+    absent and a missing value (not the text "None") when null."""
+    lines = [_line(doc_id, ["4", "5"]) for doc_id in range(6)]
+    docs = [
+        {"problem": "P0", "Question": "Q0"},
+        {"Question": "Q1"},
+        {"question": "q2", "problem": "p2", "Question": "Q2"},
+        {"question": 7, "problem": ["not text"]},
+        {},
+        {},
+    ]
+    for doc_id, (line, doc) in enumerate(zip(lines, docs, strict=True)):
+        line["doc"] = {**doc, "question_id": f"toy/{doc_id:04d}"}
+    del lines[3]["target"]
+    lines[4]["target"] = None
+    del lines[5]["arguments"]
+    lines[5]["target"] = 12
+    _write_run(tmp_path, lines)
+    table = load_run(tmp_path)
+    assert list(table["question"]) == ["P0", "Q1", "q2", "What is 3 + 4 - 3?", "What is 4 + 4 - 4?", ""]
+    assert list(table["target"][:4]) == ["4", "4", "4", ""]
+    assert list(table["target"].isna()) == [False, False, False, False, True, False]  # null, not "None"
+    assert table.loc[5, "target"] == "12"
+
+
 def test_lines_longer_than_a_read_block(tmp_path, monkeypatch):
     """Samples lines are read in blocks: a line spread over many blocks, blank lines and a last line without
     a newline keep their content and their line numbers."""

@@ -92,6 +92,46 @@ def test_bad_response_rows_are_named(values, n, message):
         as_response_matrix(values, "correctness", n=n)
 
 
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ([[1], [1, float("inf")]], "row 1 is not numeric (cannot convert float infinity to integer)"),
+        ([[10**30]], "row 0 is not numeric (Python int too large to convert to C long)"),
+    ],
+)
+def test_integer_rows_too_large_for_int64_are_named(values, message):
+    """An overflow is a bad row like any other, not a bare OverflowError."""
+    with pytest.raises(ValueError, match=f"^correctness: {re.escape(message)}$"):
+        as_response_matrix(values, "correctness", dtype=np.int64)
+
+
+@pytest.mark.parametrize(
+    ("values", "n", "message"),
+    [
+        ([[1, 0, 1], [0.5, 1]], None, "correctness: row 1 holds 0.5, not a whole number"),
+        ([[1, np.float64(0.999)]], None, "correctness: row 0 holds 0.999, not a whole number"),
+        (np.array([[1.0, 0.0], [0.0, 0.25]]), None, "correctness: row 1 holds 0.25, not a whole number"),
+        (np.array([[1.0, np.inf]]), None, "correctness: row 0 holds inf, not a whole number"),
+        (np.array([[1.0, 0.0], [np.nan, 1.0]]), np.array([2, 2]), "correctness: row 1 holds nan, not"),
+    ],
+)
+def test_integer_rows_refuse_values_that_are_not_whole_numbers(values, n, message):
+    """Read as integers, 0.5 would be cut to 0 and a correct-or-not list would change its mean silently."""
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}"):
+        as_response_matrix(values, "correctness", n=n, dtype=np.int64)
+
+
+def test_integer_rows_take_whole_floats_and_leave_padding_alone():
+    """Whole floats and booleans are the integers they spell; NaN padding past a row's n is never read."""
+    matrix, n = as_response_matrix([[1.0, 0.0, True], [np.int64(1)]], "correctness", dtype=np.int64)
+    assert matrix.dtype == np.int64 and matrix.tolist() == [[1, 0, 1], [1, 0, 0]] and n.tolist() == [3, 1]
+    padded = np.array([[1.0, 0.0], [1.0, np.nan]])
+    with np.errstate(invalid="raise"):  # no cast of NaN to an integer
+        matrix, n = as_response_matrix(padded, "correctness", n=np.array([2, 1]), dtype=np.int64, fill=-1)
+    assert matrix.tolist() == [[1, 0], [1, -1]] and n.tolist() == [2, 1]
+    assert as_response_matrix([[0.5, 1]], "confidences")[0].tolist() == [[0.5, 1.0]]  # floats stay floats
+
+
 def test_question_ids_are_distinct_strings():
     assert check_question_ids([1, "b"], length=2) == ["1", "b"]
     with pytest.raises(ValueError, match=r"contains duplicates \(e.g. 'a'\)"):
