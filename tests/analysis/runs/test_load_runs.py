@@ -22,6 +22,7 @@ from analysis.runs import (
 )
 from analysis.runs.completeness import check_run
 from analysis.runs.files import read_results
+from analysis.runs.tables import RUN_COLUMNS
 from analysis.runs.versions import NOT_RECORDED, VERSION_COLUMNS, run_versions
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/: the hostile corpus' log writers
@@ -289,6 +290,17 @@ def test_symlinked_folders_are_followed_and_loops_end(tmp_path):
     os.symlink(tmp_path / "store" / "model", tmp_path / "store" / "model" / "self")  # a loop onto itself
     collection = load_runs([out])
     assert list(collection.questions["doc_id"]) == [0] and len(collection.runs) == 1
+
+
+def test_a_link_that_loops_on_itself_is_skipped_as_a_broken_link(tmp_path):
+    """A symlink to itself cannot be followed (ELOOP): it is skipped with its reason, the run beside it read,
+    and the run table keeps exactly its documented columns."""
+    _run(tmp_path, "m", [_line(0, ["4"] * 4)])
+    os.symlink(tmp_path / "m" / "loop", tmp_path / "m" / "loop")
+    collection = load_runs([tmp_path])
+    assert collection.skipped == [(tmp_path / "m" / "loop", "a broken link")]
+    assert len(collection.questions) == 1
+    assert list(collection.runs.columns) == list(RUN_COLUMNS) and list(collection.runs.index) == [0]
 
 
 def test_folder_named_like_a_samples_file_is_skipped_with_a_reason(tmp_path):
