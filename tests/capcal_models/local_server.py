@@ -117,7 +117,7 @@ class FaultInjectingProxy(PostServer):
     ``hold_s``, longer than the client's timeout), a connection reset (transport aborted) and truncated JSON
     (status 200, the server's body cut in half). ``down_after`` answers 503 to everything after that many
     successful answers. Counts what it injected per kind, the successful answers per request identity, the
-    identities in flight, the Authorization headers it saw and the most requests in flight at once.
+    requests in flight, the Authorization headers it saw and the most requests in flight at once.
     """
 
     ROUTE = "/v1/{endpoint:.*}"
@@ -133,7 +133,6 @@ class FaultInjectingProxy(PostServer):
         self.received = 0
         self.injected: Counter[str] = Counter()
         self.answered: Counter[str] = Counter()  # request identity -> 200 answers passed on whole
-        self.in_flight_ids: Counter[str] = Counter()
         self.seen: set[str] = set()
         self.authorization: set[str] = set()
         self.forwarded: list[dict] = []
@@ -152,14 +151,6 @@ class FaultInjectingProxy(PostServer):
         self._fault_every, self._fault_offset = every, rng.randrange(every)
         self._fault_order = rng.sample(FAULT_KINDS, len(FAULT_KINDS))
         self.hold_s = hold_s
-
-    def identities_in_flight(self) -> set[str]:
-        """The identities of the requests being answered now (read on the proxy's own thread)."""
-
-        async def read() -> set[str]:
-            return {identity for identity, count in self.in_flight_ids.items() if count > 0}
-
-        return self._server.call(read())
 
     def _fault(self) -> str | None:
         number = self.received
@@ -200,7 +191,6 @@ class FaultInjectingProxy(PostServer):
         if body.get("seed") in self.failing_seeds:
             return web.Response(status=500, text="injected failure")
         self.in_flight += 1
-        self.in_flight_ids[identity] += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             await asyncio.sleep(self.delay_s)
@@ -211,7 +201,6 @@ class FaultInjectingProxy(PostServer):
             return web.Response(status=status, text=text, content_type="application/json")
         finally:
             self.in_flight -= 1
-            self.in_flight_ids[identity] -= 1
 
     async def _forward(self, request, body: dict) -> tuple[int, str]:
         import aiohttp
