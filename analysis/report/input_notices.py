@@ -89,12 +89,12 @@ def report_notices(
     if questions.empty and not len(leaderboard):
         where = ", ".join(map(str, output_dirs))
         held = (
-            "confidence runs of " + ", ".join(sorted(set(confidences["task"]))) + " (they score a sampling "
-            "run's questions: run the sampling task with --log_samples into these folders)"
+            "found confidence runs of " + ", ".join(sorted(set(confidences["task"]))) + " (they score a "
+            "sampling run's questions: run the sampling task with --log_samples into these folders)"
             if not confidences.empty
             else collection.found()
         )
-        raise NothingToScoreError(f"nothing to score under {where}: no capcal sampling run; found {held}")
+        raise NothingToScoreError(f"nothing to score under {where}: no capcal sampling run; {held}")
     notices: list[str] = list(data.path_notes)
     sampled = set(zip(questions["model_id"], questions["task"], strict=True))
     if not confidences.empty:

@@ -5,17 +5,26 @@ and each reason it gives for not fitting. The oracle for the fitted values is
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
+from safetensors.numpy import save_file
 
+from analysis.estimators.probes import QuestionSplits, fit_probe
 from analysis.estimators.recalibration import fit_isotonic
 from analysis.report.registry import (
     MIN_RECALIBRATION_QUESTIONS,
     CalibrationData,
     EstimatorContext,
+    EstimatorResult,
     elicited,
     isotonic,
+    probe,
+    probe_training_questions,
+    selfcheck_mean,
 )
 
 
@@ -137,3 +146,122 @@ def test_object_columns_are_read_as_numbers() -> None:
     fitted = isotonic("ptrue")(_context(as_objects, _calibration(objects)))
     assert fitted.columns["isotonic_ptrue"].dtype == np.float64
     np.testing.assert_array_equal(fitted.columns["isotonic_ptrue"], floats.columns["isotonic_ptrue"])
+
+
+# ------------------------------------------------------------------ the probe
+
+LAYERS, HIDDEN = 3, 4  # synthetic activations: embeddings + 2 layers, 4 units
+
+
+def _activations(
+    folder: Path, keys: list[tuple[str, str]], seed: int = 0
+) -> dict[tuple[str, str], np.ndarray]:
+    """An activations folder (one shard, the index of ``capcal_models.activation_format``) holding random
+    last-token and prompt-mean states for each (task, question_id); returns the last-token states."""
+    rng = np.random.default_rng(seed)
+    tensors, entries, written = {}, {}, {}
+    for number, (task, question_id) in enumerate(keys):
+        written[(task, question_id)] = rng.normal(size=(LAYERS, HIDDEN)).astype(np.float32)
+        tensors[f"{number}.last_token"] = written[(task, question_id)]
+        tensors[f"{number}.prompt_mean"] = rng.normal(size=(LAYERS, HIDDEN)).astype(np.float32)
+        entries.setdefault(task, {})[question_id] = {
+            "shard": "activations-00000.safetensors",
+            "last_token": f"{number}.last_token",
+            "prompt_mean": f"{number}.prompt_mean",
+            "prompt_tokens": 3,
+            "prompt_sha256": "0" * 64,
+        }
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(folder / "activations-00000.safetensors"))
+    index = {
+        "format": "capcal-activations",
+        "version": 1,
+        "model": "m",
+        "model_fingerprint": None,
+        "dtype": "float32",
+        "num_layers_with_embeddings": LAYERS,
+        "hidden_size": HIDDEN,
+        "entries": entries,
+    }
+    (folder / "index.json").write_text(json.dumps(index))
+    return written
+
+
+def _probe_tables(train_size: int = 12) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Calibration questions c0.. (task capcal_arithmetic_train) and four evaluation questions e0..e3."""
+    train = _train(train_size).assign(
+        task="capcal_arithmetic_train", question_id=[f"c{i}" for i in range(train_size)]
+    )
+    evaluation = pd.DataFrame(
+        {"task": "capcal_arithmetic", "question_id": [f"e{i}" for i in range(4)], "expected_accuracy": 0.5}
+    )
+    return train, evaluation
+
+
+def test_probe_is_fitted_on_three_quarters_of_the_calibration_split_and_scores_the_evaluation_questions(
+    tmp_path: Path,
+) -> None:
+    """The probe's confidences are those of ``fit_probe`` called directly on the calibration split's
+    last-token states with the same split (9 fitted, 3 validated), and its label says so."""
+    train, evaluation = _probe_tables()
+    keys = [(t, q) for t, q in zip(train["task"], train["question_id"], strict=True)]
+    keys += [(t, q) for t, q in zip(evaluation["task"], evaluation["question_id"], strict=True)]
+    states = _activations(tmp_path, keys)
+    context = EstimatorContext("m", "capcal_arithmetic", evaluation, _calibration(train, dropped=2), tmp_path)
+    result = probe(context)
+    splits = QuestionSplits.random(list(train["question_id"]), validation_fraction=0.25, test_fraction=0.0)
+    assert (len(splits.train), len(splits.validation)) == (9, 3)
+    oracle = fit_probe(
+        np.stack([states[key] for key in keys[:12]]),
+        train["expected_accuracy"].to_numpy(),
+        list(train["question_id"]),
+        splits,
+        kind="paper",
+    )
+    expected = oracle.predict(np.stack([states[key] for key in keys[12:]]), list(evaluation["question_id"]))
+    assert list(result.columns) == ["probe"]
+    np.testing.assert_allclose(result.columns["probe"], expected, rtol=0, atol=1e-12)
+    assert result.trained_questions == 9 and result.notes == [] and result.extra == {}
+    assert result.trained_on == (
+        "capcal_arithmetic_train (12 questions, in-domain, declared; 2 question(s) also in the evaluation "
+        "set dropped); paper probe on the last prompt token (mean over layers), 9 questions fitted, "
+        "3 validated, evaluated on 4 capcal_arithmetic questions"
+    )
+    assert probe_training_questions(12) == 9 and probe_training_questions(13) == 10
+
+
+def test_probe_says_why_it_is_not_fitted(tmp_path: Path) -> None:
+    """No activations folder or no calibration split: nothing, silently; an empty split, or activations
+    missing for some question: nothing, with the reason."""
+    train, evaluation = _probe_tables()
+    assert probe(EstimatorContext("m", "capcal_arithmetic", evaluation, _calibration(train), None)) == (
+        EstimatorResult()
+    )
+    assert probe(EstimatorContext("m", "capcal_arithmetic", evaluation, None, tmp_path)) == EstimatorResult()
+    empty = probe(
+        EstimatorContext("m", "capcal_arithmetic", evaluation, _calibration(train.iloc[:0]), tmp_path)
+    )
+    assert empty == EstimatorResult(notes=["no probe: the calibration split has no questions left"])
+    keys = [(t, q) for t, q in zip(train["task"], train["question_id"], strict=True)]
+    _activations(tmp_path, keys)  # none of the evaluation questions
+    missing = probe(EstimatorContext("m", "capcal_arithmetic", evaluation, _calibration(train), tmp_path))
+    assert missing == EstimatorResult(
+        notes=[
+            f"no probe: {tmp_path}: no activations for 4 of 4 questions: capcal_arithmetic/e0, "
+            "capcal_arithmetic/e1, capcal_arithmetic/e2, capcal_arithmetic/e3"
+        ]
+    )
+
+
+def test_selfcheck_mean_is_the_mean_p_yes_of_each_questions_responses() -> None:
+    """A question without a list (or an empty one) has none; no column, or no question with one: nothing."""
+    evaluation = pd.DataFrame(
+        {"question_id": ["1", "2", "3", "4"], "selfcheck_p_yes_normalized": [[0.2, 0.4], [], None, [1.0]]}
+    )
+    result = selfcheck_mean(_context(evaluation, None))
+    assert list(result.columns) == ["selfcheck_mean"] and result.notes == [] and result.trained_on is None
+    np.testing.assert_allclose(
+        result.columns["selfcheck_mean"], [0.3, np.nan, np.nan, 1.0], rtol=0, atol=1e-15
+    )
+    assert selfcheck_mean(_context(evaluation.iloc[1:3], None)) == EstimatorResult()
+    assert selfcheck_mean(_context(evaluation[["question_id"]], None)) == EstimatorResult()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 from matplotlib import pyplot as plt
 from matplotlib.colors import to_hex
 
-from analysis.judge.agreement import RescoreAgreement
+from analysis.judge.agreement import NOT_SENT, UNPARSEABLE, RescoreAgreement
 from analysis.report import figures
 from analysis.report.analyze import ReportOptions, _activation_joins, analyze_runs, load_report_data
 from analysis.report.build import overview_section
@@ -22,17 +23,35 @@ from analysis.report.calibration_table import (
     INTERVAL_NOTES,
     RESPONSE_METRICS,
     calibration_table,
+    intervals_note,
 )
 from analysis.report.figures import Interval, forest_figure
 from analysis.report.input_notices import NothingToScoreError, report_notices
+from analysis.report.metric_ranges import marked_interval, range_footnotes, range_marks
 from analysis.report.paper_table import ROW_COLUMNS, _latex_grid, paper_table
 from analysis.report.registry import ESTIMATORS, LEAKY, ComputedEstimators
 from analysis.report.sections import (
+    RANDOM_ROW_NOTE,
     SectionInputs,
+    SectionPart,
     budget_part,
+    capability_facts,
+    capability_section,
+    display_name,
+    examples_table,
     judge_agreement_section,
+    leakage_free_part,
+    metric_header,
+    metric_tables_part,
+    pass_at_k_curves,
+    pass_at_k_part,
+    reliability_part,
     routing_guide,
     routing_lines,
+    routing_section,
+    sampling_facts,
+    section_inputs,
+    self_calibration_part,
 )
 from analysis.report.summary import Measured, Ranking, _candidates, _forest, _target_note, summary_sections
 from analysis.runs.versions import run_versions
@@ -317,6 +336,64 @@ def test_agreement_over_no_responses_is_not_available():
     assert section.facts["unparseable verdicts"] == "not recorded"
 
 
+def test_judge_grades_are_tabulated_per_rule_label_in_the_grade_order():
+    """The grades table lists the grades seen, in the fixed order A, B, C, Yes, No, not sent, unparseable
+    (not the order met), each with its responses per rule label (0 where a label has none of it)."""
+    grades = Counter(
+        {(0, UNPARSEABLE): 1, (1, "C"): 2, (0, "A"): 1, (1, "A"): 4, (0, "C"): 3, (1, NOT_SENT): 1}
+    )
+    agreement = RescoreAgreement(
+        "capcal_triviaqa",
+        "judge",
+        "simpleqa-1",
+        "judge-m",
+        "run 1",
+        np.array([[3, 1], [2, 4]]),
+        grades=grades,
+    )
+    section = judge_agreement_section(agreement, "m")
+    assert [caption for caption, _ in section.tables] == [
+        "Confusion counts over responses (rule x judge)",
+        "Judge grades per rule label (only A, or Yes, counts as correct)",
+    ]
+    assert section.tables[1][1].to_dict("list") == {
+        "rule label (source run)": ["correct", "incorrect"],
+        "A": [4, 1],
+        "C": [2, 3],
+        "not sent (no extracted answer)": [1, 0],
+        "unparseable": [0, 1],
+    }
+
+
+def test_rescored_labels_name_the_checker_and_leave_no_ids_note():
+    """A rule-based rescoring names its checker in the confusion caption and columns, its facts say so,
+    and without left-out ids the notes are the reading note alone."""
+    agreement = RescoreAgreement(
+        "capcal_math",
+        "numeric",
+        "2",
+        None,
+        "",
+        np.array([[5, 0], [1, 2]]),
+        questions=4,
+        unparseable_verdicts=0,
+    )
+    section = judge_agreement_section(agreement, "/ckpt/toy-model")
+    assert section.title == "Rescored vs source labels · toy-model · capcal_math"
+    ((caption, confusion),) = section.tables
+    assert caption == "Confusion counts over responses (rule x rescored (numeric))"
+    assert confusion.to_dict("list") == {
+        "rule label (source run)": ["correct", "incorrect", "total"],
+        "rescored (numeric): correct": [2, 0, 2],
+        "rescored (numeric): incorrect": [1, 5, 6],
+        "total": [3, 5, 8],
+    }
+    assert section.facts["checker"] == "numeric (2)" and section.facts["observed agreement"] == "0.875"
+    assert section.facts["unparseable verdicts"] == 0
+    assert section.facts["questions left out (unparseable verdict)"] == "not recorded"
+    assert len(section.notes) == 1 and section.notes[0].startswith("Rows: the source run's labels")
+
+
 # ------------------------------------------------------------------ routing guide
 
 
@@ -335,6 +412,111 @@ def test_routing_guide_names_the_drawn_lines_the_ties_and_the_leaky_line():
         "random, so oracle_cheap runs close to random routing over that range. consistency_k4 (leaky): the "
         "paper-form consistency draws from the samples that define mu_hat, which scores the routing, so its "
         "line is optimistic."
+    )
+
+
+def _routing_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A cheap model (checkpoint /ckpt/small, mean mu_hat 0.4375) with p_true and a probe that misses one
+    question, and a strong one (/ckpt/big, 0.8125 on the shared questions) that also answered q4."""
+    cheap = pd.DataFrame(
+        {
+            "model": "/ckpt/small",
+            "question_id": ["q0", "q1", "q2", "q3"],
+            "expected_accuracy": [0.25, 0.5, 0.0, 1.0],
+            "n": 4,
+            "p_true": [0.2, 0.6, 0.1, 0.9],
+            "probe": [0.5, np.nan, 0.5, 0.5],
+        }
+    )
+    strong = pd.DataFrame(
+        {
+            "model": "/ckpt/big",
+            "question_id": ["q1", "q0", "q2", "q3", "q4"],
+            "expected_accuracy": [1.0, 0.75, 0.5, 1.0, 0.0],
+            "n": 4,
+        }
+    )
+    return cheap, strong
+
+
+JOIN = (
+    "join: small <-> big: matched 4 of 4 small questions and 5 big questions; 1 big questions without small "
+    "questions (first: q4)"
+)
+
+
+def test_routing_section_routes_from_the_model_with_more_estimators_to_the_other(monkeypatch):
+    """The model listed second has more routing estimators, so it is the routed-from one; the probe (NaN on
+    q1) draws no line; p_true routes q2 first (lowest confidence, gain 0.5): 0.4375 + 0.5 / 4 at 25%."""
+    cheap, strong = _routing_tables()
+    drawn = _drawn(monkeypatch)
+    evaluations = {("big-id", "t"): (strong, ["p_true"]), ("small-id", "t"): (cheap, ["p_true", "probe"])}
+    section = routing_section(evaluations, "t")
+    assert section is not None
+    assert section.title == "Routing · t: small -> big"
+    assert section.facts == {"questions": 4, "accuracy of small": "0.438", "accuracy of big": "0.812"}
+    assert section.notes == [
+        "Route the questions with the lowest confidence of the cheap model to the strong one; accuracy is "
+        "the exact expected accuracy (mean mu_hat of whichever model answers).",
+        JOIN,
+    ]
+    (figure,) = section.figures
+    assert figure.caption == "Routing: accuracy against the fraction of questions sent to the strong model"
+    assert figure.guide == (
+        "An estimator helps when its line lies above the grey dotted line with squares (random routing). Two "
+        "oracles: the black dashed line with triangles is oracle_cheap, routing by small's own mu_hat (the "
+        "best any confidence of small can do); the dark grey dash-dot line with down-pointing triangles is "
+        "oracle_gain, routing by the gain mu_strong - mu_cheap (the best any router can do, knowing both "
+        "models)."
+    )
+    (drawing,) = drawn
+    axis = drawing.axes[0]
+    assert (axis.get_title(), axis.get_xlabel(), axis.get_ylabel()) == (
+        "routing",
+        "fraction routed",
+        "accuracy",
+    )
+    lines = {line.get_label(): line for line in axis.get_lines()}
+    assert list(lines) == [
+        "p_true",
+        "random routing",
+        "oracle_cheap (routes by the cheap model's mu_hat)",
+        "oracle_gain (routes by the gain mu_strong - mu_cheap)",
+    ]
+    p_true = lines["p_true"]
+    assert [float(x) for x in p_true.get_xdata()[[0, 5, -1]]] == pytest.approx([0.0, 0.25, 1.0])
+    assert [float(y) for y in p_true.get_ydata()[[0, 5, -1]]] == pytest.approx([0.4375, 0.5625, 0.8125])
+    assert float(lines["random routing"].get_ydata()[10]) == pytest.approx((0.4375 + 0.8125) / 2)
+
+
+def test_routing_section_to_a_model_no_more_accurate_routes_nothing():
+    """The other model is less accurate on the shared questions: the section says so with both means."""
+    cheap, strong = _routing_tables()
+    evaluations = {
+        ("small-id", "t"): (cheap, ["p_true"]),
+        ("big-id", "t"): (strong.assign(expected_accuracy=0.1), []),
+    }
+    section = routing_section(evaluations, "t")
+    assert section is not None
+    assert section.title == "Routing · t: no stronger model"
+    assert section.facts == {"questions": 4, "accuracy of small": "0.438", "accuracy of big": "0.100"}
+    assert section.notes == [
+        "Not routed: big is not more accurate than small on these questions (0.100 <= 0.438), so routing "
+        "questions from small to it could only lose accuracy.",
+        JOIN,
+    ]
+    assert section.figures == [] and section.tables == []
+
+
+def test_routing_pair_of_equally_equipped_models_routes_from_the_less_accurate():
+    """Tied on routing estimators, the less accurate model is the routed-from one whatever the order given;
+    a task with one model has no routing section."""
+    cheap, strong = _routing_tables()
+    evaluations = {("big-id", "t"): (strong, ["p_true"]), ("small-id", "t"): (cheap, ["p_true"])}
+    section = routing_section(evaluations, "t")
+    assert section is not None and section.title == "Routing · t: small -> big"
+    assert (
+        routing_section({("small-id", "t"): (cheap, ["p_true"]), ("big-id", "u"): (strong, [])}, "t") is None
     )
 
 
@@ -399,6 +581,10 @@ def test_forest_figure_draws_the_best_in_red_the_others_in_blue_and_the_floor(mo
     assert [tick.get_text() for tick in ticks] == ["probe (best)", "p_true", rows[2].label]
     assert [tick.get_fontweight() for tick in ticks] == ["bold", "normal", "normal"]
     assert [text.get_text() for text in axis.get_legend().get_texts()] == ["base rate", FLOOR]
+    assert list(axis.figure.get_size_inches()) == pytest.approx([6.4, 0.75 + 0.26 * 3])
+    assert axis.get_ylim() == pytest.approx((-0.7, 2.7)) and axis.get_xlabel() == "Brier"
+    assert {line.get_alpha() for line in axis.xaxis.get_gridlines()} == {0.3}
+    assert not any(line.get_visible() for line in axis.yaxis.get_gridlines())
 
 
 def test_forest_figure_draws_no_floor_for_an_interval_that_only_reaches_0(monkeypatch):
@@ -406,6 +592,46 @@ def test_forest_figure_draws_no_floor_for_an_interval_that_only_reaches_0(monkey
     axis = _axis_of(monkeypatch, rows, "Brier", None, zero_floor=True)
     assert [line.get_label() for line in axis.get_lines()] == [f"_child{i}" for i in range(4)]
     assert axis.get_legend() is None
+
+
+def test_range_marks_mark_a_skill_below_minus_one_but_not_at_it():
+    """-1 itself is in range (a Brier twice the base rate's); a skill above 1 and below -1 at once (its
+    interval above 1) carries both marks, in the order of MARKS."""
+    assert range_marks("capability_brier_skill", -1.0, -1.5, 0.2) == ""
+    assert range_marks("capability_brier_skill", -1.2, -1.5, 1.2) == "§¶"
+    assert range_marks("corrected_capability_brier", 0.01, -0.02, 0.04) == "‡"
+    assert range_marks("capability_brier", -0.5) == ""  # not an unclipped metric
+    assert marked_interval("capability_brier_skill", -1.2, -1.5, 1.2) == "-1.200 [-1.500, 1.200] §¶"
+    assert marked_interval("capability_brier_skill", 0.5, 0.2, 0.8, digits=2) == "0.50 [0.20, 0.80]"
+
+
+def test_range_footnotes_give_each_mark_and_metric_once_in_mark_order():
+    """Footnotes of a frame: ‡ (the corrected Brier before the debiased ECE, as NON_NEGATIVE lists them), then
+    § and ¶, each (mark, metric) once however many rows carry it; each with its whole reason."""
+    rows = pd.DataFrame(
+        {
+            "metric": ["capability_brier_skill", "capability_ece_debiased", "corrected_capability_brier",
+                       "capability_brier_skill", "corrected_capability_brier"],
+            "estimate": [-3.0, 0.01, -0.01, 1.5, 0.02],
+            "low": [-4.0, -0.02, -0.03, 1.2, -0.01],
+            "high": [-2.0, 0.05, 0.02, 1.8, 0.05],
+        }
+    )  # fmt: skip
+    assert range_footnotes(rows) == [
+        "‡ corrected_capability_brier: below 0, which a Brier score cannot be: the corrected Brier subtracts "
+        "an estimate of mu_hat's sampling noise and is unbiased rather than clipped, so where the true value "
+        "is near 0 the estimate or its interval falls below 0 at small N or k; read it as 0",
+        "‡ capability_ece_debiased: below 0: the debiased ECE subtracts the binning noise and is not "
+        "clipped; a value or endpoint below 0 means that no miscalibration is detectable at this N (read it "
+        "as 0)",
+        "§ capability_brier_skill: above 1, the skill of a perfect forecast: skill = 1 - CB / S with the "
+        "corrected Brier CB below 0 (see ‡), which happens at small N or k; read it as 'no error "
+        "detectable', not as better than perfect",
+        "¶ capability_brier_skill: below -1: the Brier is more than twice the base rate's (the skill is "
+        "unbounded below); its size is large when the base rate's Brier S, the spread of mu_hat over the "
+        "questions, is small (few questions, or most of them at one mu_hat)",
+    ]
+    assert range_footnotes([("capability_brier", -1.0, -2.0, 0.0)]) == []
 
 
 # ------------------------------------------------------------------ the summary
@@ -571,6 +797,99 @@ def test_target_scatter_jitters_each_response_target_cross_on_its_own(monkeypatc
     assert np.array_equal(drawn[0].axes[1].collections[0].get_offsets()[:, 1] - z, jitter)
 
 
+def test_target_scatter_draws_orange_crosses_blue_dots_and_the_diagonal_in_each_panel(monkeypatch):
+    """Each panel: orange crosses (z, size 10, alpha 0.5) under blue dots (mu_hat, size 12, alpha 0.7), the
+    dashed diagonal from (0, 0) to (1, 1), margins around the unit square, the estimator as title and both
+    axis labels; the legend is on the first panel only."""
+    confidence = np.array([0.2, 0.8])
+    drawn = _drawn(monkeypatch)
+    figures.target_scatter_figure(
+        {"p_true": confidence, "probe": confidence}, np.array([0.25, 0.75]), np.ones(2)
+    )
+    (figure,) = drawn
+    first, second = figure.axes[:2]
+    for axis, name in ((first, "p_true"), (second, "probe")):
+        crosses, dots = axis.collections
+        assert [to_hex(c.get_facecolor()[0]) for c in (crosses, dots)] == ["#dd8452", "#4c72b0"]
+        assert [c.get_alpha() for c in (crosses, dots)] == [0.5, 0.7]
+        assert [list(c.get_sizes()) for c in (crosses, dots)] == [[10], [12]]
+        (diagonal,) = axis.get_lines()
+        assert (list(diagonal.get_xdata()), list(diagonal.get_ydata())) == ([0, 1], [0, 1])
+        assert (diagonal.get_linestyle(), to_hex(diagonal.get_color()), diagonal.get_linewidth()) == (
+            "--",
+            "#000000",
+            0.8,
+        )
+        assert axis.get_xlim() == (-0.02, 1.02) and axis.get_ylim() == (-0.06, 1.06)
+        assert (axis.get_title(), axis.get_xlabel(), axis.get_ylabel()) == (name, "confidence", "target")
+    assert [t.get_text() for t in first.get_legend().get_texts()] == ["z (response)", "mu_hat (capability)"]
+    assert second.get_legend() is None
+
+
+def test_curves_figure_draws_each_line_band_and_axis_as_asked(monkeypatch):
+    """An estimator line (thin, below, the cycle's first colour) with its band; a reference line (its own
+    colour and style, thicker, above); a line with half a band gets none; log2 x axis, fixed y limits,
+    titles, a light grid and the legend beside the axis."""
+    drawn = _drawn(monkeypatch)
+    curves = [
+        figures.Curve(
+            "p_true", [1, 2, 4], [0.2, 0.4, 0.5], band_low=[0.1, 0.3, 0.4], band_high=[0.3, 0.5, 0.6]
+        ),
+        figures.Curve("actual", [1, 2, 4], [0.3, 0.5, 0.7], style="--", marker="^", color="black"),
+        figures.Curve("probe", [1, 2, 4], [0.1, 0.2, 0.3], band_low=[0.0, 0.1, 0.2]),
+    ]
+    png = figures.curves_figure(curves, "pass@k", "k", "pass@k", log_x=True, y_limits=(0, 1))
+    assert png.startswith(b"\x89PNG")
+    (figure,) = drawn
+    assert list(figure.get_size_inches()) == [5.5, 3.8]
+    axis = figure.axes[0]
+    lines = [
+        (
+            line.get_label(),
+            [float(x) for x in line.get_xdata()],
+            [float(y) for y in line.get_ydata()],
+            line.get_linestyle(),
+            line.get_marker(),
+            line.get_markersize(),
+            to_hex(line.get_color()),
+            line.get_linewidth(),
+            line.get_zorder(),
+        )
+        for line in axis.get_lines()
+    ]
+    assert lines == [
+        ("p_true", [1, 2, 4], [0.2, 0.4, 0.5], "-", "o", 3, "#1f77b4", 1.2, 2),
+        ("actual", [1, 2, 4], [0.3, 0.5, 0.7], "--", "^", 4, "#000000", 1.8, 3),
+        ("probe", [1, 2, 4], [0.1, 0.2, 0.3], "-", "o", 3, "#ff7f0e", 1.2, 2),
+    ]
+    (band,) = axis.collections
+    assert to_hex(band.get_facecolor()[0], keep_alpha=True) == "#1f77b426" and band.get_alpha() == 0.15
+    outline = band.get_paths()[0].vertices
+    assert {(float(x), float(y)) for x, y in outline} >= {(1, 0.1), (4, 0.4), (4, 0.6), (1, 0.3)}
+    assert axis.get_xscale() == "log" and axis.xaxis.get_transform().base == 2
+    assert axis.get_ylim() == (0, 1)
+    assert (axis.get_title(), axis.get_xlabel(), axis.get_ylabel()) == ("pass@k", "k", "pass@k")
+    assert {line.get_alpha() for line in axis.xaxis.get_gridlines() + axis.yaxis.get_gridlines()} == {0.3}
+    legend = axis.get_legend()
+    assert [text.get_text() for text in legend.get_texts()] == ["p_true", "actual", "probe"]
+    assert legend.get_texts()[0].get_fontsize() == 7
+
+
+def test_curves_figure_keeps_a_linear_x_axis_and_free_y_limits_by_default(monkeypatch):
+    drawn = _drawn(monkeypatch)
+    figures.curves_figure([figures.Curve("a", [0, 1], [2, 3])], "t", "x", "y")
+    axis = drawn[0].axes[0]
+    assert axis.get_xscale() == "linear" and axis.get_ylim()[1] > 3 and len(axis.collections) == 0
+
+
+def test_line_description_names_a_line_without_a_grey_level_as_coloured():
+    """A line without a named colour is "coloured"; a colour letter in the style is not part of its style."""
+    curve = figures.Curve("x", [0], [0], style="k-.", marker="v")
+    assert figures.line_description(curve) == "coloured dash-dot line with down-pointing triangles"
+    grey = figures.Curve("x", [0], [0], style=":", marker="s", color="0.25")
+    assert figures.line_description(grey) == "dark grey dotted line with squares"
+
+
 def test_calibration_table_says_how_each_interval_was_made_and_where_it_does_not_cover():
     """Per row: the questions it was computed on (the NaN confidence counted missing), the sampling, the
     interval method (jackknife for the debiased ECE) and the note of the binned ECEs; the random rows
@@ -634,6 +953,427 @@ def test_budget_part_draws_every_line_at_each_power_of_two_budget_up_to_the_smal
     assert all(list(line.get_xdata()) == [1, 2, 4, 8] for line in lines.values())
     mean_pass_at_1 = np.mean([sum(v) / len(v) for v in correctness])
     assert lines[uniform].get_ydata()[0] == pytest.approx(mean_pass_at_1)
+
+
+SIX = [[1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1], [0, 1, 0, 1]]  # mu_hat below
+SIX_P_TRUE = [0.5, 0.3, 0.7, 0.2, 0.9, 0.4]  # against mu_hat 0.5, 0.25, 0.75, 0, 1, 0.5: Brier 0.065 / 6
+
+
+def _six_inputs(**extra: pd.DataFrame) -> SectionInputs:
+    """Six fixed-k questions (k = 4) with p_true, and ``extra`` side tables (the leakage-free one)."""
+    computed = _computed(_fixed_k(SIX, SIX_P_TRUE), "p_true")
+    computed.extra.update(extra)
+    return SectionInputs(computed, ["p_true"], 20, 0)
+
+
+def _estimates(table: pd.DataFrame) -> dict[str, list[str]]:
+    """Each column's cells without their intervals: ``0.011 [0.002, 0.020] ‡`` -> ``0.011 ‡``."""
+    return {
+        column: [" ".join(w for w in str(cell).split(" ") if not w.startswith("[") and not w.endswith("]"))
+                 for cell in table[column]]
+        for column in table.columns
+    }  # fmt: skip
+
+
+def test_metric_tables_part_captions_each_target_with_its_intervals_and_notes():
+    """Two tables, capability then response metrics, each captioned with its target, how its intervals
+    were made and the † notes; the p_true row then the random row; marks and footnotes where a value
+    leaves its range (the random row's skill below -1, p_true's corrected Brier below 0)."""
+    part = metric_tables_part(_six_inputs())
+    capability = (
+        f"Capability calibration (target: mu_hat); {intervals_note(CAPABILITY_METRICS, 20)}; "
+        f"† capability_ece: {INTERVAL_NOTES['capability_ece']}"
+    )
+    response = (
+        "Response calibration (target: the first response's correctness z); "
+        f"{intervals_note(RESPONSE_METRICS, 20)}; † response_ece: {INTERVAL_NOTES['response_ece']}"
+    )
+    assert "20 resamples" in capability and "20 resamples" in response
+    assert [caption for caption, _ in part.tables] == [capability, response]
+    (_, first), (_, second) = part.tables
+    assert list(first.columns) == [
+        "estimator", "questions", "capability_ece ↓ †", "capability_ece_debiased ↓", "capability_brier ↓",
+        "corrected_capability_brier ↓", "capability_brier_skill ↑", "soft_auroc ↑", "spearman ↑",
+    ]  # fmt: skip
+    assert list(second.columns) == ["estimator", "questions", "response_ece ↓ †", "response_brier ↓",
+                                    "response_auroc ↑"]  # fmt: skip
+    capability_estimates = _estimates(first)
+    assert capability_estimates["estimator"] == ["p_true", "random (expected)"]
+    assert capability_estimates["questions"] == ["6", "6"]
+    assert capability_estimates["capability_brier ↓"] == ["0.011", "0.187"]  # E(U - mu)^2 = 1/3 - mu + mu^2
+    assert capability_estimates["capability_ece ↓ †"] == ["0.083", ""]
+    assert capability_estimates["corrected_capability_brier ↓"][0].endswith(" ‡")
+    assert capability_estimates["capability_brier_skill ↑"][1].endswith(" ¶")
+    assert _estimates(second)["response_brier ↓"] == ["0.173", "0.333"]  # z = 1, 1, 1, 0, 1, 0
+    footnotes = part.footnotes
+    assert list(footnotes) == [capability, response]
+    assert [line[:2] for line in footnotes[capability]] == ["ra", "‡ ", "§ ", "¶ "]
+    assert footnotes[capability][0] == RANDOM_ROW_NOTE and footnotes[response] == [RANDOM_ROW_NOTE]
+
+
+def test_leakage_free_part_scores_the_leakage_free_consistency_against_its_own_target():
+    """The leakage-free consistency equals its target mu_hat_lf (Brier 0); the corrected Brier subtracts
+    mu_hat_lf (1 - mu_hat_lf) / (n_lf - 1) = 0.25 on two questions of six: -0.083, marked ‡ with its
+    footnote; no leakage-free table, no part."""
+    lf = pd.DataFrame(
+        {
+            "consistency_lf_k2": [0.5, 0.0, 1.0, 0.0, 1.0, 0.5],
+            "mu_hat_lf": [0.5, 0.0, 1.0, 0.0, 1.0, 0.5],
+            "n_lf": 2,
+        }
+    )
+    part = leakage_free_part(_six_inputs(leakage_free=lf))
+    caption = "Leakage-free consistency (drawn from a pool disjoint from the samples defining its target)"
+    ((shown, table),) = part.tables
+    assert shown == caption
+    estimates = _estimates(table)
+    assert estimates["estimator"] == ["consistency_lf_k2"]
+    assert "spearman ↑" not in estimates and "soft_auroc ↑" in estimates
+    assert estimates["capability_brier ↓"] == ["0.000"]
+    assert estimates["corrected_capability_brier ↓"] == ["-0.083 ‡"]
+    assert list(part.footnotes) == [caption]
+    assert [line[:30] for line in part.footnotes[caption]] == [
+        "‡ corrected_capability_brier: ",
+        "§ capability_brier_skill: abov",
+    ]
+    assert leakage_free_part(_six_inputs()) == SectionPart()
+
+
+def test_reliability_part_titles_each_panel_with_its_ece_of_the_panels_target(monkeypatch):
+    """Three figures (capability and response reliability, the target scatter), with their captions and
+    guides; each reliability panel's title carries the ECE of its own target (0.083 against mu_hat, 0.367
+    against z, both binned: †)."""
+    drawn = _drawn(monkeypatch)
+    part = reliability_part(_six_inputs())
+    assert [(figure.caption, figure.guide) for figure in part.figures] == [
+        (
+            "Capability reliability: mean mu_hat per confidence bin",
+            "Bars on the dashed diagonal are calibrated; bars below it are over-confident, above it "
+            "under-confident; the number over a bar is its question count. † the binned ECE's interval is a "
+            "resampling spread, not a confidence interval (biased upward; see the debiased ECE).",
+        ),
+        (
+            "Response reliability: accuracy of the first response per confidence bin",
+            "As above, against the 0/1 correctness of each question's first response.",
+        ),
+        (
+            "Confidence against the capability target (dots) and the response target (crosses)",
+            "Dots close to the diagonal mean the confidence tracks mu_hat; the crosses at 0 and 1 show how "
+            "far a single response's correctness scatters around it.",
+        ),
+    ]
+    capability, response, scatter = drawn
+    titles = [figure.axes[0].get_title().split("\n") for figure in (capability, response)]
+    assert [title[0] for title in titles] == ["p_true", "p_true"]
+    assert [title[1].split(" [")[0] for title in titles] == ["ECE 0.083", "ECE 0.367"]
+    assert all(title[1].endswith("] †") for title in titles)
+    assert [figure._suptitle.get_text() for figure in (capability, response)] == [
+        "Reliability (mu_hat)",
+        "Reliability (z)",
+    ]
+    assert scatter.axes[0].get_title() == "p_true"
+
+
+def test_pass_at_k_part_tables_the_mse_per_k_and_draws_each_predicted_curve(monkeypatch):
+    """k = 1 and 4 (k = n): p_true's MSE at k = 1 is its Brier against mu_hat (0.065 / 6), the oracle's 0;
+    the figure's lines are p_true (with its band) and the black dashed actual pass@k on a log2 axis."""
+    drawn = _drawn(monkeypatch)
+    part = pass_at_k_part(_six_inputs())
+    ((caption, table),) = part.tables
+    assert caption == (
+        "pass@k prediction: instance-level MSE against the unbiased pass@k; 20 bootstrap resamples over "
+        "questions, 95% intervals"
+    )
+    assert list(table.columns) == ["estimator", "MSE pass@1 ↓", "MSE pass@4 ↓"]
+    estimates = _estimates(table)
+    assert estimates["estimator"] == ["p_true", "oracle (p = mu_hat)"]
+    assert estimates["MSE pass@1 ↓"] == ["0.0108", "0.0000"]
+    (figure,) = part.figures
+    assert figure.caption == "Dataset-level pass@k predicted from each estimator (95% band) vs actual"
+    assert figure.guide == (
+        "The closer an estimator's line runs to the black dashed line with circles (actual (unbiased "
+        "pass@k)), the better it predicts how often k attempts succeed; bands are 95%, clipped to [0, 1]."
+    )
+    axis = drawn[0].axes[0]
+    assert [line.get_label() for line in axis.get_lines()] == ["p_true", "actual (unbiased pass@k)"]
+    assert [list(line.get_xdata()) for line in axis.get_lines()] == [[1, 2, 3, 4]] * 2
+    actual = axis.get_lines()[1]
+    assert (to_hex(actual.get_color()), actual.get_linestyle()) == ("#000000", "--")
+    assert float(actual.get_ydata()[0]) == pytest.approx(0.5)  # pass@1 = mean mu_hat
+    assert float(actual.get_ydata()[-1]) == pytest.approx(5 / 6)  # pass@4: 5 of 6 questions solved at all
+    assert len(axis.collections) == 1 and axis.get_ylim() == (0, 1) and axis.get_xscale() == "log"
+    assert (axis.get_title(), axis.get_xlabel(), axis.get_ylabel()) == ("pass@k", "k", "pass@k")
+
+
+def test_pass_at_k_curves_carry_each_estimators_k_prediction_and_band():
+    curves = pass_at_k_curves(
+        {"p_true": np.array(SIX_P_TRUE)}, np.full(6, 4), np.array([sum(v) for v in SIX])
+    )
+    predicted, actual = curves
+    assert (predicted.label, list(predicted.x)) == ("p_true", [1, 2, 3, 4])
+    assert predicted.y[0] == pytest.approx(np.mean(SIX_P_TRUE))  # predicted pass@1: the mean confidence
+    assert predicted.band_low is not None and predicted.band_high is not None
+    assert all(
+        lo <= y <= hi for lo, y, hi in zip(predicted.band_low, predicted.y, predicted.band_high, strict=True)
+    )
+    assert (predicted.style, predicted.color) == ("-", None)
+    assert (actual.label, list(actual.x), actual.style, actual.color) == (
+        "actual (unbiased pass@k)",
+        [1, 2, 3, 4],
+        "--",
+        "black",
+    )
+
+
+def _adaptive(correctness: list[list[int]], looks: list[int]) -> pd.DataFrame:
+    """An adaptive run's table: each question stopped at one of ``looks``; p_true 0.1, 0.2, ..."""
+    return pd.DataFrame(
+        {
+            "correctness": correctness,
+            "n": [len(v) for v in correctness],
+            "expected_accuracy": [sum(v) / len(v) for v in correctness],
+            "mu_squared_hat": [0.2] * len(correctness),
+            "sampling": "adaptive (looks 4, 6, 8, rule unanimity)",
+            "looks": [looks] * len(correctness),
+            "p_true": [0.1 * (i + 1) for i in range(len(correctness))],
+        }
+    )
+
+
+ADAPTIVE = [[1, 1, 1, 1], [1, 0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 0], [0, 1, 0, 1, 1, 1, 0, 1]]
+
+
+def test_adaptive_run_facts_count_the_samples_saved_against_its_last_look():
+    """4 + 8 + 4 + 8 = 24 samples drawn against 4 x 8 = 32 at the last look k_max = 8 (not the middle one)."""
+    facts = sampling_facts(_adaptive(ADAPTIVE, [4, 6, 8]))
+    assert facts == {
+        "sampling": "adaptive (looks 4, 6, 8, rule unanimity)",
+        "samples drawn": "24 of 32 (fixed k), 8 saved (25%)",
+    }
+    assert sampling_facts(_fixed_k(SIX, SIX_P_TRUE)) == {"sampling": "fixed k"}
+
+
+def test_capability_facts_of_an_adaptive_run_give_the_range_of_samples_and_what_was_saved():
+    """n of 4 to 8 samples; mu_hat 1, 1/8, 0, 5/8: mean 0.4375, two of four strictly between 0 and 1."""
+    computed = _computed(_adaptive(ADAPTIVE, [4, 6, 8]), "p_true")
+    assert capability_facts(computed, {"model": "m", "task": "t"}, ["p_true"]) == {
+        "model": "m",
+        "task": "t",
+        "sampling": "adaptive (looks 4, 6, 8, rule unanimity)",
+        "samples drawn": "24 of 32 (fixed k), 8 saved (25%)",
+        "questions": 4,
+        "samples per question": "4-8",
+        "mean expected accuracy": "0.438",
+        "questions with 0 < mu_hat < 1": "50.0%",
+        "estimators": "p_true (capability)",
+    }
+
+
+def test_first_look_counts_of_an_adaptive_run_are_its_first_four_samples():
+    """The samples before any stopping decision (l_1 = 4); a fixed-k run's counts are all its samples."""
+    inputs = SectionInputs(_computed(_adaptive(ADAPTIVE, [4, 6, 8]), "p_true"), ["p_true"], 20, 0)
+    n, c = inputs.first_look_counts
+    assert (list(n), list(c)) == ([4, 4, 4, 4], [4, 1, 0, 2])
+    assert [list(v) for v in inputs.counts] == [[4, 8, 4, 8], [4, 1, 0, 5]]
+    fixed = _six_inputs()
+    assert [list(v) for v in fixed.first_look_counts] == [[4] * 6, [2, 1, 3, 0, 4, 2]]
+
+
+def test_leakage_free_target_of_an_adaptive_run_keeps_its_sampling_and_mu_squared():
+    """With mu_squared_hat_lf (an adaptive run's leakage-free table) the target keeps the run's sampling and
+    looks and takes mu_squared_hat_lf; without, it is a fixed-k target of the first look's sampling; both
+    take mu_hat_lf and n_lf as mu_hat and n."""
+    lf = pd.DataFrame(
+        {
+            "consistency_lf_k2": [1.0, 0.0, 0.5, 0.5],
+            "mu_hat_lf": [1.0, 0.0, 0.5, 0.75],
+            "n_lf": [2, 6, 2, 6],
+            "mu_squared_hat_lf": [1.0, 0.0, 0.0, 0.5],
+        }
+    )
+    computed = _computed(_adaptive(ADAPTIVE, [4, 6, 8]), "p_true")
+    computed.extra["leakage_free"] = lf
+    table = SectionInputs(computed, ["p_true"], 20, 0).leakage_free
+    assert table is not None
+    assert list(table["expected_accuracy"]) == [1.0, 0.0, 0.5, 0.75] and list(table["n"]) == [2, 6, 2, 6]
+    assert list(table["mu_squared_hat"]) == [1.0, 0.0, 0.0, 0.5]
+    assert set(table["sampling"]) == {"adaptive (looks 4, 6, 8, rule unanimity)"}
+    assert list(table["looks"]) == [[4, 6, 8]] * 4 and list(table["correctness"]) == ADAPTIVE
+    computed.extra["leakage_free"] = lf.drop(columns="mu_squared_hat_lf")
+    fixed = SectionInputs(computed, ["p_true"], 20, 0).leakage_free
+    assert fixed is not None and "mu_squared_hat" not in fixed.columns and "looks" not in fixed.columns
+    assert set(fixed["sampling"]) == {"fixed k (first look 4 of adaptive (looks 4, 6, 8, rule unanimity))"}
+    assert _six_inputs().leakage_free is None and _six_inputs().leakage_free_metrics is None
+
+
+def test_metric_headers_show_the_direction_and_display_names_the_checkpoint_folder():
+    assert [metric_header(m) for m in ("soft_auroc", "capability_ece", "spearman", "response_brier")] == [
+        "soft_auroc ↑",
+        "capability_ece ↓",
+        "spearman ↑",
+        "response_brier ↓",
+    ]
+    assert [display_name(m) for m in ("/ckpt/run-1/", "toy-model", "/")] == ["run-1", "toy-model", "/"]
+
+
+def test_pass_at_k_part_of_an_adaptive_run_stops_at_its_first_look():
+    """pass@k only up to the first look l_1 = 4, and the caption says why."""
+    inputs = SectionInputs(_computed(_adaptive(ADAPTIVE, [4, 6, 8]), "p_true"), ["p_true"], 20, 0)
+    ((caption, table),) = pass_at_k_part(inputs).tables
+    assert caption.endswith(
+        "95% intervals; adaptive run: from each question's first 4 samples, pass@k for k > 4 not available "
+        "(no unbiased estimate after stopping: k exceeds the first look l_1 = 4)"
+    )
+    assert list(table.columns) == ["estimator", "MSE pass@1 ↓", "MSE pass@4 ↓"]
+
+
+def test_parts_of_an_estimator_with_a_missing_confidence_leave_out_pass_at_k_and_budget():
+    """A confidence missing on one question is not complete: no pass@k, budget part."""
+    inputs = SectionInputs(_computed(_fixed_k(SIX, [*SIX_P_TRUE[:5], np.nan]), "p_true"), ["p_true"], 20, 0)
+    assert inputs.complete == {}
+    assert pass_at_k_part(inputs) == SectionPart() and budget_part(inputs) == SectionPart()
+
+
+def test_budget_part_goes_up_to_a_budget_of_16_for_16_samples_each(monkeypatch):
+    """n = 16: budgets 1, 2, 4, 8, 16; the axis is log2, titled, the guide names uniform and oracle."""
+    correctness = [[1] * i + [0] * (16 - i) for i in (0, 3, 8, 16)]
+    inputs = SectionInputs(
+        _computed(_fixed_k(correctness, [0.1, 0.2, 0.5, 0.9]), "p_true"), ["p_true"], 20, 0
+    )
+    drawn = _drawn(monkeypatch)
+    (figure,) = budget_part(inputs).figures
+    assert figure.guide == (
+        "An estimator is useful when its line rises above the grey dotted line with squares (uniform "
+        "allocation); the black dashed line with triangles (the oracle, allocating by mu_hat itself) is the "
+        "ceiling."
+    )
+    axis = drawn[0].axes[0]
+    assert all(list(line.get_xdata()) == [1, 2, 4, 8, 16] for line in axis.get_lines())
+    assert (axis.get_title(), axis.get_xlabel(), axis.get_ylabel()) == (
+        "budget allocation",
+        "samples per question (average)",
+        "accuracy",
+    )
+    assert axis.get_xscale() == "log"
+
+
+def _self_checked(checks: list) -> SectionInputs:
+    """Three questions of three samples with their extracted answers and one self-check per response."""
+    correctness = [[1, 1, 0], [0, 0, 1], [1, 0, 1]]
+    evaluation = _fixed_k(correctness, [0.5, 0.3, 0.7]).assign(
+        extracted_answers=[["4", "4", "5"], ["1", "2", "3"], ["7", "8", "7"]],
+        selfcheck_p_yes_normalized=checks,
+    )
+    return SectionInputs(_computed(evaluation, "p_true"), ["p_true"], 20, 0)
+
+
+def test_self_calibration_part_draws_each_strategy_against_the_samples_used(monkeypatch):
+    """One line per strategy; self-consistency at N = 3 votes 4 (right), a three-way tie (1/3) and 7
+    (right): 7/9; at N = 1 the first responses, 2 of 3 right."""
+    drawn = _drawn(monkeypatch)
+    part = _self_checked([[0.9, 0.8, 0.1], [0.2, 0.3, 0.9], [0.7, 0.4, 0.6]])
+    (figure,) = self_calibration_part(part).figures
+    assert figure.caption == (
+        "Self-Calibration test-time strategies on the per-response self-checks: accuracy vs average samples "
+        "used"
+    )
+    assert figure.guide == "Higher and further left is better: more accuracy for fewer samples."
+    axis = drawn[0].axes[0]
+    lines = {line.get_label(): line for line in axis.get_lines()}
+    assert list(lines) == [
+        "self_consistency",
+        "weighted_self_consistency",
+        "early_stopping",
+        "adaptive_weighted_self_consistency",
+        "adaptive_self_consistency",
+    ]
+    consistency = lines["self_consistency"]
+    assert list(consistency.get_xdata()) == [1, 2, 3]
+    assert [float(y) for y in consistency.get_ydata()[[0, 2]]] == pytest.approx([2 / 3, 7 / 9])
+    assert (axis.get_title(), axis.get_xlabel(), axis.get_ylabel(), axis.get_xscale()) == (
+        "test-time scaling",
+        "samples used (average)",
+        "accuracy",
+        "linear",
+    )
+
+
+def test_self_calibration_part_needs_one_self_check_per_response():
+    """A question with two self-checks for three responses, or no self-check column: no figure."""
+    assert (
+        self_calibration_part(_self_checked([[0.9, 0.8, 0.1], [0.2, 0.3], [0.7, 0.4, 0.6]])) == SectionPart()
+    )
+    assert self_calibration_part(_six_inputs()) == SectionPart()
+
+
+def test_capability_section_without_an_estimator_keeps_its_facts_and_says_so():
+    """No calibration-table estimator: no inputs, the facts, the fitted estimators' table and one note."""
+    computed = _computed(_fixed_k(SIX, SIX_P_TRUE))
+    assert section_inputs(computed, 20, 0) is None
+    computed.trained_on["isotonic_p_true"] = "toy_calib (12 questions, in-domain, declared)"
+    section = capability_section("toy", computed, {"model": "m"}, None)
+    assert section.title == "toy"
+    assert section.facts == {
+        "model": "m",
+        "sampling": "fixed k",
+        "questions": 6,
+        "samples per question": "4",
+        "mean expected accuracy": "0.500",
+        "questions with 0 < mu_hat < 1": "66.7%",
+        "estimators": "none",
+    }
+    assert [(caption, table.to_dict("list")) for caption, table in section.tables] == [
+        (
+            "Fitted estimators: what each was trained on",
+            {
+                "estimator": ["isotonic_p_true"],
+                "trained on": ["toy_calib (12 questions, in-domain, declared)"],
+            },
+        )
+    ]
+    assert section.notes == ["no confidence estimator is available for this run"] and section.figures == []
+
+
+def test_capability_section_with_an_estimator_has_every_parts_tables_and_figures(monkeypatch):
+    """section_inputs keeps the registered estimator; the section: the two metric tables, then pass@k's,
+    the three reliability figures, pass@k's and budget's; the facts name p_true's target."""
+    _drawn(monkeypatch)
+    computed = _computed(_fixed_k(SIX, SIX_P_TRUE), "p_true")
+    inputs = section_inputs(computed, 20, 0)
+    assert (
+        inputs is not None
+        and inputs.estimators == ["p_true"]
+        and (inputs.n_resamples, inputs.seed) == (20, 0)
+    )
+    section = capability_section("toy", computed, {}, inputs)
+    assert section.facts["estimators"] == "p_true (capability)"
+    assert [caption.split(" (")[0].split(";")[0] for caption, _ in section.tables] == [
+        "Capability calibration",
+        "Response calibration",
+        "pass@k prediction: instance-level MSE against the unbiased pass@k",
+    ]
+    assert [figure.caption for figure in section.figures] == [
+        "Capability reliability: mean mu_hat per confidence bin",
+        "Response reliability: accuracy of the first response per confidence bin",
+        "Confidence against the capability target (dots) and the response target (crosses)",
+        "Dataset-level pass@k predicted from each estimator (95% band) vs actual",
+        "Inference-budget allocation: exact accuracy (mean unbiased pass@b_i) at each average budget",
+    ]
+    assert section.notes == [] and len(section.footnotes) == 2
+
+
+def test_examples_table_cuts_text_to_300_characters_and_formats_each_confidence():
+    evaluation = _fixed_k(SIX[:3], [0.5, np.nan, 0.25]).assign(
+        question_id=["a", "b", "c"], question=["q" * 301, "Q2", "Q3"], first_response=["r1", 7, "r3"]
+    )
+    table = examples_table(evaluation, ["p_true"], 2)
+    assert table.to_dict("list") == {
+        "question_id": ["a", "b"],
+        "question": ["q" * 300, "Q2"],
+        "first response": ["r1", "7"],
+        "mu_hat": ["0.500", "0.250"],
+        "p_true": ["0.500", "n/a"],
+    }
 
 
 def test_candidates_of_an_adaptive_run_are_scored_with_its_unbiased_mu_squared():
