@@ -59,17 +59,22 @@ def _finite(*values: float) -> list[float]:
 
 
 def range_marks(metric: str, estimate: float, low: float = math.nan, high: float = math.nan) -> str:
-    """The marks (:data:`MARKS`) of ``metric``'s value and interval: ``‡`` when any of them is below 0 for a
-    metric in :data:`NON_NEGATIVE`, ``§`` when a skill is above 1 and ``¶`` when a skill's estimate is below
-    -1; empty when the value lies in its range."""
+    """The marks (:data:`MARKS`) of ``metric``'s value and interval as ``format_interval`` shows them: ``‡``
+    when any of them is below 0 for a metric in :data:`NON_NEGATIVE`, ``§`` when a skill is above 1 and ``¶``
+    when a skill's estimate is below -1; empty when the value lies in its range. What is not shown carries no
+    mark: nothing for a NaN estimate (shown as ``n/a``), the estimate alone for an interval with a NaN end."""
+    if not _finite(estimate):
+        return ""
     values = _finite(estimate, low, high)
+    if len(values) < 3:
+        values = values[:1]  # format_interval shows no interval with a missing end
     marks = ""
     if metric in NON_NEGATIVE and any(v < 0 for v in values):
         marks += BELOW_ZERO
     if metric in SKILLS:
         if any(v > 1 for v in values):
             marks += ABOVE_ONE
-        if _finite(estimate) and float(estimate) < -1:
+        if float(estimate) < -1:
             marks += BELOW_MINUS_ONE
     return marks
 

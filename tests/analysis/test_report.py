@@ -747,6 +747,9 @@ def test_the_forest_plot_draws_the_ranking_and_the_base_rate_where_the_skill_is_
         ("capability_brier", (0.05, 0.0, 0.09), ""),
         ("soft_auroc", (0.9, 0.8, 1.0), ""),
         ("corrected_capability_brier", (np.nan, np.nan, np.nan), ""),
+        ("capability_brier_skill", (np.nan, 1.2, 1.5), ""),  # shown as n/a: no mark for an unseen interval
+        ("corrected_capability_brier", (0.01, -0.02, np.nan), ""),  # half an interval is not shown
+        ("capability_brier_skill", (1.2, np.nan, 0.5), "§"),  # the estimate alone is shown
     ],
 )
 def test_values_outside_their_range_are_marked(metric, value, marks):
