@@ -107,3 +107,28 @@ def test_a_worker_that_cannot_start_names_the_missing_extra(tmp_path: Path, monk
         "the math-verify worker did not start (is capcal's 'math' extra, lm-eval[math], installed?); "
         "its first output was None"
     )
+
+
+def test_the_worker_runs_the_callers_capcal_before_another_on_pythonpath(tmp_path: Path, monkeypatch):
+    """The worker's PYTHONPATH starts with the caller's own capcal folder: a capcal_tasks elsewhere on the
+    caller's PYTHONPATH (another checkout; here a stand-in worker that calls every answer equal) does not
+    run in its place, wherever the caller runs from."""
+    answers = tmp_path / "other_checkout" / "capcal_tasks" / "answers"
+    answers.mkdir(parents=True)
+    (answers.parent / "__init__.py").write_text("")
+    (answers / "__init__.py").write_text("")
+    (answers / "math_equivalence.py").write_text(
+        "import json, sys\n"
+        "print(json.dumps({'ready': True}), flush=True)\n"
+        "for line in sys.stdin:\n"
+        "    print(json.dumps({'equal': True}), flush=True)\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "other_checkout"))
+    monkeypatch.chdir(tmp_path)  # `python -m` puts the working folder first: not capcal's here
+    checker = MathEquivalenceChecker(time_limit_s=60.0)
+    try:
+        assert checker.equal("1", "2") is False
+        assert checker.equal("2", "2") is True
+        assert (checker.failures, checker.timeouts) == (0, 0)
+    finally:
+        checker.close()

@@ -10,6 +10,7 @@ import re
 import datasets
 import pytest
 
+from capcal_tasks import checkers
 from capcal_tasks.answers.aliases import normalize_answer
 from capcal_tasks.checkers import (
     RULE_CHECKERS,
@@ -53,8 +54,19 @@ def _item(task: str, doc: dict, response: str) -> CheckItem:
     return CheckItem(task, doc["question_id"], doc, response, None, doc.get("gold_answer"))
 
 
+@pytest.fixture
+def fresh_rule_checkers():
+    """The rule checkers built within the test: the registry is cached per process, so a test run before
+    (or the process a mutation run forks its tests from) may have built it already."""
+    checkers._rule_checkers.cache_clear()
+    yield
+    checkers._rule_checkers.cache_clear()
+
+
 @pytest.mark.parametrize("name", RULE_CHECKERS)
-def test_each_checker_applies_to_its_tasks_only(name):
+def test_each_checker_applies_to_its_tasks_only(name, fresh_rule_checkers):
+    """A rule applies to the tasks of its answer form only (a rule built for every task would score the
+    other tasks' answers by the wrong rule)."""
     checker = rule_checker(name)
     assert {task for task in SAMPLING_TASKS if checker.supports(task)} == APPLIES[name]
     assert not checker.supports("capcal_gsm8k_ptrue") and not checker.supports("no_such_task")
@@ -94,6 +106,24 @@ def test_exact_and_alias_on_real_triviaqa_questions(trivia_docs):
         if normalize_answer(other["gold_answer"]) not in own:
             assert exact_verdicts[2].correct == 0
     assert differ >= len(trivia_docs) - 2  # the labels differ on nearly every question
+
+
+def test_an_alias_the_question_names_is_credited_only_when_stated_alone(trivia_docs):
+    """An alias whose words the question holds ("Highest mountain in Africa" for "Which volcano in Tanzania is
+    the highest mountain in Africa?") counts only when the answer equals it, as in the task's own checker: a
+    response that restates the question around it is not credited by the alias rule, one naming the mountain
+    is."""
+    doc = next(doc for doc in trivia_docs if doc["gold_answer"] == "Kilimanjaro")
+    assert "highest mountain in Africa" in doc["question_text"]
+    responses = [
+        "The answer is the dormant volcano that is the highest mountain in Africa.",
+        "It is the highest mountain in Africa, of course",
+        "The answer is Kilimanjaro, the highest mountain in Africa.",
+        "The answer is the highest mountain in Africa.",
+    ]
+    record = rule_checker("alias").score("capcal_triviaqa", doc, responses)
+    assert record["correctness"] == [0, 0, 1, 1]
+    assert record["correctness"] == triviaqa.process_results(doc, [responses])["correctness"]
 
 
 def test_task_checker_is_the_tasks_process_results(trivia_docs):

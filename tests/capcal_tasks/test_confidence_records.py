@@ -10,9 +10,12 @@ import pytest
 
 from capcal_tasks.confidence.records import (
     P_TRUE_TOLERANCE,
+    confidence_kind,
     p_true,
     parse_confidence_record,
+    ptrue_record,
     selfcheck_record,
+    verbalized_record,
 )
 from capcal_tasks.records import RunFormatError
 
@@ -98,3 +101,77 @@ def test_p_yes_within_the_tolerance_of_exp_logprob_yes_is_accepted():
     assert parse_confidence_record(record, "selfcheck", WHERE)["p_yes"] == [P_TRUE_TOLERANCE]
     with pytest.raises(RunFormatError, match=r"p_yes\[0\] = 2e-06 is not exp\(logprob_yes\)"):
         parse_confidence_record({**record, "p_yes": [2 * P_TRUE_TOLERANCE]}, "selfcheck", WHERE)
+
+
+def test_confidence_kind_names_each_record_by_its_fields():
+    """Each writer's record is its kind, and a sampling line none; a selfcheck line that lacks one of its two
+    probability lists is still a selfcheck line, so the reader names the missing list instead of skipping the
+    line as another task's."""
+    selfcheck = _selfcheck()
+    without_p_yes = {name: value for name, value in selfcheck.items() if name != "p_yes"}
+    without_normalized = {name: value for name, value in selfcheck.items() if name != "p_yes_normalized"}
+    records = [
+        selfcheck,
+        without_p_yes,
+        without_normalized,
+        verbalized_record(0.5),
+        verbalized_record(None, 1),
+        ptrue_record(math.log(0.5), math.log(0.5)),
+        ptrue_record(math.log(0.5), math.log(0.5), 0),
+        {"doc_id": 0, "correctness": [1, 0]},
+    ]
+    assert [confidence_kind(record) for record in records] == [
+        "selfcheck",
+        "selfcheck",
+        "selfcheck",
+        "verbalized",
+        "verbalized_rc",
+        "ptrue",
+        "ptrue_rc",
+        None,
+    ]
+    with pytest.raises(RunFormatError) as raised:
+        parse_confidence_record(without_p_yes, confidence_kind(without_p_yes), WHERE)
+    assert str(raised.value) == f"{WHERE}: selfcheck field p_yes must be a non-empty list"
+
+
+def _ptrue(**fields) -> dict:
+    """A P(True) line (P(True) = 0.2) as the task writes it, with ``fields`` replaced."""
+    record = {"doc_id": 1, "doc": {"question_id": "toy/1"}}
+    record.update(ptrue_record(math.log(0.2), math.log(0.8)))
+    record.update(fields)
+    return record
+
+
+def test_a_ptrue_record_as_written_is_read_back():
+    row = parse_confidence_record(_ptrue(), "ptrue", WHERE)
+    assert row["confidence"] == pytest.approx(0.2, abs=1e-15) and row["parse_success"] == 1
+    assert (row["logprob_yes"], row["logprob_no"]) == (math.log(0.2), math.log(0.8))
+    assert (row["kind"], row["doc_id"], row["question_id"], row["p_yes"]) == ("ptrue", 1, "toy/1", None)
+    failed = parse_confidence_record(_ptrue(p_true=None), "ptrue", WHERE)
+    assert math.isnan(failed["confidence"]) and failed["parse_success"] == 0
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"p_true": 1.5}, "p_true = 1.5 is not a probability in [0, 1]"),
+        ({"p_true": "0.2"}, "p_true must be a number or null, got '0.2'"),
+        ({"p_true": True}, "p_true must be a number or null, got True"),
+        ({"p_true": 0.5}, "p_true = 0.5 contradicts its log-probabilities (exp(lp_yes) / (exp(lp_yes) + "),
+        ({"logprob_yes": 0.5}, "logprob_yes = 0.5 is a log-probability above 0"),
+    ],
+)
+def test_a_wrong_ptrue_record_is_refused_naming_the_field(fields, message):
+    """Each check names the field as the record spells it (p_true, logprob_yes) after the line."""
+    with pytest.raises(RunFormatError) as raised:
+        parse_confidence_record(_ptrue(**fields), "ptrue", WHERE)
+    assert str(raised.value).startswith(f"{WHERE}: {message}")
+
+
+def test_a_ptrue_record_without_its_log_probabilities_is_refused():
+    record = _ptrue()
+    del record["logprob_no"]
+    with pytest.raises(RunFormatError) as raised:
+        parse_confidence_record(record, "ptrue", WHERE)
+    assert str(raised.value) == f"{WHERE}: missing key(s) logprob_no (P(True) is checked against them)"

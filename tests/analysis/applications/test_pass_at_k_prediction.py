@@ -87,6 +87,27 @@ def test_k_above_n_is_left_out_and_n_equal_one():
         instance_mse([0.5], [2], [3])
 
 
+@pytest.mark.parametrize(
+    ("ks", "message"),
+    [
+        ((0, 1), "ks must be a positive integer (an integer >= 1), got 0"),
+        ((), "ks is empty"),
+        ("1", "ks must be a sequence of positive integers, got '1'"),
+    ],
+)
+def test_a_bad_ks_grid_is_refused_by_name(ks: object, message: str) -> None:
+    """Every function's ``ks`` error names the argument ``ks``: catches a grid checked under another name."""
+    n, c = np.array([3, 5]), np.array([1, 5])
+    for function, arguments in (
+        (instance_mse, ([0.5, 0.9], n, c)),
+        (dataset_curve, ([0.5, 0.9], n, c)),
+        (oracle_rc_mse, (n, c)),
+    ):
+        with pytest.raises(ValueError) as raised:
+            function(*arguments, ks=ks)
+        assert str(raised.value) == message, function.__name__
+
+
 def test_monte_carlo_oracle_rc_rows_carry_their_mse_and_standard_error(data):
     """With rc_seeds > 0 the ``oracle_rc_mc`` rows hold oracle_rc_mse's Monte-Carlo mean as ``mse`` and its
     standard error as ``mse_se`` (the renamed columns must not come out empty)."""

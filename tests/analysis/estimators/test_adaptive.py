@@ -211,7 +211,8 @@ def test_the_leakage_free_corrected_brier_is_unbiased_after_stopping_and_tighter
 
 
 def test_replay_mean_matches_the_full_k_mean():
-    """Over random orders the estimate's mean is the full-k mean exactly; 300 orders: within 4 SE."""
+    """Over random orders the estimate's mean is the full-k mean exactly; 300 orders: within 4 SE. The
+    summary fields are the per-question table's means and standard errors."""
     confidence, correctness = _run(2, size=60)
     result = replay_stopping(correctness, cm.unanimity_rule([4, 8, 16]), 300, confidence=confidence, seed=0)
     assert abs(result.mean_difference) <= 4 * result.mean_difference_se
@@ -220,6 +221,19 @@ def test_replay_mean_matches_the_full_k_mean():
     assert 0.3 < result.samples_fraction < 1
     brier = result.metrics.set_index("metric").loc["corrected_capability_brier"]
     assert abs(brier.replay_mean - brier.fixed) <= 4 * brier.replay_se + 1e-12
+    # the summaries are those of the per-question table (catches one dropped or computed from other values)
+    difference = (result.questions["replay_mean"] - result.questions["full_mean"]).to_numpy()
+    root_n = math.sqrt(len(difference))
+    summaries = {
+        "mean_abs_difference": np.abs(difference).mean(),
+        "mean_abs_difference_se": np.abs(difference).std(ddof=1) / root_n,
+        "mean_difference": difference.mean(),
+        "mean_difference_se": difference.std(ddof=1) / root_n,
+        "samples_fraction": result.questions["mean_samples"].mean() / 16,
+    }
+    for name, expected in summaries.items():
+        assert isinstance(getattr(result, name), float), name
+        assert getattr(result, name) == pytest.approx(expected, rel=1e-12), name
     with pytest.raises(ValueError, match="exceeds the run's k"):
         replay_stopping(correctness, cm.unanimity_rule([8, 32]), 10)
 
@@ -243,19 +257,19 @@ def test_simulation_bias_within_monte_carlo_error_of_fixed_k():
         simulate_adaptive_metrics("normal", pool, cm.unanimity_rule([8, 16]))
 
 
-def test_single_look_intervals_equal_the_calibration_tables():
-    """Same seed and resamples: a fixed-k run's intervals are the report's, metric by metric."""
+@pytest.mark.parametrize("options", [{"n_resamples": 300, "seed": 7}, {}], ids=["seed 7", "defaults"])
+def test_single_look_intervals_equal_the_calibration_tables(options: dict[str, int]) -> None:
+    """Same seed and resamples: a fixed-k run's intervals are the report's, metric by metric; with no
+    options too (catches a default seed, resample count or level other than the report's)."""
     confidence, correctness = _run(5, size=80, k=8)
     k = correctness.shape[1]
     s = correctness.sum(axis=1)
     table = pd.DataFrame(
         {"expected_accuracy": s / k, "n": k, "correctness": list(correctness), "conf": confidence}
     )
-    report = calibration_table(table, ["conf"], n_resamples=300, seed=7)
+    report = calibration_table(table, ["conf"], **options)
     report = report.loc[report["estimator"] == "conf"].set_index("metric")
-    ours = adaptive_metric_intervals(
-        confidence, np.full(80, k), s, cm.unanimity_rule([k]), n_resamples=300, seed=7
-    )
+    ours = adaptive_metric_intervals(confidence, np.full(80, k), s, cm.unanimity_rule([k]), **options)
     for name, interval in ours.items():
         row = report.loc[name]
         np.testing.assert_allclose(
@@ -267,8 +281,8 @@ def test_single_look_intervals_equal_the_calibration_tables():
 
 
 def test_messages_name_the_argument_and_the_defaults_are_the_documented_ones():
-    """Mutation triage (tests/README.md): each refusal's message in full, the Beta(0.5, 3) draw, the replay's
-    default of 200 orders and the simulation's ``replications`` column."""
+    """Mutation triage (tests/README.md): each refusal's message in full, the Beta(0.5, 3) and point-mass
+    draws, the replay's default of 200 orders and the simulation's ``replications`` column."""
     plan = cm.unanimity_rule([4, 8])
     with pytest.raises(ValueError, match=r"^k must be a whole number >= 1, got 0$"):
         adaptive_pass_at_k(plan, [4], [0], 0)
@@ -281,6 +295,11 @@ def test_messages_name_the_argument_and_the_defaults_are_the_documented_ones():
         simulate_adaptive_metrics("beta(0.2,0.2)", [0.5], plan, n_questions=1, n_replications=2)
     skewed = draw_mu("beta(0.5,3)", 20_000, np.random.default_rng(0))
     assert abs(skewed.mean() - 1 / 7) < 0.005 and abs(np.median(skewed) - 0.0815) < 0.01
+    masses = draw_mu("point-masses", 20_000, np.random.default_rng(0))  # 30% at 0, 30% at 1, 40% U(0, 1)
+    inside = masses[(masses > 0) & (masses < 1)]
+    assert abs(np.mean(masses == 0.0) - 0.3) < 0.015 and abs(np.mean(masses == 1.0) - 0.3) < 0.015
+    assert inside.size + np.sum(masses == 0.0) + np.sum(masses == 1.0) == masses.size
+    assert abs(inside.mean() - 0.5) < 0.01 and abs(np.median(inside) - 0.5) < 0.015
     table = simulate_adaptive_metrics("beta(0.2,0.2)", [0.2, 0.8], plan, n_questions=30, n_replications=5)
     assert table["replications"].eq(5).all()
     correctness = (np.random.default_rng(1).uniform(size=(20, 8)) < 0.5).astype(int)

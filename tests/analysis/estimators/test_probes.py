@@ -81,9 +81,23 @@ def test_paper_probe_selection_covers_the_grid(planted):
     probe = fit_probe(features, mu_hat, ids, splits, kind="paper", config=config)
     grid = {(row["learning_rate"], row["standardize"]) for row in probe.selection}
     assert grid == {(1e-5, False), (1e-5, True), (5e-4, False), (5e-4, True)}
-    best = min(row["validation_bce"] for row in probe.selection)
-    assert probe.hyperparameters["validation_bce"] == best
+    best = min(probe.selection, key=lambda row: row["validation_bce"])
+    assert probe.hyperparameters["validation_bce"] == best["validation_bce"]
     assert probe.hyperparameters["learning_rate"] in (1e-5, 5e-4)
+    assert probe.hyperparameters == {  # the record in full: catches a renamed or dropped key
+        "learning_rate": best["learning_rate"],
+        "standardize": best["standardize"],
+        "epochs": best["epochs"],
+        "momentum": 0.9,
+        "weight_decay": 1e-2,
+        "batch_size": 32,
+        "max_epochs": 30,
+        "patience": 10,
+        "seed": 0,
+        "loss": "binary cross-entropy against the soft target mu_hat",
+        "selected_by": "validation_bce",
+        "validation_bce": best["validation_bce"],
+    }
 
 
 def test_per_layer_probe_finds_the_informative_layer():

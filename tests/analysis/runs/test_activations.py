@@ -71,6 +71,21 @@ def test_missing_questions_raise_naming_them(tmp_path):
         load_activations(tmp_path, table)
 
 
+def test_missing_questions_beyond_five_are_counted_not_named(tmp_path):
+    """The error names the first five questions without activations and counts the rest ("and 1 more" from
+    the sixth on): catches a cut-off that drops the count of a sixth missing question."""
+    _write(tmp_path, PROMPTS)
+    for absent, suffix in ((5, ""), (6, " and 1 more"), (7, " and 2 more")):
+        ids = [f"q{i}" for i in range(1, absent + 1)]
+        table = pd.DataFrame({"task": ["task_a"] + ["task_c"] * absent, "question_id": ["q1", *ids]})
+        with pytest.raises(KeyError) as raised:
+            load_activations(tmp_path, table)
+        named = ", ".join(f"task_c/{i}" for i in ids[:5])
+        assert raised.value.args[0] == (
+            f"{tmp_path}: no activations for {absent} of {absent + 1} questions: {named}{suffix}"
+        )
+
+
 def test_missing_questions_can_be_left_out_and_the_rows_index_the_table(tmp_path):
     """``missing="report"``: the rows returned are integer positions in the table (``iloc`` takes them), also
     when no question has activations; the join counts the questions left out."""

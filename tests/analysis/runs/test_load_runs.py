@@ -127,6 +127,35 @@ def test_a_non_finite_number_outside_the_aggregates_is_located_in_its_own_sectio
     )
 
 
+@pytest.mark.parametrize(
+    ("written", "shown"), [("true", "True"), ("2.5", "2.5"), ('"3"', "'3'"), ("-1", "-1")]
+)
+def test_n_samples_effective_must_be_a_count(tmp_path: Path, written: str, shown: str) -> None:
+    """A bool, a fraction, a text or a negative number of effective samples is refused at its line; a count
+    (0 too) or null is read: catches a check that lets a bool or a non-integer through."""
+    path = tmp_path / "results.json"
+
+    def results(effective: str) -> str:
+        return (
+            "{\n"
+            '  "results": {"capcal_toy": {"acc": 0.5}},\n'
+            '  "n-samples": {\n'
+            '    "capcal_toy": {"original": 4, "effective": ' + effective + "}\n"
+            "  }\n"
+            "}\n"
+        )
+
+    path.write_text(results(written), encoding="utf-8")
+    with pytest.raises(RunFormatError) as refused:
+        read_results(path)
+    assert (
+        str(refused.value) == f"{path}:4: task capcal_toy: n-samples effective must be a count, got {shown}"
+    )
+    for accepted in ("0", "4", "null"):
+        path.write_text(results(accepted), encoding="utf-8")
+        assert read_results(path)[0]["n-samples"]["capcal_toy"]["original"] == 4
+
+
 def test_run_versions_reads_each_runs_versions_from_its_results(tmp_path):
     """One row per run with every column named (``VERSION_COLUMNS``): the task's version and the lm-eval
     and capcal versions of its results file, "not recorded" where the results file has none."""
@@ -440,9 +469,26 @@ def test_model_label_falls_back_to_the_recorded_model_arguments(tmp_path):
     assert _label(None, folder) == "out-folder"
 
 
+def test_unresolved_models_are_those_without_a_checkpoint_fingerprint(tmp_path: Path) -> None:
+    """A run whose results file records the checkpoint's fingerprint is resolved; runs with no model
+    arguments or no results file are known only by their labels: catches a lookup that misreads the source."""
+    fingerprinted = {**results_json(model="fp-model"), "capcal_model": {"fingerprint": "f" * 64}}
+    _write_run(tmp_path, [_line(0, ["4", "4"])], folder="a", results=fingerprinted)
+    _write_run(tmp_path, [_line(0, ["4", "5"])], folder="b", results=results_json(model="label-model"))
+    _write_run(tmp_path, [_line(0, ["5", "5"])], folder="c-folder", with_results=False)
+    collection = load_runs([tmp_path / "a", tmp_path / "b", tmp_path / "c-folder"])
+    assert {m["label"]: m["source"] for m in collection.models.values()} == {
+        "fp-model": "checkpoint",
+        "label-model": "unresolved",
+        "c-folder": "unresolved",
+    }
+    assert collection.unresolved_models() == ["c-folder", "label-model"]
+
+
 def test_responses_are_kept_only_when_asked_for(tmp_path):
     """By default the table keeps each question's first response (and counts the rest); ``responses=True``
-    adds every response text, exactly as logged."""
+    adds every response text, exactly as logged (load_run and load_runs alike: catches a default that keeps
+    them)."""
     lines = [_line(0, ["4", "5"]), _line(1, [None, "4"], responses=[" \n ", "  \\boxed{4}  "])]
     _write_run(tmp_path, lines)
     table = load_run(tmp_path)
@@ -453,6 +499,10 @@ def test_responses_are_kept_only_when_asked_for(tmp_path):
     assert full.drop(columns="responses").equals(table)
     collection = load_runs([tmp_path], allow_null_responses=True)
     assert list(collection.questions["empty_responses"]) == [0, 1]
+    assert "responses" not in collection.questions.columns  # load_runs keeps them only when asked too
+    kept = load_runs([tmp_path], allow_null_responses=True, responses=True).questions
+    assert list(kept["responses"]) == [line["resps"][0] for line in lines]
+    assert kept.drop(columns="responses").equals(collection.questions)
 
 
 def test_question_text_and_target_follow_the_doc_keys_then_the_prompt(tmp_path):
