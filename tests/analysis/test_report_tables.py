@@ -597,19 +597,23 @@ def test_section_of_an_evaluation_task_with_several_calibration_splits(tmp_path)
     assert analysis.routing == []
 
 
+# an activations index as capcal writes it, with no "entries" key: no question has activations
+INDEX_WITHOUT_ENTRIES = {
+    "format": "capcal-activations",
+    "version": 1,
+    "model": MODEL,
+    "model_fingerprint": None,
+    "dtype": "float32",
+}
+
+
 def test_section_with_an_overridden_split_and_an_activations_folder_joins_both_tables(tmp_path):
     """A calibration split chosen by override is said so; the activations folder given joins the evaluation
     and the calibration questions with its index (which names no entries: nothing matched)."""
     first, second = _calibrated_runs(tmp_path)
     folder = tmp_path / "activations"
     folder.mkdir()
-    index = {
-        "format": "capcal-activations",
-        "version": 1,
-        "model": MODEL,
-        "model_fingerprint": None,
-        "dtype": "float32",
-    }
+    index = dict(INDEX_WITHOUT_ENTRIES)
     (folder / "index.json").write_text(json.dumps(index))
     options = ReportOptions(
         n_resamples=10, consistency_ks=(2,), max_examples=1, calibration={"toy_eval": ["toy_calib2"]}
@@ -630,13 +634,7 @@ def test_section_with_an_overridden_split_and_an_activations_folder_joins_both_t
 
 
 def test_activation_joins_of_an_index_without_entries_match_nothing(tmp_path):
-    index = {
-        "format": "capcal-activations",
-        "version": 1,
-        "model": MODEL,
-        "model_fingerprint": None,
-        "dtype": "float32",
-    }
+    index = dict(INDEX_WITHOUT_ENTRIES)
     (tmp_path / "index.json").write_text(json.dumps(index))
     joins: list[dict] = []
     _activation_joins(tmp_path, [pd.DataFrame({"task": ["t"], "question_id": ["q"]})], joins)
