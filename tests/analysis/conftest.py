@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from analysis.report import figures
+
 TINY_TASK, TINY_LIMIT, TINY_REPEATS = "capcal_gsm8k", 2, 2  # the tests repeat these numbers
 
 
@@ -63,3 +65,18 @@ def small_demo(tmp_path_factory, smollm2_path: Path) -> tuple[Path, str]:
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stderr[-4000:]
     return output, result.stdout
+
+
+@pytest.fixture
+def drawn(monkeypatch) -> list:
+    """The figures ``analysis.report.figures._png`` renders during the test, in order (each kept as it is
+    rendered), for the report tests that read a figure's lines, bars and labels."""
+    figures_drawn: list = []
+    render = figures._png
+
+    def keep(figure) -> bytes:
+        figures_drawn.append(figure)
+        return render(figure)
+
+    monkeypatch.setattr(figures, "_png", keep)
+    return figures_drawn

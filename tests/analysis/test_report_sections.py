@@ -445,11 +445,10 @@ JOIN = (
 )
 
 
-def test_routing_section_routes_from_the_model_with_more_estimators_to_the_other(monkeypatch):
+def test_routing_section_routes_from_the_model_with_more_estimators_to_the_other(drawn):
     """The model listed second has more routing estimators, so it is the routed-from one; the probe (NaN on
     q1) draws no line; p_true routes q2 first (lowest confidence, gain 0.5): 0.4375 + 0.5 / 4 at 25%."""
     cheap, strong = _routing_tables()
-    drawn = _drawn(monkeypatch)
     evaluations = {("big-id", "t"): (strong, ["p_true"]), ("small-id", "t"): (cheap, ["p_true", "probe"])}
     section = routing_section(evaluations, "t")
     assert section is not None
@@ -714,19 +713,6 @@ def test_summary_without_any_evaluation_task_says_so():
 # ------------------------------------------------------------------ figures, tables and a section's parts
 
 
-def _drawn(monkeypatch) -> list:
-    """The figures rendered by ``figures._png`` from now on, in order (each kept as it is rendered)."""
-    drawn: list = []
-    render = figures._png
-
-    def keep(figure) -> bytes:
-        drawn.append(figure)
-        return render(figure)
-
-    monkeypatch.setattr(figures, "_png", keep)
-    return drawn
-
-
 def _computed(evaluation: pd.DataFrame, *estimators: str) -> ComputedEstimators:
     """Estimators already computed (their columns in ``evaluation``), each with its registry entry."""
     entries = {entry.name: entry for entry in ESTIMATORS}
@@ -744,10 +730,9 @@ def test_grid_of_five_panels_is_two_rows_of_four_square_cells_with_the_spare_cel
         plt.close(figure)
 
 
-def test_reliability_figure_draws_each_bins_mean_target_with_its_count(monkeypatch):
+def test_reliability_figure_draws_each_bins_mean_target_with_its_count(drawn):
     """Two bins: [0, 0.5) holds 3 questions (mean target 1/3), [0.5, 1] one (mean 1); bars 90% of a bin wide,
     blue at alpha 0.8, the count above each bar (capped at 0.97), the dashed diagonal, the subtitle line."""
-    drawn = _drawn(monkeypatch)
     confidence = np.array([0.1, 0.2, 0.3, 0.9, np.nan])  # the NaN is left out
     target = np.array([0.0, 1.0, 0.0, 1.0, 1.0])
     png = figures.reliability_figure(
@@ -775,13 +760,12 @@ def test_reliability_figure_draws_each_bins_mean_target_with_its_count(monkeypat
     assert figure._suptitle.get_text() == "Reliability (mu_hat)"
 
 
-def test_target_scatter_jitters_each_response_target_cross_on_its_own(monkeypatch):
+def test_target_scatter_jitters_each_response_target_cross_on_its_own(drawn):
     """The z crosses are spread vertically, each by its own offset within +-0.03 (one shared offset would
     stack the crosses at 0 and 1 again), the same on every draw; the mu_hat dots are not jittered."""
     confidence = np.array([0.2, 0.4, 0.6, 0.8, 0.9])
     mu_hat = np.array([0.25, 0.5, 0.5, 0.75, 1.0])
     z = np.array([0.0, 1.0, 0.0, 1.0, 1.0])
-    drawn = _drawn(monkeypatch)
     figures.target_scatter_figure({"p_true": confidence, "probe": confidence}, mu_hat, z)
     figures.target_scatter_figure({"p_true": confidence}, mu_hat, z)
     offsets = []
@@ -797,12 +781,11 @@ def test_target_scatter_jitters_each_response_target_cross_on_its_own(monkeypatc
     assert np.array_equal(drawn[0].axes[1].collections[0].get_offsets()[:, 1] - z, jitter)
 
 
-def test_target_scatter_draws_orange_crosses_blue_dots_and_the_diagonal_in_each_panel(monkeypatch):
+def test_target_scatter_draws_orange_crosses_blue_dots_and_the_diagonal_in_each_panel(drawn):
     """Each panel: orange crosses (z, size 10, alpha 0.5) under blue dots (mu_hat, size 12, alpha 0.7), the
     dashed diagonal from (0, 0) to (1, 1), margins around the unit square, the estimator as title and both
     axis labels; the legend is on the first panel only."""
     confidence = np.array([0.2, 0.8])
-    drawn = _drawn(monkeypatch)
     figures.target_scatter_figure(
         {"p_true": confidence, "probe": confidence}, np.array([0.25, 0.75]), np.ones(2)
     )
@@ -826,11 +809,10 @@ def test_target_scatter_draws_orange_crosses_blue_dots_and_the_diagonal_in_each_
     assert second.get_legend() is None
 
 
-def test_curves_figure_draws_each_line_band_and_axis_as_asked(monkeypatch):
+def test_curves_figure_draws_each_line_band_and_axis_as_asked(drawn):
     """An estimator line (thin, below, the cycle's first colour) with its band; a reference line (its own
     colour and style, thicker, above); a line with half a band gets none; log2 x axis, fixed y limits,
     titles, a light grid and the legend beside the axis."""
-    drawn = _drawn(monkeypatch)
     curves = [
         figures.Curve(
             "p_true", [1, 2, 4], [0.2, 0.4, 0.5], band_low=[0.1, 0.3, 0.4], band_high=[0.3, 0.5, 0.6]
@@ -875,8 +857,7 @@ def test_curves_figure_draws_each_line_band_and_axis_as_asked(monkeypatch):
     assert legend.get_texts()[0].get_fontsize() == 7
 
 
-def test_curves_figure_keeps_a_linear_x_axis_and_free_y_limits_by_default(monkeypatch):
-    drawn = _drawn(monkeypatch)
+def test_curves_figure_keeps_a_linear_x_axis_and_free_y_limits_by_default(drawn):
     figures.curves_figure([figures.Curve("a", [0, 1], [2, 3])], "t", "x", "y")
     axis = drawn[0].axes[0]
     assert axis.get_xscale() == "linear" and axis.get_ylim()[1] > 3 and len(axis.collections) == 0
@@ -935,13 +916,12 @@ def _fixed_k(correctness: list[list[int]], confidence: list[float]) -> pd.DataFr
     )
 
 
-def test_budget_part_draws_every_line_at_each_power_of_two_budget_up_to_the_smallest_n(monkeypatch):
+def test_budget_part_draws_every_line_at_each_power_of_two_budget_up_to_the_smallest_n(drawn):
     """n = 8 and 10: budgets 1, 2, 4, 8 (16 > 8); at budget 1 the uniform allocation's accuracy is the mean
     pass@1, the mean mu_hat."""
     correctness = [[1] * i + [0] * (8 - i) for i in range(8)] + [[1] * 9 + [0]]
     evaluation = _fixed_k(correctness, [0.1 * i for i in range(9)])
     inputs = SectionInputs(_computed(evaluation, "p_true"), ["p_true"], 20, 0)
-    drawn = _drawn(monkeypatch)
     part = budget_part(inputs)
     assert [figure.caption for figure in part.figures] == [
         "Inference-budget allocation: exact accuracy (mean unbiased pass@b_i) at each average budget"
@@ -1039,11 +1019,10 @@ def test_leakage_free_part_scores_the_leakage_free_consistency_against_its_own_t
     assert leakage_free_part(_six_inputs()) == SectionPart()
 
 
-def test_reliability_part_titles_each_panel_with_its_ece_of_the_panels_target(monkeypatch):
+def test_reliability_part_titles_each_panel_with_its_ece_of_the_panels_target(drawn):
     """Three figures (capability and response reliability, the target scatter), with their captions and
     guides; each reliability panel's title carries the ECE of its own target (0.083 against mu_hat, 0.367
     against z, both binned: †)."""
-    drawn = _drawn(monkeypatch)
     part = reliability_part(_six_inputs())
     assert [(figure.caption, figure.guide) for figure in part.figures] == [
         (
@@ -1074,10 +1053,9 @@ def test_reliability_part_titles_each_panel_with_its_ece_of_the_panels_target(mo
     assert scatter.axes[0].get_title() == "p_true"
 
 
-def test_pass_at_k_part_tables_the_mse_per_k_and_draws_each_predicted_curve(monkeypatch):
+def test_pass_at_k_part_tables_the_mse_per_k_and_draws_each_predicted_curve(drawn):
     """k = 1 and 4 (k = n): p_true's MSE at k = 1 is its Brier against mu_hat (0.065 / 6), the oracle's 0;
     the figure's lines are p_true (with its band) and the black dashed actual pass@k on a log2 axis."""
-    drawn = _drawn(monkeypatch)
     part = pass_at_k_part(_six_inputs())
     ((caption, table),) = part.tables
     assert caption == (
@@ -1234,13 +1212,12 @@ def test_parts_of_an_estimator_with_a_missing_confidence_leave_out_pass_at_k_and
     assert pass_at_k_part(inputs) == SectionPart() and budget_part(inputs) == SectionPart()
 
 
-def test_budget_part_goes_up_to_a_budget_of_16_for_16_samples_each(monkeypatch):
+def test_budget_part_goes_up_to_a_budget_of_16_for_16_samples_each(drawn):
     """n = 16: budgets 1, 2, 4, 8, 16; the axis is log2, titled, the guide names uniform and oracle."""
     correctness = [[1] * i + [0] * (16 - i) for i in (0, 3, 8, 16)]
     inputs = SectionInputs(
         _computed(_fixed_k(correctness, [0.1, 0.2, 0.5, 0.9]), "p_true"), ["p_true"], 20, 0
     )
-    drawn = _drawn(monkeypatch)
     (figure,) = budget_part(inputs).figures
     assert figure.guide == (
         "An estimator is useful when its line rises above the grey dotted line with squares (uniform "
@@ -1267,10 +1244,9 @@ def _self_checked(checks: list) -> SectionInputs:
     return SectionInputs(_computed(evaluation, "p_true"), ["p_true"], 20, 0)
 
 
-def test_self_calibration_part_draws_each_strategy_against_the_samples_used(monkeypatch):
+def test_self_calibration_part_draws_each_strategy_against_the_samples_used(drawn):
     """One line per strategy; self-consistency at N = 3 votes 4 (right), a three-way tie (1/3) and 7
     (right): 7/9; at N = 1 the first responses, 2 of 3 right."""
-    drawn = _drawn(monkeypatch)
     part = _self_checked([[0.9, 0.8, 0.1], [0.2, 0.3, 0.9], [0.7, 0.4, 0.6]])
     (figure,) = self_calibration_part(part).figures
     assert figure.caption == (
@@ -1334,10 +1310,9 @@ def test_capability_section_without_an_estimator_keeps_its_facts_and_says_so():
     assert section.notes == ["no confidence estimator is available for this run"] and section.figures == []
 
 
-def test_capability_section_with_an_estimator_has_every_parts_tables_and_figures(monkeypatch):
+def test_capability_section_with_an_estimator_has_every_parts_tables_and_figures(drawn):
     """section_inputs keeps the registered estimator; the section: the two metric tables, then pass@k's,
     the three reliability figures, pass@k's and budget's; the facts name p_true's target."""
-    _drawn(monkeypatch)
     computed = _computed(_fixed_k(SIX, SIX_P_TRUE), "p_true")
     inputs = section_inputs(computed, 20, 0)
     assert (

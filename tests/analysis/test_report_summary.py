@@ -14,7 +14,6 @@ import pandas as pd
 import pytest
 
 import capcal_metrics as cm
-from analysis.report import figures
 from analysis.report.metric_ranges import REASONS
 from analysis.report.registry import ComputedEstimators
 from analysis.report.sections import SectionInputs
@@ -638,19 +637,6 @@ def test_forest_rows_name_the_hollow_ones_and_highlight_the_best():
     assert not compares_several(_ranking(["mu_hat"])) and compares_several(_ranking(["mu_hat", "mu_hat"]))
 
 
-def _drawn(monkeypatch) -> list:
-    """The figures rendered by ``figures._png`` from now on, in order (each kept as it is rendered)."""
-    drawn: list = []
-    render = figures._png
-
-    def keep(figure) -> bytes:
-        drawn.append(figure)
-        return render(figure)
-
-    monkeypatch.setattr(figures, "_png", keep)
-    return drawn
-
-
 GUIDE = (
     "line: its 95% bootstrap interval; the best on top, in red; left is better. Grey dotted: the base rate "
     "(the mean mu_hat for every question), itself an estimate: the Brier skill's interval in the table says "
@@ -660,10 +646,9 @@ GUIDE = (
 BASE_RATE = "base rate: the mean mu_hat for every question (skill 0)"
 
 
-def test_forest_plot_draws_the_ranking_the_base_rate_and_the_floor_of_the_corrected_brier(monkeypatch):
+def test_forest_plot_draws_the_ranking_the_base_rate_and_the_floor_of_the_corrected_brier(drawn):
     """Rows in rank order (the best marked, the leakage-free one named), the base rate at its value, and an
     interval below 0 draws the floor: all said in the guide."""
-    drawn = _drawn(monkeypatch)
     ranking = _ranking(["mu_hat", "mu_hat_lf"], base_rate=0.17)
     ranking.long.loc[1, "low"] = -0.02
     figure = _forest(ranking)
@@ -680,10 +665,9 @@ def test_forest_plot_draws_the_ranking_the_base_rate_and_the_floor_of_the_correc
     assert labelled == {BASE_RATE: [0.17, 0.17], "0: the lowest possible population value": [0.0, 0.0]}
 
 
-def test_forest_plot_of_the_plain_brier_draws_no_floor(monkeypatch):
+def test_forest_plot_of_the_plain_brier_draws_no_floor(drawn):
     """The plain capability Brier cannot fall below 0: no floor, though an interval reaches below it; no
     hollow dot: no word on them; a base rate of NaN: no reference line."""
-    drawn = _drawn(monkeypatch)
     ranking = _ranking(["mu_hat", "mu_hat"], base_rate=NAN)
     ranking.long["metric"] = "capability_brier"
     ranking.long.loc[1, "low"] = -0.02
