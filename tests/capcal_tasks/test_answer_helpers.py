@@ -125,6 +125,9 @@ def test_the_worker_runs_the_callers_capcal_before_another_on_pythonpath(tmp_pat
     )
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "other_checkout"))
     monkeypatch.chdir(tmp_path)  # `python -m` puts the working folder first: not capcal's here
+    # under mutmut's coverage pass (tests/README.md) the worker's code reads mutmut's settings from the
+    # working folder; these are they (nothing else reads this file)
+    (tmp_path / "setup.cfg").write_text("[mutmut]\nsource_paths = capcal_tasks\n")
     checker = MathEquivalenceChecker(time_limit_s=60.0)
     try:
         assert checker.equal("1", "2") is False
