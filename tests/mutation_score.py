@@ -245,6 +245,15 @@ def sampled_scores(
     return table
 
 
+def sampled_timeouts(
+    statuses: dict[str, str], sample: Iterable[str], equivalents: dict[str, str]
+) -> list[str]:
+    """The sampled mutants whose verdict is "timeout" and that are not listed as equivalent, in sample order:
+    mutmut counts them killed, but on a loaded machine a timeout can be a slow pass, so each is re-run quietly
+    before a score is quoted (listed equivalent when its tests pass with it on)."""
+    return [name for name in sample if statuses.get(name) == "timeout" and name not in equivalents]
+
+
 def sampled_markdown(table: dict[str, dict[str, float]]) -> str:
     """The sampled-score table for tests/README.md (unmeasured: the share of a package's mutants in
     sub-packages with no checked mutant, outside the estimate)."""
@@ -291,6 +300,13 @@ def main() -> int:
     if arguments.sample:
         sample = arguments.sample.read_text(encoding="utf-8").split()
         print(sampled_markdown(sampled_scores(statuses, sample, equivalents, outside)))
+        timed_out = sampled_timeouts(statuses, sample, equivalents)
+        if timed_out:
+            print(
+                f"\n{len(timed_out)} sampled mutant(s) timed out, counted as killed: on a loaded machine a "
+                "timeout can be a slow pass, so re-run each quietly in mutants/ with MUTANT_UNDER_TEST=NAME: "
+                + ", ".join(timed_out)
+            )
         return 0
     print(markdown(scores(statuses, equivalents, outside)))
     stale = stale_equivalents(statuses, equivalents)

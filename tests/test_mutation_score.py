@@ -17,6 +17,7 @@ from tests.mutation_score import (
     read_statuses,
     sampled_markdown,
     sampled_scores,
+    sampled_timeouts,
     scores,
     stale_equivalents,
     stale_killed_outside,
@@ -165,6 +166,29 @@ def test_sampled_scores_weight_each_stratum_by_its_mutants():
     assert "| **analysis** | 401 | 6 | 2 | 0 |" in sampled_markdown(
         sampled_scores(statuses, sample, {}, draws=10)
     )
+
+
+def test_sampled_timeouts_are_named_for_a_quiet_rerun_unless_listed_equivalent():
+    """Timeouts count as kills in the score, so they are named in sample order; one listed as equivalent
+    (re-run, its tests pass) and one outside the sample are not."""
+    statuses = {
+        "analysis.a.x_f__mutmut_1": "timeout",
+        "analysis.a.x_f__mutmut_2": "killed",
+        "analysis.a.x_f__mutmut_3": "timeout",
+        "analysis.a.x_f__mutmut_4": "timeout",
+        "analysis.a.x_f__mutmut_5": "timeout",
+    }
+    sample = [
+        "analysis.a.x_f__mutmut_4",
+        "analysis.a.x_f__mutmut_2",
+        "analysis.a.x_f__mutmut_1",
+        "analysis.a.x_f__mutmut_3",
+    ]
+    equivalents = {"analysis.a.x_f__mutmut_3": "a slow pass"}
+    assert sampled_timeouts(statuses, sample, equivalents) == [
+        "analysis.a.x_f__mutmut_4",
+        "analysis.a.x_f__mutmut_1",
+    ]
 
 
 def test_sampled_interval_covers_the_population_score():
