@@ -11,6 +11,7 @@ exercises the machinery: its verdicts are not meant to be good).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import re
@@ -388,6 +389,16 @@ def test_client_defaults_settings_stats_and_payload() -> None:
     assert sized.payload(request, key) == {
         "model": "judge-m", "messages": messages, "temperature": 0.0, "top_p": 1.0, "max_tokens": 16,
     }  # fmt: skip
+    # the cache key's fields, each under its name: a renamed field re-asks the judge for every request
+    # cached before; a dropped one gives requests that differ in it one key
+    template = hashlib.sha256(request.prompt.template.encode("utf-8")).hexdigest()
+    assert client.request_identity(request) == {
+        "kind": "judge-chat", "url": "http://127.0.0.1:9/v1/chat/completions", "model": "judge-m",
+        "prompt": request.prompt.name, "template": template, "question": "Q?", "gold": "Paris",
+        "answer": "paris", "settings": {"temperature": 1.0, "top_p": 1.0}, "seed": 0,
+    }  # fmt: skip
+    assert sized.request_identity(request)["settings"] == sized.settings
+    assert sized.request_identity(request)["seed"] is None
 
 
 def test_message_content_is_text_or_null() -> None:
@@ -474,6 +485,11 @@ def test_agreement_counts_kappa_and_grades(tmp_path) -> None:
         f"{agreement.kappa:.3f} [{expected.low:.3f}, {expected.high:.3f}] (95% bootstrap over questions)"
     )
     assert section.facts["unparseable verdicts"] == 1
+    seeded = bootstrap_ci(pooled_kappa, counts, n_resamples=50, seed=7)  # another seed, another interval
+    assert agreement.kappa_text(50, seed=7) == (
+        f"{agreement.kappa:.3f} [{seeded.low:.3f}, {seeded.high:.3f}] (95% bootstrap over questions)"
+    )
+    assert agreement.kappa_text(50, seed=7) != agreement.kappa_text(50, seed=0)
     confusion = section.tables[0][1]
     assert confusion.iloc[:, 1:].to_numpy().tolist() == [[2, 1, 3], [1, 3, 4], [3, 4, 7]]
     grades = section.tables[1][1]

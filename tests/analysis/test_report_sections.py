@@ -150,9 +150,12 @@ def test_calibration_notices_name_each_split_in_task_order(tmp_path):
 
 
 def test_overview_lists_every_task_with_its_declared_relations(tmp_path):
-    """The task relations table: an evaluation task with its split, the split, a confidence task with the
-    task it scores, and a confidence task that declares no role (undeclared, declared nowhere)."""
-    _sampling_run(tmp_path, "toy_eval", 4, _evaluation("toy_calib"))
+    """The task relations table: an evaluation task with its two splits (joined by ", "), one with none, the
+    splits, a confidence task with the task it scores, and a confidence task that declares no role
+    (undeclared, declared nowhere)."""
+    _sampling_run(tmp_path, "toy_eval", 4, _evaluation("toy_calib", "toy_calib_more"))
+    _sampling_run(tmp_path, "toy_solo", 4, _evaluation())
+    _sampling_run(tmp_path, "toy_calib_more", 4, CALIBRATION)
     _sampling_run(tmp_path, "toy_calib", 4, CALIBRATION)
     _ptrue_run(tmp_path, "toy_eval_ptrue", "toy_eval", 4)
     _ptrue_run(tmp_path, "toy_loose_ptrue", "toy_eval", 4, metadata={"capcal_task": "ptrue"})
@@ -162,8 +165,8 @@ def test_overview_lists_every_task_with_its_declared_relations(tmp_path):
     section = overview_section(data, relations, versions, [tmp_path])
     assert section.title == "Appendix: runs and task relations"
     assert section.facts == {
-        "runs found": 4,
-        "runs used": 4,
+        "runs found": 6,
+        "runs used": 6,
         "files read once (same content)": 0,
         "entries skipped": 0,
     }
@@ -172,12 +175,16 @@ def test_overview_lists_every_task_with_its_declared_relations(tmp_path):
     assert table.to_dict("records") == [
         {"task": "toy_calib", "role": "calibration", "calibration split(s)": "", "scores": "",
          "declared in": RESULTS},
-        {"task": "toy_eval", "role": "evaluation", "calibration split(s)": "toy_calib", "scores": "",
+        {"task": "toy_calib_more", "role": "calibration", "calibration split(s)": "", "scores": "",
          "declared in": RESULTS},
+        {"task": "toy_eval", "role": "evaluation", "calibration split(s)": "toy_calib, toy_calib_more",
+         "scores": "", "declared in": RESULTS},
         {"task": "toy_eval_ptrue", "role": "confidence", "calibration split(s)": "", "scores": "toy_eval",
          "declared in": RESULTS},
         {"task": "toy_loose_ptrue", "role": "undeclared", "calibration split(s)": "", "scores": "",
          "declared in": ""},
+        {"task": "toy_solo", "role": "evaluation", "calibration split(s)": "no calibration split declared",
+         "scores": "", "declared in": RESULTS},
     ]  # fmt: skip
 
 

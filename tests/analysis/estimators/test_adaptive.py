@@ -52,9 +52,11 @@ def test_single_look_equals_the_reports_fixed_k_metrics():
     assert adaptive.keys() == report.keys()
     for name, value in adaptive.items():
         assert value == pytest.approx(report[name], rel=1e-12, abs=1e-15), name
-    assert adaptive_pass_at_k(cm.unanimity_rule([k]), n, s, 5)[0] == pytest.approx(
-        float(np.mean(cm.pass_at_k(n, s, 5))), rel=1e-12
-    )
+    for j in (1, 5):  # pass@1, the smallest k, is the mean accuracy
+        assert adaptive_pass_at_k(cm.unanimity_rule([k]), n, s, j)[0] == pytest.approx(
+            float(np.mean(cm.pass_at_k(n, s, j))), rel=1e-12
+        )
+    assert adaptive_pass_at_k(cm.unanimity_rule([k]), n, s, 1)[0] == pytest.approx(float(np.mean(s / n)))
 
 
 def test_estimates_after_stopping_differ_from_s_over_n_and_intervals_hold_the_estimate():
