@@ -84,6 +84,8 @@ def test_budget_edges():
     np.testing.assert_array_equal(greedy_allocation(p, 100, caps), caps)  # budget above all caps
     np.testing.assert_array_equal(greedy_allocation(p, 0, caps), [0, 0])
     np.testing.assert_array_equal(uniform_allocation(4, caps), [3, 2])
+    for total in (0, 1, 4, 100):  # sample counts are int64 (the docstring's promise), at every budget branch
+        assert greedy_allocation(p, total, caps).dtype == np.int64, total
     np.testing.assert_array_equal(
         greedy_allocation([0.5, 0.5, 0.5], 2, [1, 1, 1]), [1, 1, 0]
     )  # ties: low index

@@ -64,6 +64,16 @@ def test_all_none_and_single_response_edge_cases():
     np.testing.assert_allclose(response_consistency(encode_answer_classes([[None, None, None]]), 3), [1.0])
 
 
+def test_rows_of_different_lengths_draw_only_their_own_responses():
+    """A question with 2 responses, both "5", beside one with 6: k = 2 draws both of its own responses, so
+    its consistency is 1 on every seed; the padding after them is never drawn."""
+    rows = [["5", "5"]] * 30 + [["1", "2", "3", "4", "5", "6"]]
+    answers = encode_answer_classes(rows)
+    for seed in range(3):
+        got = response_consistency(answers, 2, seed=seed)
+        np.testing.assert_array_equal(got, [1.0] * 30 + [0.5])
+
+
 def test_answer_class_merges_equal_answers():
     rows = [["18", "18.0", "18.00", "3"]]
     plain = encode_answer_classes(rows)
