@@ -813,7 +813,7 @@ def test_target_scatter_draws_orange_crosses_blue_dots_and_the_diagonal_in_each_
         assert axis.get_xlim() == (-0.02, 1.02) and axis.get_ylim() == (-0.06, 1.06)
         assert (axis.get_title(), axis.get_xlabel(), axis.get_ylabel()) == (name, "confidence", "target")
     assert [t.get_text() for t in first.get_legend().get_texts()] == ["z (response)", "mu_hat (capability)"]
-    assert [t.get_fontsize() for t in first.get_legend().get_texts()] == [7.0, 7.0]  # small, not to hide points
+    assert [t.get_fontsize() for t in first.get_legend().get_texts()] == [7.0, 7.0]  # small: hides no point
     assert second.get_legend() is None
 
 
