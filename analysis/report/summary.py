@@ -240,9 +240,7 @@ def _skill_side(skill: tuple[float, float, float] | None) -> str:
     return "tied"
 
 
-def verdict(
-    ranked: pd.DataFrame, skills: dict[str, tuple[float, float, float]], metric_name: str, questions: int
-) -> str:
+def verdict(ranked: pd.DataFrame, skills: dict[str, tuple[float, float, float]], metric_name: str) -> str:
     """The sentence that says which confidence to use and how sure, from the ranking alone: ``ranked`` (rows
     in rank order with each one's paired ``advantage_low``/``advantage_high`` against the best and
     ``paired_questions``) and ``skills`` (estimator -> Brier skill estimate, low, high, the skill over the
@@ -483,7 +481,7 @@ def rank_estimators(inputs: SectionInputs, model: str, task: str) -> Ranking:
         warnings=_warnings(inputs, ranked),
         unranked=leaky,
         long=ranked.assign(metric=metric),
-        verdict=verdict(ranked, skills, metric_name, len(inputs.evaluation)),
+        verdict=verdict(ranked, skills, metric_name),
         footnotes=footnotes,
         base_rate=_base_rate(inputs.mu, n, metric),
     )

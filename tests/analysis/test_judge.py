@@ -347,6 +347,17 @@ def test_the_default_cache_is_the_judge_folder_of_capcal_home(tmp_path, monkeypa
     assert JudgeClient("http://127.0.0.1:9/v1", "judge-m", cache=False).cache is None
 
 
+def test_close_closes_the_cache_and_is_harmless_without_one(tmp_path) -> None:
+    """``close`` closes the cache's connection (a leaked one keeps the SQLite file open) and does nothing for
+    a client without a cache (not an AttributeError on None)."""
+    client = JudgeClient("http://127.0.0.1:9/v1", "judge-m", cache_path=tmp_path / "judge.sqlite")
+    assert client.cache is not None and client.cache.get("key") == {}
+    client.close()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed database"):
+        client.cache.get("key")
+    JudgeClient("http://127.0.0.1:9/v1", "judge-m", cache=False).close()
+
+
 def test_credentials_in_the_url_are_refused_without_echoing_them(tmp_path) -> None:
     with pytest.raises(ValueError, match="api_key_env") as refused:
         JudgeClient(f"http://user:{SECRET}@127.0.0.1:9/v1", "m", cache_path=tmp_path / "c.sqlite")
@@ -494,6 +505,27 @@ def test_agreement_counts_kappa_and_grades(tmp_path) -> None:
     assert confusion.iloc[:, 1:].to_numpy().tolist() == [[2, 1, 3], [1, 3, 4], [3, 4, 7]]
     grades = section.tables[1][1]
     assert list(grades.columns) == ["rule label (source run)", "A", "B", "C", NOT_SENT]
+
+
+def test_kappa_interval_defaults_to_1000_resamples_from_seed_0(tmp_path) -> None:
+    """``kappa_interval()`` and ``kappa_text()`` use 1000 resamples from seed 0 by default: on 12 questions
+    the percentiles take enough distinct values that 1001 resamples give another interval."""
+    records = [
+        {
+            "source_correctness": [(i + j) % 2 for j in range(3)],
+            "correctness": [(i * j + i // 3) % 2 for j in range(3)],
+        }
+        for i in range(12)
+    ]
+    agreement = rescore_agreement(_rescored_file(tmp_path, records), RESCORE, "capcal_triviaqa")
+    counts = agreement.question_confusions.reshape(12, 4)
+    expected = bootstrap_ci(pooled_kappa, counts, n_resamples=1000, seed=0)
+    # the data tell the two apart (3 questions, as above, give the same interval for both)
+    assert expected != bootstrap_ci(pooled_kappa, counts, n_resamples=1001, seed=0)
+    assert agreement.kappa_interval() == expected
+    assert agreement.kappa_text() == (
+        f"{agreement.kappa:.3f} [{expected.low:.3f}, {expected.high:.3f}] (95% bootstrap over questions)"
+    )
 
 
 def test_agreement_provenance_is_read_from_capcal_rescore_with_its_defaults(tmp_path) -> None:

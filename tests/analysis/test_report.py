@@ -708,7 +708,7 @@ RANKED = pd.DataFrame(
 def test_the_verdict_follows_the_paired_intervals_and_the_skill(ranked, skills, expected):
     from analysis.report.summary import verdict
 
-    assert verdict(ranked, skills, "corrected capability Brier", 40) == expected
+    assert verdict(ranked, skills, "corrected capability Brier") == expected
 
 
 def test_the_forest_plot_draws_the_ranking_and_the_base_rate_where_the_skill_is_zero(tmp_path):

@@ -53,6 +53,7 @@ from analysis.report.sections import (
     section_inputs,
     self_calibration_part,
 )
+from analysis.report.self_calibration import self_calibration_sections
 from analysis.report.summary import Measured, Ranking, _candidates, _forest, _target_note, summary_sections
 from analysis.runs.versions import run_versions
 from capcal_tasks.relations import task_relations
@@ -401,6 +402,60 @@ def test_rescored_labels_name_the_checker_and_leave_no_ids_note():
     assert len(section.notes) == 1 and section.notes[0].startswith("Rows: the source run's labels")
 
 
+# ------------------------------------------------------------------ self-calibration loops
+
+
+def _loop_side(side: Path) -> None:
+    """One side of a ``capcal selfcal run`` folder: a sampling run of 6 questions x 3 responses
+    (``eval_sample``) and a self-check run of those responses (``eval_selfcheck``), written by hand."""
+    samples, checks = [], []
+    for i in range(6):
+        line = sampling_line(i, ["4"] * (i % 4) + ["5"] * (3 - i % 4), question_id=f"q{i}")
+        doc = {
+            "question_id": f"q{i}",
+            "question_text": line["doc"]["question"],
+            "responses": line["resps"][0],
+        }
+        chances = [0.2 + 0.1 * i] * 3
+        checks.append(
+            confidence_line(
+                i,
+                "selfcheck",
+                doc=doc,
+                p_yes=chances,
+                p_yes_normalized=chances,
+                response_correctness=line["correctness"],
+            )
+        )
+        samples.append(line)
+    write_run(
+        side / "eval_sample",
+        samples,
+        task="toy_eval",
+        results=_results("toy_eval", {"capcal_task": "sampling"}),
+    )
+    write_run(
+        side / "eval_selfcheck", checks, task="toy_eval_selfcheck", results=_results("toy_eval_selfcheck", {})
+    )
+
+
+def test_a_compared_self_calibration_loop_opens_with_how_to_read_it(tmp_path):
+    """A loop folder whose two sides can be compared gets a section opening with how to read it (and only
+    that sentence: the comparison itself sets none); its differences are 0 (the same runs on both sides)."""
+    loop = tmp_path / "loop"
+    for side in ("before", "after"):
+        _loop_side(loop / side)
+    (loop / "loop.json").write_text(json.dumps({"settings": {"confidence": "p_yes"}}))
+    (section,) = self_calibration_sections([tmp_path], n_resamples=20)
+    assert section.title == "Self-Calibration training: before vs after (loop)" and not section.warnings
+    assert section.sentences == [
+        "Did training help? Read the difference column: an interval below 0 for ECE or Brier (above 0 for "
+        "AUROC) is an improvement; the accuracy change must stay within the tolerance."
+    ]
+    differences = [str(v) for v in section.tables[0][1]["after - before"] if str(v) != "n/a"]
+    assert differences and all(v.startswith(("0.000", "-0.000")) for v in differences)
+
+
 # ------------------------------------------------------------------ routing guide
 
 
@@ -586,6 +641,10 @@ def test_forest_figure_draws_the_best_in_red_the_others_in_blue_and_the_floor(mo
     ticks = axis.get_yticklabels()
     assert [tick.get_text() for tick in ticks] == ["probe (best)", "p_true", rows[2].label]
     assert [tick.get_fontweight() for tick in ticks] == ["bold", "normal", "normal"]
+    # the labels smaller than matplotlib's default 10 points, so that long estimator names fit
+    assert [tick.get_fontsize() for tick in ticks] == [8.0, 8.0, 8.0]
+    assert {tick.get_fontsize() for tick in axis.get_xticklabels()} == {8.0}
+    assert axis.xaxis.label.get_fontsize() == 9.0
     assert [text.get_text() for text in axis.get_legend().get_texts()] == ["base rate", FLOOR]
     assert list(axis.figure.get_size_inches()) == pytest.approx([6.4, 0.75 + 0.26 * 3])
     assert axis.get_ylim() == pytest.approx((-0.7, 2.7)) and axis.get_xlabel() == "Brier"

@@ -552,7 +552,7 @@ def test_verdict_names_every_group_with_its_verb_and_the_range_of_paired_sizes()
         ("j", NAN, NAN, NAN, 0),
     )
     skills = {"a": (0.1, -0.1, 0.3), "b": (0.5, 0.1, 0.9)}
-    assert verdict(ranked, skills, "Brier", 40) == (
+    assert verdict(ranked, skills, "Brier") == (
         "Use a, tentatively: best on Brier, not distinguishable from b and c at N = 30-40, ahead of d, e and "
         "f (paired 95% intervals above 0); g and h are better than it on the questions both have; its "
         "difference to i and j has no interval; but it is not distinguishable from the base rate (the mean "
@@ -565,18 +565,18 @@ def test_verdict_without_the_best_skill_names_those_worse_than_the_base_rate():
     two ("are"); no skill at all: nothing on the base rate; none ranked: said."""
     ranked = _pairs(("b", 0.1, 0.05, 0.2, 40), ("c", 0.1, 0.05, 0.2, 40))
     worse = (-0.5, -0.9, -0.1)
-    one = verdict(ranked, {"a": (NAN, NAN, NAN), "b": worse}, "Brier", 40)
+    one = verdict(ranked, {"a": (NAN, NAN, NAN), "b": worse}, "Brier")
     assert one == (
         "Use a: best on Brier, ahead of b and c (paired 95% intervals above 0); b is worse than the base "
         "rate."
     )
-    two = verdict(ranked, {"b": worse, "c": worse}, "Brier", 40)
+    two = verdict(ranked, {"b": worse, "c": worse}, "Brier")
     assert two.endswith("; b and c are worse than the base rate.")
-    assert verdict(ranked, {}, "Brier", 40) == (
+    assert verdict(ranked, {}, "Brier") == (
         "Use a: best on Brier, ahead of b and c (paired 95% intervals above 0)."
     )
-    assert verdict(ranked.iloc[:0], {}, "Brier", 40) == "No estimator could be ranked."
-    assert verdict(ranked, {"a": (-0.2, -0.3, -0.1), "c": worse}, "Brier", 40) == (
+    assert verdict(ranked.iloc[:0], {}, "Brier") == "No estimator could be ranked."
+    assert verdict(ranked, {"a": (-0.2, -0.3, -0.1), "c": worse}, "Brier") == (
         "Use none of them: a is best on Brier but worse than the base rate, ahead of b and c (paired 95% "
         "intervals above 0); c is worse than the base rate."
     )
@@ -584,7 +584,7 @@ def test_verdict_without_the_best_skill_names_those_worse_than_the_base_rate():
 
 def test_verdict_of_a_single_estimator_whose_skill_has_no_interval():
     """A skill estimate without an interval is not told from the base rate (tentative); alone: said."""
-    assert verdict(_pairs(), {"a": (0.3, NAN, NAN)}, "Brier", 40) == (
+    assert verdict(_pairs(), {"a": (0.3, NAN, NAN)}, "Brier") == (
         "Use a, tentatively: best on Brier, the only estimator ranked (nothing to compare it with); but it "
         "is not distinguishable from the base rate (the mean mu_hat for every question)."
     )
@@ -593,9 +593,9 @@ def test_verdict_of_a_single_estimator_whose_skill_has_no_interval():
 def test_verdict_of_a_best_that_beats_the_base_rate_with_two_worse():
     ranked = _pairs(("b", 0.1, 0.05, 0.2, 40), ("c", 0.1, 0.05, 0.2, 40))
     skills = {"a": (0.5, 0.2, 0.8), "b": (-0.5, -0.9, -0.1), "c": (-0.2, -0.4, -0.01)}
-    assert verdict(ranked, skills, "Brier", 40).endswith("; it beats the base rate, while b and c are worse.")
+    assert verdict(ranked, skills, "Brier").endswith("; it beats the base rate, while b and c are worse.")
     tied_best = {"a": (0.0, -0.1, 0.1), "b": (-0.5, -0.9, -0.1)}
-    assert verdict(ranked, tied_best, "Brier", 40).endswith(
+    assert verdict(ranked, tied_best, "Brier").endswith(
         "; but it is not distinguishable from the base rate (the mean mu_hat for every question), and b is "
         "worse than the base rate."
     )

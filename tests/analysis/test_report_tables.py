@@ -755,6 +755,25 @@ def test_report_notices_name_a_confidence_run_without_its_target_and_a_missing_a
     ]
 
 
+def test_report_notices_read_the_selected_runs(tmp_path):
+    """``select`` picks the runs the notices are about, as the report's: the earlier run of toy_eval (k = 2)
+    when selected by its run id, the latest (k = 6, nothing to say) by default and for an empty selection."""
+    metadata = {"capcal_task": "sampling", **_evaluation()}
+    for date, k in ((DATE, 2), (LATER, 6)):
+        lines = [
+            sampling_line(i, ["4"] * (i % 2) + ["5"] * (k - i % 2), question_id=f"e{i}") for i in range(4)
+        ]
+        write_run(
+            tmp_path, lines, task="toy_eval", folder=f"{MODEL}_toy_eval", date=date,
+            results=_results("toy_eval", metadata),
+        )  # fmt: skip
+    assert report_notices([tmp_path]) == report_notices([tmp_path], select=[]) == []
+    assert report_notices([tmp_path], select=[DATE]) == [
+        f"toy_eval ({MODEL}) has k = 2 responses per question: the consistency estimator needs k >= 6 and "
+        "is missing"
+    ]
+
+
 def test_report_notices_still_check_k_when_the_declarations_are_contradictory(tmp_path):
     """An evaluation task naming an unknown calibration split: the relations are left to the report, the
     other notices are still said."""

@@ -172,6 +172,9 @@ def test_responses_that_reach_max_gen_toks_are_cut(smollm2_path):
     assert responses_cut_by_limit(texts, 16, str(smollm2_path)) == [True, True, False]
     assert responses_cut_by_limit(texts, 1024, str(smollm2_path)) == [False, False, False]
     assert responses_cut_by_limit(texts, 16, "/no/such/tokenizer") is None
+    # a limit that is not an integer (a bool, a string, a float, none) cannot be told, tokenizer or not
+    for limit in (True, False, "16", 16.0, None):
+        assert responses_cut_by_limit(texts, limit, str(smollm2_path)) is None, limit
     config = {"generation_kwargs": {"max_gen_toks": 16}}
     # the one that ended parsed: the limit is to blame
     diagnosis = unreadable_diagnosis(config, True, texts, str(smollm2_path), [False, False, True])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -76,6 +77,26 @@ def test_refuses_calibration_questions_and_round_trips(tmp_path):
         fit_isotonic([0.5, 1.5], [0.2, 0.3], ["a", "b"])
     with pytest.raises(ValueError, match="duplicates"):
         fit_isotonic([0.5, 0.6], [0.2, 0.3], ["a", "a"])
+
+
+def test_fit_isotonic_names_a_bad_confidence_exactly():
+    """fit_isotonic's own check names the confidence argument as the reader knows it (not renamed)."""
+    with pytest.raises(ValueError) as error:
+        fit_isotonic([0.5, 1.5], [0.2, 0.3], ["a", "b"])
+    assert str(error.value) == "confidence must lie in [0, 1]; found 1.5 at index 1"
+
+
+def test_load_isotonic_keeps_every_saved_field(tmp_path):
+    """A loaded recalibrator carries the saved calibration fingerprint, count and question hashes (a loader
+    that dropped one would lose which split it was fitted on), and saves back to the very same file."""
+    recalibrator = fit_isotonic([0.1, 0.4, 0.8], [0.2, 0.5, 0.9], ["a", "b", "c"])
+    path = recalibrator.save(tmp_path / "iso.json")
+    loaded = load_isotonic(path)
+    assert loaded.calibration_ids_sha256 == recalibrator.calibration_ids_sha256
+    assert loaded.calibration_ids_sha256 == hashlib.sha256(b"a\nb\nc").hexdigest()  # sorted, joined
+    assert loaded.n_calibration == 3
+    assert loaded.seen_question_hashes == recalibrator.seen_question_hashes
+    assert loaded.save(tmp_path / "again.json").read_text() == path.read_text()
 
 
 def test_load_isotonic_refuses_mismatched_fitted_points(tmp_path):
