@@ -5,6 +5,7 @@ and each reason it gives for not fitting. The oracle for the fitted values is
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pandas as pd
 import pytest
 from safetensors.numpy import save_file
 
+from analysis.estimators.consistency import consistency_from_table
 from analysis.estimators.probes import QuestionSplits, fit_probe
 from analysis.estimators.recalibration import fit_isotonic
 from analysis.report.registry import (
@@ -20,6 +22,7 @@ from analysis.report.registry import (
     CalibrationData,
     EstimatorContext,
     EstimatorResult,
+    consistency,
     elicited,
     isotonic,
     probe,
@@ -265,3 +268,28 @@ def test_selfcheck_mean_is_the_mean_p_yes_of_each_questions_responses() -> None:
     )
     assert selfcheck_mean(_context(evaluation.iloc[1:3], None)) == EstimatorResult()
     assert selfcheck_mean(_context(evaluation[["question_id"]], None)) == EstimatorResult()
+
+
+def test_consistency_scores_each_k_below_the_smallest_n_and_says_when_none_is() -> None:
+    """k = n would draw every response (and leave the leakage-free form no target): ks (2, 4) on questions
+    of 4 responses score k = 2 only, as consistency_from_table does; ks (4,) score none and say so."""
+    evaluation = pd.DataFrame(
+        {
+            "question_id": ["1", "2", "10"],
+            "n": [4, 4, 4],
+            "extracted_answers": [["5", "5", "5", "3"], ["1", "2", "1", "2"], ["7", "7", "7", "7"]],
+            "correctness": [[1, 1, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1]],
+        }
+    )
+    context = dataclasses.replace(_context(evaluation, None), consistency_ks=(2, 4), seed=5)
+    result = consistency(context)
+    assert list(result.columns) == ["consistency_k2"]
+    expected = consistency_from_table(evaluation, ks=[2], seed=5)
+    np.testing.assert_array_equal(result.columns["consistency_k2"], expected["consistency_k2"])
+    assert result.notes == [
+        "consistency_k{k}: modal-answer share among k of the n responses drawn without replacement (paper "
+        "form: the draws overlap the samples that define mu_hat); k in [2]"
+    ]
+    assert list(result.extra) == ["leakage_free"]
+    none = consistency(dataclasses.replace(context, consistency_ks=(4,)))
+    assert none.columns == {} and none.notes == ["consistency: no k in [4] is below n"]
