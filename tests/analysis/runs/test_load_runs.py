@@ -373,6 +373,9 @@ def test_latest_run_is_used_and_the_choice_is_recorded_and_can_be_overridden(tmp
         load_runs([tmp_path], select=["2031-01-01T00-00-00"])
     with pytest.raises(ValueError, match="matches no run"):
         load_runs([tmp_path], select={("toy-model", "capcal_toy"): "nothing"})
+    with pytest.raises(ValueError) as several:  # two runs of one (model, task) selected: which to use?
+        load_runs([tmp_path], select=[DATE, LATER])
+    assert str(several.value) == f"select: several runs of (toy-model, capcal_toy) selected: {old}, {new}"
     assert sorted(load_run(tmp_path)["run_id"]) == [DATE, LATER]  # load_run keeps every distinct run
 
 
@@ -483,6 +486,18 @@ def test_unresolved_models_are_those_without_a_checkpoint_fingerprint(tmp_path: 
         "c-folder": "unresolved",
     }
     assert collection.unresolved_models() == ["c-folder", "label-model"]
+    assert collection.models["f" * 64] == {
+        "fingerprint": "f" * 64,
+        "label": "fp-model",
+        "source": "checkpoint",
+        "reason": "results file",
+    }
+    assert collection.models["unresolved:c-folder"] == {
+        "fingerprint": None,
+        "label": "c-folder",
+        "source": "unresolved",
+        "reason": "no results file",
+    }
 
 
 def test_responses_are_kept_only_when_asked_for(tmp_path):
