@@ -438,6 +438,17 @@ def _(root: Path) -> Any:
     return load_run(root)
 
 
+@case(
+    "capcal_rescore_not_an_object",
+    STRICT,
+    "the labels' provenance written by capcal rescore must be an object",
+    Raises(RunFormatError, "{results}", "'capcal_rescore' must be a JSON object"),
+)
+def _(root: Path) -> Any:
+    write_run(root, [good(0)], results={**results_json(), "capcal_rescore": "judge"})
+    return load_run(root)
+
+
 # ---------------------------------------------------------------- confidence records
 
 CONF = "capcal_toy_ptrue"

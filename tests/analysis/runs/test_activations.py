@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from safetensors.numpy import load_file, save_file
 
 from analysis.runs import load_run
 from analysis.runs.activations import ActivationFormatError, load_activations, read_activation_index
@@ -165,6 +166,35 @@ def test_malformed_folders_raise(tmp_path):
     (tmp_path / "run" / "activations-00000.safetensors").unlink()
     with pytest.raises(ActivationFormatError, match="missing"):
         load_activations(tmp_path / "run", table)
+
+
+def test_a_tensor_missing_from_its_shard_is_named(tmp_path):
+    """The index lists a tensor its shard does not hold: the error names the shard file and the tensor."""
+    _write(tmp_path, PROMPTS, shard_size=8)
+    index = json.loads((tmp_path / "index.json").read_text())
+    entry = index["entries"]["task_a"]["q2"]
+    shard = tmp_path / entry["shard"]
+    tensors = load_file(str(shard))
+    del tensors[entry["prompt_mean"]]
+    save_file(tensors, str(shard))
+    table = pd.DataFrame({"task": ["task_a"], "question_id": ["q2"]})
+    with pytest.raises(ActivationFormatError) as error:
+        load_activations(tmp_path, table)
+    assert str(error.value) == f"{shard}: tensor {entry['prompt_mean']} is missing"
+
+
+def test_an_index_without_sizes_loads_when_no_question_has_activations(tmp_path):
+    """The sizes are needed only to read entries: with none of the table's questions present (left out with
+    ``missing="report"``), an index without them gives empty (0, 0, 0) arrays instead of an error."""
+    _write(tmp_path, PROMPTS)
+    index = json.loads((tmp_path / "index.json").read_text())
+    del index["num_layers_with_embeddings"], index["hidden_size"]
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    table = pd.DataFrame({"task": ["task_c"], "question_id": ["q9"]})
+    none = load_activations(tmp_path, table, missing="report")
+    assert none.last_token.shape == none.prompt_mean.shape == (0, 0, 0) and none.rows.tolist() == []
+    with pytest.raises(ActivationFormatError, match="entries without num_layers/hidden_size"):
+        load_activations(tmp_path, pd.DataFrame({"task": ["task_a"], "question_id": ["q1"]}))
 
 
 # ------------------------------------------------------------------------------------------ real run

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from analysis.estimators.elicited import join_elicited, read_elicited
@@ -47,6 +48,9 @@ def test_valid_run_round_trips(tmp_path):
         assert write_question_table(table, tmp_path / f"t{suffix}").stat().st_size > 0
     back = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
     assert back[0]["correctness"] == [1, 1, 0, 0]
+    parquet = pd.read_parquet(write_question_table(table, tmp_path / "t.parquet"))  # pyarrow: a datasets dep
+    assert list(parquet.columns) == list(table.columns) and list(parquet["correctness"][0]) == [1, 1, 0, 0]
+    assert list(parquet["expected_accuracy"]) == [0.5, 0.25]
     with pytest.raises(ValueError, match="unsupported"):
         write_question_table(table, tmp_path / "t.pickle")
 
