@@ -597,6 +597,42 @@ def test_section_of_an_evaluation_task_with_several_calibration_splits(tmp_path)
     assert analysis.routing == []
 
 
+def test_routing_pairs_models_on_the_same_questions_whichever_prompt_variant_they_ran(tmp_path):
+    """A model run only on a prompt variant (``capcal_questions_of``) is routed to on the questions of the
+    task it asks, and a model run on both is routed from its run of the canonical task (read after the
+    variant): the routing section is there, and its accuracies are those of the canonical run (0.5; its
+    variant run answers all wrong) and of the variant-only model (all right)."""
+    variant = {"capcal_task": "sampling", **_evaluation(), "capcal_questions_of": "toy_eval"}
+
+    def variant_run(model: str, answer: str) -> None:
+        lines = [sampling_line(i, [answer] * 2, question_id=q) for i, q in enumerate(_ids("e", 5))]
+        results = _results("toy_base", variant, model)
+        write_run(tmp_path, lines, task="toy_base", folder=f"{model}_toy_base", results=results)
+
+    _sampling_run(tmp_path, "toy_eval", _ids("e", 5), _evaluation(), model="small-model")
+    variant_run("small-model", "5")
+    variant_run("big-model", "4")
+    analysis = analyze_runs([tmp_path], options=ReportOptions(n_resamples=5, consistency_ks=(2,)))
+    assert sorted((result.model, result.task) for result in analysis.results) == [
+        ("big-model", "toy_base"),
+        ("small-model", "toy_base"),
+        ("small-model", "toy_eval"),
+    ]
+    (section,) = analysis.routing
+    assert section.title == "Routing · toy_eval: small-model -> big-model"
+    assert section.facts == {
+        "questions": 5,
+        "accuracy of small-model": "0.500",
+        "accuracy of big-model": "1.000",
+    }
+    assert section.notes[1] == (
+        "join: small-model <-> big-model: matched 5 of 5 small-model questions and 5 big-model questions"
+    )
+    assert [figure.caption for figure in section.figures] == [
+        "Routing: accuracy against the fraction of questions sent to the strong model"
+    ]
+
+
 # an activations index as capcal writes it, with no "entries" key: no question has activations
 INDEX_WITHOUT_ENTRIES = {
     "format": "capcal-activations",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -267,6 +268,13 @@ def test_leaderboard_runs_are_listed_as_not_used_and_named_when_nothing_else_is_
     assert list(runs["kind"]) == ["leaderboard"] * 2 and not runs["used"].any()
     assert set(runs["reason"]) == {LEADERBOARD_REASON}
     assert runs.loc["other-model", "samples_path"] is None and runs.loc["toy-model", "records"] == 0
+    # the unlogged run's identity: sha256 over its results file's digest and the task (what "select" matches)
+    results_path = runs.loc["other-model", "results_path"]
+    digest = hashlib.sha256(Path(results_path).read_bytes()).hexdigest()
+    assert (
+        runs.loc["other-model", "run_key"]
+        == hashlib.sha256(f"{digest}\0{LEADERBOARD_TASK}".encode()).hexdigest()
+    )
     expected = f"{LEADERBOARD_TASK} (leaderboard run {DATE}): {LEADERBOARD_REASON}"
     for read, nothing in [
         (load_run, "no capcal sampling samples"),
