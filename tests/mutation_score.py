@@ -10,8 +10,9 @@ reads ``mutmut results --all true`` (run from the repository root, after ``mutmu
 change no behaviour a caller can see (each line says why), and ``tests/mutation_killed_outside.txt``: one
 line ``NAME  TEST_ID  why``, for mutants of code that runs only in a worker subprocess (mutmut's coverage
 pass cannot see it, so it reports "no tests") and that the named test kills with the mutant switched on.
-Score = killed / (mutants run - equivalent), where killed counts mutmut's "killed" and "timeout", and a "no
-tests" mutant listed as killed outside; the run excludes "not checked" and "skipped". Both lists are checked
+Score = killed / (mutants run - equivalent), where killed counts mutmut's "killed", a "timeout" not listed as
+equivalent (one whose tests pass when re-run quietly is listed), and a "no tests" mutant listed as killed
+outside (:func:`outcome`); the run excludes "not checked" and "skipped". Both lists are checked
 against the run: a listed mutant that no longer exists or was killed is reported, so they cannot go stale
 silently; ``--verify-outside`` re-runs each listed test in ``mutants/`` with its mutant on and without,
 and names any listed mutant the test does not kill. ``--sample`` estimates each package's score from a
@@ -34,7 +35,6 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 EQUIVALENTS = REPO / "tests" / "mutation_equivalents.txt"
 KILLED_OUTSIDE = REPO / "tests" / "mutation_killed_outside.txt"
-KILLED = ("killed", "timeout")
 NOT_RUN = ("not checked", "skipped", "check was interrupted by user")
 
 
@@ -84,11 +84,22 @@ def module_of(mutant: str) -> str:
     return mutant.split(".x", 1)[0]
 
 
+def outcome(name: str, status: str, equivalents: dict[str, str], killed_outside: dict[str, str]) -> str:
+    """A run mutant's outcome: "killed" (mutmut's "killed"; a "timeout" not listed as equivalent; a "no tests"
+    mutant listed as killed outside), "equivalent" (a listed survivor, or a listed timeout: re-run quietly,
+    its tests passed, so the timeout was a slow pass) or "survived"."""
+    if status == "killed" or (status == "no tests" and name in killed_outside):
+        return "killed"
+    if name in equivalents:
+        return "equivalent"
+    return "killed" if status == "timeout" else "survived"
+
+
 def scores(
     statuses: dict[str, str], equivalents: dict[str, str], killed_outside: dict[str, str] | None = None
 ) -> dict[str, Counter]:
-    """Counts per module and per package (top-level name): run, killed, equivalent, survived. A "no tests"
-    mutant in ``killed_outside`` counts as killed."""
+    """Counts per module and per package (top-level name): run, killed, equivalent, survived, each mutant
+    by :func:`outcome`."""
     outside = killed_outside or {}
     table: dict[str, Counter] = defaultdict(Counter)
     for name, status in statuses.items():
@@ -98,23 +109,19 @@ def scores(
         for key in {module, module.split(".")[0]}:
             counts = table[key]
             counts["run"] += 1
-            if status in KILLED or (status == "no tests" and name in outside):
-                counts["killed"] += 1
-            elif name in equivalents:
-                counts["equivalent"] += 1
-            else:
-                counts["survived"] += 1
+            counts[outcome(name, status, equivalents, outside)] += 1
     return dict(table)
 
 
 def stale_equivalents(statuses: dict[str, str], equivalents: dict[str, str]) -> list[str]:
-    """Listed equivalents of the modules this run covers that are not among its survivors (renamed, removed,
-    or now killed)."""
+    """Listed equivalents of the modules this run covers that are not among its survivors or timeouts
+    (renamed, removed, or now killed)."""
     covered = {module_of(name) for name in statuses}
     return sorted(
         name
         for name in equivalents
-        if module_of(name) in covered and statuses.get(name) not in ("survived", "no tests", "suspicious")
+        if module_of(name) in covered
+        and statuses.get(name) not in ("survived", "no tests", "suspicious", "timeout")
     )
 
 
@@ -215,8 +222,8 @@ def sampled_scores(
         status = statuses.get(name, "not checked")
         if status in NOT_RUN:
             continue
-        killed = status in KILLED or (status == "no tests" and name in outside)
-        outcomes[stratum_of(name)].append(1 if killed else (-1 if name in equivalents else 0))
+        code = {"killed": 1, "survived": 0, "equivalent": -1}[outcome(name, status, equivalents, outside)]
+        outcomes[stratum_of(name)].append(code)
     rng = np.random.default_rng(seed)
     table: dict[str, dict[str, float]] = {}
     for package in sorted({stratum.split(".")[0] for stratum in population}):

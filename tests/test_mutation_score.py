@@ -49,6 +49,26 @@ def test_scores_leave_out_equivalents_and_unrun_mutants():
     assert text.index("**analysis**") < text.index("`analysis.runs.joins`") < text.index("**capcal_metrics**")
 
 
+def test_a_timeout_counts_as_killed_unless_listed_as_equivalent_and_then_is_not_stale():
+    """A timeout re-run quietly whose tests pass is listed as equivalent: both scores count it so, and the
+    stale check keeps it; an unlisted timeout stays a kill."""
+    statuses = read_statuses(RESULTS)
+    listed = {"capcal_metrics.ece.x_ece__mutmut_4": "a slow pass"}
+    assert scores(statuses, listed)["capcal_metrics.ece"] == {
+        "run": 4,
+        "killed": 1,
+        "equivalent": 1,
+        "survived": 2,
+    }
+    assert scores(statuses, {})["capcal_metrics.ece"] == {"run": 4, "killed": 2, "survived": 2}
+    assert stale_equivalents(statuses, listed) == []
+    sample = ["capcal_metrics.ece.x_ece__mutmut_1", "capcal_metrics.ece.x_ece__mutmut_4"]
+    row = sampled_scores(statuses, sample, listed, draws=10)["capcal_metrics"]
+    assert (row["killed"], row["equivalent"], row["score"]) == (1, 1, 1.0)
+    row = sampled_scores(statuses, sample, {}, draws=10)["capcal_metrics"]
+    assert (row["killed"], row["equivalent"], row["score"]) == (2, 0, 1.0)
+
+
 def test_a_listed_equivalent_that_was_killed_or_vanished_is_stale_within_the_modules_run():
     statuses = read_statuses(RESULTS)
     equivalents = {
