@@ -1377,7 +1377,7 @@ def test_capability_section_without_an_estimator_keeps_its_facts_and_says_so():
     assert section.notes == ["no confidence estimator is available for this run"] and section.figures == []
 
 
-def test_capability_section_with_an_estimator_has_every_parts_tables_and_figures(drawn):
+def test_capability_section_with_an_estimator_has_every_parts_tables_and_figures():
     """section_inputs keeps the registered estimator; the section: the two metric tables, then pass@k's,
     the three reliability figures, pass@k's and budget's; the facts name p_true's target."""
     computed = _computed(_fixed_k(SIX, SIX_P_TRUE), "p_true")
