@@ -17,7 +17,7 @@ def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
         help="export calibration columns as results files the Hugging Face leaderboard template reads",
     )
     parser.add_argument("output_dirs", nargs="+", metavar="OUTPUT_DIR", help="lm-eval output folders")
-    parser.add_argument("--output", required=True, help="folder for the template's results files")
+    parser.add_argument("--output", required=True, help="the template's results root (folder) to write to")
     parser.add_argument(
         "--benchmark",
         default="capcal_calibration_open",
@@ -27,23 +27,25 @@ def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``leaderboard_rows`` written by ``write_leaderboard_results`` (a warning per undefined column), then
-    the template's ``Task`` lines (``template_tasks``)."""
-    from analysis.leaderboard import leaderboard_rows, template_tasks, write_leaderboard_results
+    """``leaderboard_rows`` on one ``leaderboard_board``, checked (``results_root_notes``) and written by
+    ``write_leaderboard_results``; a note per column left off or task dropped, then the template's ``Task``
+    lines (``template_tasks``)."""
+    from analysis.leaderboard import (
+        leaderboard_board,
+        leaderboard_rows,
+        results_root_notes,
+        template_tasks,
+        write_leaderboard_results,
+    )
 
-    rows = leaderboard_rows(args.output_dirs, args.benchmark)
-    for path, row in zip(write_leaderboard_results(rows, args.output), rows, strict=True):
-        print(f"leaderboard: {row.model_name}: {path} ({len(row.values)} columns, version {row.version})")
-        for column, reason in row.missing.items():
-            print(
-                terminal_text(
-                    f"capcal leaderboard: warning: {row.model_name}: {column} is undefined ({reason}); "
-                    "the template drops this model's row unless the column is left off the board"
-                ),
-                file=sys.stderr,
-            )
-    print("template Tasks (src/about.py):")
-    for benchmark, metric, label in template_tasks(args.benchmark):
+    board = leaderboard_board(leaderboard_rows(args.output_dirs, args.benchmark))
+    notes = [*board.notes(), *results_root_notes(board, args.output)]
+    for path, row in zip(write_leaderboard_results(board, args.output), board.rows, strict=True):
+        print(f"leaderboard: {row.model_name}: {path} ({len(board.columns)} columns, version {row.version})")
+    for note in notes:
+        print(terminal_text(f"capcal leaderboard: note: {note}"), file=sys.stderr)
+    print(f"template Tasks (src/about.py), {len(board.columns)} of the board's columns:")
+    for benchmark, metric, label in template_tasks(board):
         print(f'    Task("{benchmark}", "{metric}", "{label}")')
     return 0
 

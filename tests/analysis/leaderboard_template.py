@@ -1,40 +1,56 @@
-"""The Hugging Face leaderboard template's reading and display logic, re-implemented for the tests from its
-behaviour (``src/leaderboard/read_evals.py`` and ``src/populate.py`` of the template Space), independent of
-capcal's code: only ``os``, ``json``, ``math``, numpy and pandas.
+"""The Hugging Face leaderboard template's reading and display, re-implemented for the tests from its
+behaviour, independent of capcal's code (only ``os``, ``json``, numpy and pandas).
 
-What it does, step by step, as the template does:
+It mirrors these files of the template Space ``demo-leaderboard-backend`` (the public copy at commit 1ffc326
+that issue 48 ran): ``src/leaderboard/read_evals.py`` (``EvalResult.init_from_json_file``, ``to_dict``,
+``get_raw_eval_results``), ``src/populate.py`` (``get_leaderboard_df``), ``src/display/utils.py``
+(``Precision.from_str``, the displayed columns ``COLS``/``BENCHMARK_COLS``), ``src/display/formatting.py``
+(``has_no_nan_values``) and ``src/about.py`` (``Tasks``, an ``Enum`` of
+``Task(benchmark, metric, col_name)``).
+It fails where they fail, with their exceptions, and nothing is caught that they do not catch:
 
-1. Walk the results root; a folder is read only if every file in it ends in ``.json`` (a folder with any
-   other file, such as lm-eval's ``samples_*.jsonl``, is skipped whole).
-2. Per results file: the model from ``config["model_name"]`` (else ``config["model_args"]``), split once on
-   "/" into org and model; the precision from ``config["model_dtype"]`` ("float16", "bfloat16", else
-   "Unknown"); the row id ``org_model_precision`` (files of the same id merge their values).
-3. Per configured task ``(benchmark, metric, col_name)``: the values ``row[metric]`` of every results entry
-   whose key matches the benchmark, by equality (``exact`` style) or containment (``substring`` style); none,
-   or one missing -> the task gets no value; else the mean times 100, stored under the *benchmark* (so two
-   tasks with the same benchmark share one value, the last written).
-4. A row's average is the sum of its values over the number of tasks; every task column is its
-   benchmark's value (a missing one drops the row).
-5. The board: sorted by the average, descending; rounded to 2 decimals; rows with NaN in any task column
-   dropped.
+1. Walk the results root; a folder is read only if it has files and every one ends in ``.json`` (lm-eval's
+   ``samples_*.jsonl`` beside the results makes it skip the folder whole). Its files sorted by the date part
+   of their name.
+2. Per file: ``config = data.get("config")``; the precision from ``config.get("model_dtype")``: "float16" and
+   "bfloat16" (with or without "torch."), anything else (float32 too) "?". The model is
+   ``config.get("model_name", config.get("model_args", None)).split("/", 1)``: a results file of lm-eval
+   0.4.13 (no ``model_name``, a dict ``model_args``) raises ``AttributeError`` and the whole board fails. The
+   row id is ``org_model_precision``.
+3. Per ``Task``: the ``metric`` of every ``results`` entry whose key equals the benchmark (``substring``:
+   whose key contains it, the variant some forks use); none, or one ``None``, leaves the task out; else
+   ``np.mean * 100``, stored under the *benchmark*, so two Tasks of one benchmark share one value. A NaN is
+   not missing: it stays.
+4. Files of one row id merge (values that are not None win). A row's average is the sum of its values over
+   the number of Tasks (NaN if one is NaN); each Task column is its benchmark's value; a missing benchmark
+   raises ``KeyError`` and the row is left out.
+5. ``pd.DataFrame.from_records`` of the rows, sorted by ``"Average ⬆️"``: with no row the frame has no
+   columns and the sort raises ``KeyError: 'Average ⬆️'``. Then the displayed columns (with duplicates where
+   two Tasks share a ``col_name``), rounded to 2 decimals, and rows with NaN in any Task column dropped.
 
-The one stand-in: the template asks the Hub whether each model still exists (``is_model_on_hub``); there is
-no Hub here, and the answer changes no value, so it is not asked.
+Tasks are an ``Enum``: identical ``Task`` tuples are one member (an alias), so they count once.
+
+The stand-ins: the template asks the Hub whether each model exists (``is_model_on_hub``) and reads request
+files for type and license; there is no Hub here and neither changes a value or a row, so neither is asked
+(the request file's absence is what the template handles by keeping defaults). The model column holds the
+model's name where the template renders it as a link to the Hub.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["AVERAGE", "TemplateTask", "board"]
+__all__ = ["AVERAGE", "MODEL", "PRECISION", "REVISION", "TemplateTask", "board", "displayed_columns"]
 
 AVERAGE = "Average ⬆️"
+MODEL = "Model"
+PRECISION = "Precision"
+REVISION = "Model sha"
 
 
 @dataclass(frozen=True)
@@ -45,77 +61,109 @@ class TemplateTask:
 
 
 @dataclass
-class _Row:
+class _EvalResult:
     eval_name: str
-    model: str
-    values: dict = field(default_factory=dict)
+    full_model: str
+    precision: str
+    revision: str
+    results: dict = field(default_factory=dict)
 
 
-def _precision(dtype: str | None) -> str:
-    text = str(dtype or "")
-    for name in ("bfloat16", "float16"):
-        if text in (name, f"torch.{name}"):
-            return name
-    return "Unknown"
+def _precision(dtype: object) -> str:
+    """``Precision.from_str(...).value.name``."""
+    if dtype in ("torch.float16", "float16"):
+        return "float16"
+    if dtype in ("torch.bfloat16", "bfloat16"):
+        return "bfloat16"
+    return "?"
 
 
-def _read_file(path: str, tasks: list[TemplateTask], style: str) -> _Row:
+def _init_from_json_file(path: str, tasks: list[TemplateTask], style: str) -> _EvalResult:
     with open(path) as handle:
         data = json.load(handle)
-    config = data.get("config") or {}
-    org_and_model = str(config.get("model_name", config.get("model_args", None))).split("/", 1)
-    org, model = (None, org_and_model[0]) if len(org_and_model) == 1 else org_and_model
+    config = data.get("config")
     precision = _precision(config.get("model_dtype"))
-    eval_name = f"{model}_{precision}" if org is None else f"{org}_{model}_{precision}"
-    row = _Row(eval_name, "/".join(org_and_model))
+    org_and_model = config.get("model_name", config.get("model_args", None))
+    org_and_model = org_and_model.split("/", 1)  # a dict or None raises AttributeError, as the template's
+    if len(org_and_model) == 1:
+        eval_name = f"{org_and_model[0]}_{precision}"
+    else:
+        eval_name = f"{org_and_model[0]}_{org_and_model[1]}_{precision}"
+    results = {}
     for task in tasks:
-        matches = [
-            entry.get(task.metric, None)
-            for key, entry in data["results"].items()
-            if (task.benchmark == key if style == "exact" else task.benchmark in key)
-        ]
-        if not matches or any(value is None for value in matches):
+        accs = np.array(
+            [
+                value.get(task.metric, None)
+                for key, value in data["results"].items()
+                if (task.benchmark == key if style == "exact" else task.benchmark in key)
+            ]
+        )
+        if accs.size == 0 or any(acc is None for acc in accs):
             continue
-        row.values[task.benchmark] = float(np.mean(np.array(matches, dtype=float))) * 100.0
-    return row
+        results[task.benchmark] = np.mean(accs) * 100.0
+    return _EvalResult(eval_name, "/".join(org_and_model), precision, config.get("model_sha", ""), results)
 
 
-def _results_files(root: str) -> list[str]:
+def _to_dict(result: _EvalResult, tasks: list[TemplateTask]) -> dict:
+    average = sum(v for v in result.results.values() if v is not None) / len(tasks)
+    record = {
+        "eval_name": result.eval_name,
+        PRECISION: result.precision,
+        MODEL: result.full_model,
+        REVISION: result.revision,
+        AVERAGE: average,
+    }
+    for task in tasks:
+        record[task.col_name] = result.results[task.benchmark]  # KeyError: the row is incomplete
+    return record
+
+
+def _result_files(root: str) -> list[str]:
     paths = []
     for folder, _, files in os.walk(root):
-        if not files or any(not name.endswith(".json") for name in files):
+        if len(files) == 0 or any(not name.endswith(".json") for name in files):
             continue
-        paths.extend(os.path.join(folder, name) for name in sorted(files))
+        files.sort(key=lambda name: name.removesuffix(".json").removeprefix("results_")[:-7])
+        paths.extend(os.path.join(folder, name) for name in files)
     return paths
 
 
+def _enum_members(tasks: list[TemplateTask]) -> list[TemplateTask]:
+    """``list(Tasks)``: an Enum keeps one member per distinct value."""
+    return list(dict.fromkeys(tasks))
+
+
+def displayed_columns(tasks: list[TemplateTask]) -> list[str]:
+    """The columns this replica keeps of the template's ``COLS``: the model, the average, one per Task
+    (duplicates kept, as the template's list has them), the precision and the revision."""
+    return [MODEL, AVERAGE, *(task.col_name for task in _enum_members(tasks)), PRECISION, REVISION]
+
+
 def board(root: str, tasks: list[TemplateTask], style: str = "exact") -> tuple[pd.DataFrame, int]:
-    """The displayed board (model, average, one column per task's col_name) and the number of rows read
-    before the template's NaN filter."""
-    rows: dict[str, _Row] = {}
-    for path in _results_files(root):
-        row = _read_file(path, tasks, style)
-        if row.eval_name in rows:
-            rows[row.eval_name].values.update({k: v for k, v in row.values.items() if v is not None})
+    """``get_leaderboard_df``: the displayed board, and the number of rows before its NaN filter. Raises
+    what the template raises (``KeyError: 'Average ⬆️'`` for a board without a complete row,
+    ``AttributeError`` for a results file without a string model name)."""
+    tasks = _enum_members(tasks)
+    merged: dict[str, _EvalResult] = {}
+    for path in _result_files(root):
+        result = _init_from_json_file(path, tasks, style)
+        if result.eval_name in merged:
+            merged[result.eval_name].results.update(
+                {k: v for k, v in result.results.items() if v is not None}
+            )
         else:
-            rows[row.eval_name] = row
-    records = []
-    for row in rows.values():
+            merged[result.eval_name] = result
+    complete = []
+    for result in merged.values():
         try:
-            record = {"model": row.model, AVERAGE: sum(row.values.values()) / len(tasks)}
-            for task in tasks:
-                record[task.col_name] = row.values[task.benchmark]
+            _to_dict(result, tasks)
+            complete.append(result)
         except KeyError:  # not every value present: the template leaves the row out
             continue
-        records.append(record)
-    columns = ["model", AVERAGE, *dict.fromkeys(task.col_name for task in tasks)]
-    frame = pd.DataFrame.from_records(records, columns=columns)
+    frame = pd.DataFrame.from_records([_to_dict(result, tasks) for result in complete])
+    frame = frame.sort_values(by=[AVERAGE], ascending=False)
+    frame = frame[displayed_columns(tasks)].round(decimals=2)
     read = len(frame)
-    frame = frame.sort_values(by=[AVERAGE], ascending=False).round(decimals=2)
     benchmark_columns = [task.col_name for task in tasks]
-    frame = frame[frame[benchmark_columns].notna().all(axis=1)] if len(frame) else frame
+    frame = frame[frame[benchmark_columns].notna().all(axis=1)]
     return frame.reset_index(drop=True), read
-
-
-def is_nan(value: object) -> bool:
-    return isinstance(value, float) and math.isnan(value)
