@@ -351,3 +351,33 @@ def test_a_column_undefined_for_one_model_is_left_off_with_its_reason(tmp_path, 
     assert len(tasks) == 7 and not any(task.benchmark.endswith("/ptrue_discrimination") for task in tasks)
     assert "(ptrue_discrimination) is left off the board" in err and reason in err
     assert len(board(str(tmp_path / "board"), tasks)[0]) == 2
+
+
+def test_the_revision_is_what_the_weights_are_and_an_na_standard_error_has_no_key(tmp_path):
+    (source,) = (STORED / "smollm2").glob("results_*.json")
+    results = json.loads(source.read_text())
+    results["results"]["capcal_mmlu_calibration"][f"expected_accuracy_stderr,{FILTER}"] = "N/A"
+    cases = {  # pretrained -> (model_name, model_sha) the export must write
+        "/elsewhere/my-finetune": ("my-finetune", ""),  # a local folder: no Hub revision, not "main"
+        "org/hub-model": ("org/hub-model", "main"),  # a Hub name: the revision lm-eval asked for
+    }
+    for pretrained, (name, _) in cases.items():
+        results["config"]["model_args"] = {"pretrained": pretrained}
+        run = tmp_path / "runs" / name.replace("/", "_")
+        run.mkdir(parents=True)
+        (run / source.name).write_text(json.dumps(results))
+    board_ = leaderboard_board(leaderboard_rows([tmp_path / "runs"]))
+    for path in write_leaderboard_results(board_, tmp_path / "board"):
+        payload = json.loads(path.read_text())
+        name, sha = next(v for k, v in cases.items() if v[0] == payload["config"]["model_name"])
+        assert payload["config"]["model_sha"] == sha and payload["capcal"]["model_source"] == ""
+        assert (
+            f"{GROUP}/stderr/accuracy" not in payload["results"] and f"{GROUP}/accuracy" in payload["results"]
+        )
+        assert payload["capcal"]["columns"]["accuracy"]["stderr"] is None
+    (smol,) = leaderboard_rows(
+        [STORED / "smollm2"]
+    )  # prepared by capcal: the GGUF, not the repository's main
+    assert smol.model_name == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert smol.model_sha == "gguf-sha256:b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+    assert "GGUF" in smol.model_source
