@@ -73,7 +73,6 @@ HUB_SOURCES = {
     "capcal_gpqa": ("Idavidrein/gpqa (gpqa_diamond), split 'train'", "gpqa/gpqa_diamond.csv"),
 }
 NOT_IN_SHARED_DATA = {
-    "capcal_gsm8k_train",
     "capcal_math_train",
     "capcal_triviaqa_train",
     "capcal_simpleqa_verified",
