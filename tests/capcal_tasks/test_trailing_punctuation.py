@@ -12,10 +12,12 @@ import pytest
 
 from capcal_tasks.aime import task as aime
 from capcal_tasks.arithmetic import task as arithmetic
+from capcal_tasks.checkers import describe_labels, recheck_scorer
 from capcal_tasks.gpqa import task as gpqa
 from capcal_tasks.gsm8k import task as gsm8k
 from capcal_tasks.math import task as math500
 from capcal_tasks.mmlu import task as mmlu
+from capcal_tasks.sampling import task_checker
 from capcal_tasks.simpleqa import task as simpleqa
 from capcal_tasks.triviaqa import task as triviaqa
 
@@ -107,3 +109,27 @@ def test_a_short_answer_followed_by_punctuation(module, mark):
     record = module.process_results(doc, [responses])
     assert record["correctness"] == [1, 1, 1]
     assert record["extracted_answers"] == ["Paris"] * 3
+
+
+CHANGED = [
+    "capcal_arithmetic",
+    "capcal_arithmetic_train",
+    "capcal_gsm8k",
+    "capcal_gsm8k_train",
+    "capcal_aime25",
+    "capcal_math500",
+    "capcal_math_train",
+    "capcal_triviaqa",
+    "capcal_triviaqa_train",
+    "capcal_simpleqa",
+    "capcal_simpleqa_verified",
+]
+
+
+@pytest.mark.parametrize("task", CHANGED)
+def test_runs_labelled_before_the_audit_are_read_as_written(task):
+    """The audit changes labels, so these tasks' version moved to 2.1: a run logged by 2.0 (whose "3," the
+    new extractor reads as "3") is read as written, not re-checked into a format error."""
+    assert recheck_scorer(task, None, "2.0") is None
+    assert describe_labels(None, task, "2.0") == "task checker of version 2.0 (installed: 2.1)"
+    assert recheck_scorer(task, None, "2.1") is task_checker(task)  # re-checked (MATH's math-verify: never)
