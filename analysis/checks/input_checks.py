@@ -14,6 +14,14 @@
   mu_hat is 0 or 1, so capability calibration is response calibration; the consistency estimator uses
   k' in (5, 10, 20) responses below k, so it needs k >= ``CONSISTENCY_MIN_K``. These are warnings: the run
   is still valid.
+- ``fewshot_problem``: ``--num_fewshot N > 0`` on a capcal task without a few-shot split of its own (lm-eval
+  would draw the examples from the evaluation split itself); refused.
+- ``sample_cache_problem``: capcal's engines' sample cache (``$CAPCAL_HOME/cache/<engine>/samples.sqlite`` or
+  ``cache_path``) where it cannot be written; refused.
+- ``log_samples_notice``: a run of capcal's sampling or confidence tasks without ``--log_samples`` leaves
+  ``capcal check`` and ``report`` nothing to read; a warning.
+
+Greedy decoding with k > 1 is refused by ``analysis.checks.greedy_decoding``.
 
 Nothing here loads a model or a dataset; checkpoints are read as JSON files. Importing this module does not
 import lm-eval (``check_inputs`` calls ``run_settings_problem`` before the task names are screened).
@@ -35,13 +43,17 @@ __all__ = [
     "chat_template_problem",
     "checkpoint_has_chat_template",
     "expects_chat_template",
+    "fewshot_problem",
+    "log_samples_notice",
     "repeats_notices",
     "run_settings_problem",
     "MAX_REPEATS",
     "MAX_SAMPLES",
+    "SAMPLE_CACHE_BACKENDS",
     "missing_chat_template_problem",
     "planned_samples",
     "repeats_problem",
+    "sample_cache_problem",
     "sample_count_problem",
     "sample_plan_line",
     "writable_file_problem",
@@ -308,4 +320,100 @@ def sample_count_problem(rows: Sequence[tuple[str, int, int]], allow_large: bool
     return (
         f"this run would draw {total:,} responses, above {MAX_SAMPLES:,} (a paper-scale run; about 10 hours "
         "on a 2-core CPU); lower --repeats or --limit, or add --allow_large if you mean it"
+    )
+
+
+def fewshot_problem(num_fewshot: int | None, configs: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The one-line refusal of ``num_fewshot`` > 0 (``--num_fewshot``, else a task YAML's own) on capcal's
+    tasks (``metadata.capcal_task``) that have no few-shot split of their own, or None. lm-eval 0.4.13 draws
+    a task's examples from its ``fewshot_split``, else its training or validation split, else, with a
+    warning only, from the evaluation split itself (``Task.fewshot_docs``): a prompt would then show other
+    test questions with their bare gold answers, and a gold that is a number stops lm-eval with
+    ``AssertionError: Answer is not a string!``. A few-shot source counts when it is a split other than
+    ``test_split`` (``fewshot_split``, ``training_split``, ``validation_split``) or
+    ``fewshot_config.samples``; capcal_arithmetic (and its base-model prompt variant capcal_arithmetic_qa,
+    and the calibration task on its questions) draws its examples from the disjoint ``train`` split."""
+    without, with_split = [], []
+    for name, config in configs.items():
+        metadata = config.get("metadata") or {}
+        if not (isinstance(metadata, Mapping) and metadata.get("capcal_task")):
+            continue
+        shots = num_fewshot if num_fewshot is not None else config.get("num_fewshot")
+        if not isinstance(shots, int) or shots <= 0:
+            continue
+        test = config.get("test_split")
+        splits = [config.get(key) for key in ("fewshot_split", "training_split", "validation_split")]
+        fewshot_config = config.get("fewshot_config")
+        samples = fewshot_config.get("samples") if isinstance(fewshot_config, Mapping) else None
+        if samples is not None or any(split is not None and split != test for split in splits):
+            with_split.append(name)
+        else:
+            without.append(name)
+    if not without:
+        return None
+    flag = f"--num_fewshot {num_fewshot}" if num_fewshot is not None else "num_fewshot (in the task's YAML)"
+    return (
+        f"{flag}: {_shown(sorted(without))} {'has' if len(without) == 1 else 'have'} no few-shot split, so "
+        "lm-eval would draw the examples from the evaluation questions themselves; run without "
+        "--num_fewshot (capcal's prompts are zero-shot; capcal_arithmetic and capcal_arithmetic_qa take "
+        "examples from their train split)"
+    )
+
+
+#: capcal's models that keep an on-disk sample cache (``capcal_models.sample_cache``), by backend folder.
+SAMPLE_CACHE_BACKENDS = {"capcal-hf": "hf", "capcal-vllm": "vllm", "capcal-api": "api"}
+
+
+def sample_cache_problem(model: Any, model_args: Mapping[str, Any]) -> str | None:
+    """The one-line refusal of a run whose sample cache cannot be written (the wrapper would fail with a
+    bare ``OSError`` once the model is loaded), or None: for ``capcal-hf``, ``capcal-vllm`` and
+    ``capcal-api`` with the cache on (``sample_cache``, default true), ``cache_path``, by default
+    ``$CAPCAL_HOME/cache/<backend>/samples.sqlite`` (``capcal_models.sample_cache.open_sample_cache``), must
+    be a writable file in a writable folder (``writable_file_problem``; SQLite writes a journal beside it)."""
+    backend = SAMPLE_CACHE_BACKENDS.get(model) if isinstance(model, str) else None
+    if backend is None:
+        return None
+    from capcal_tasks.settings import capcal_home, parse_bool
+
+    try:
+        enabled = parse_bool(model_args.get("sample_cache", True))
+    except ValueError:
+        return None  # the wrapper names the bad value itself
+    if not enabled:
+        return None
+    given = model_args.get("cache_path")
+    path = Path(str(given)) if given else capcal_home() / "cache" / backend / "samples.sqlite"
+    problem = writable_file_problem(path)
+    if problem is None:
+        return None
+    where = f"cache_path={given}" if given else f"the sample cache {path} (under CAPCAL_HOME)"
+    return (
+        f"{where}: {problem}; set CAPCAL_HOME to a writable folder, or add cache_path=FILE (a writable "
+        "place) or sample_cache=false to --model_args"
+    )
+
+
+def log_samples_notice(
+    log_samples: bool, output_path: str | Path | None, configs: Mapping[str, Mapping[str, Any]]
+) -> str | None:
+    """The warning for a run of capcal's sampling or confidence tasks without ``log_samples``: ``capcal
+    check``, ``analyze`` and ``report`` read the samples files (``samples_<task>_<time>.jsonl``), so such a
+    run leaves them nothing (the leaderboard tasks ``capcal_<dataset>_calibration`` report their columns
+    in the results file and are left out). A warning, not a refusal: lm-eval's aggregate table (printed,
+    or saved with ``output_path``) is still a valid result. None when samples are logged or no such task
+    runs."""
+    if log_samples:
+        return None
+    tasks = sorted(
+        name
+        for name, config in configs.items()
+        if isinstance(config.get("metadata"), Mapping)
+        and config["metadata"].get("capcal_task") not in (None, "leaderboard")
+    )
+    if not tasks:
+        return None
+    fix = "add --log_samples" if output_path is not None else "add --log_samples --output_path DIR"
+    return (
+        f"no --log_samples: the responses of {_shown(tasks)} will not be saved, and capcal check, analyze "
+        f"and report read nothing but them; {fix} to keep this run for them"
     )

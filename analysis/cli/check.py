@@ -19,8 +19,9 @@ def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print ``check_run``'s table and its notes (joins, labels, duplicates, incomplete runs); exit status 1
-    when a run is incomplete."""
+    """Print ``check_run``'s table and its notes (joins, labels, duplicates, greedy runs, incomplete runs);
+    exit status 1 when a run is incomplete. A run decoded greedily with k > 1 (``attrs["greedy"]``) is
+    complete (it ran as asked) and gets a ``warning:`` line: the report gives it no verdict."""
     import pandas as pd
 
     from analysis.runs.completeness import check_run
@@ -38,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
         print(terminal_text(f"read once: {path} (the same run as {same_as})"))
     for note in checks.attrs.get("notes", []):  # ran as asked, but left something out of the report
         print(terminal_text(f"note: {note}"))
+    for warning in checks.attrs.get("greedy", []):  # complete, but degenerate: no verdict in the report
+        print(terminal_text(f"warning: {warning}"))
     incomplete = checks[~checks["complete"]]
     for row in incomplete.itertuples():
         print(terminal_text(f"incomplete: {row.model} {row.task} {row.run_id}: {row.problems}"))

@@ -9,8 +9,11 @@ plus one line in ``COMMANDS``.
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
+import os
 import sys
+import threading
 from collections.abc import Sequence
 
 from analysis.cli.analyze import COMMAND as ANALYZE
@@ -69,7 +72,36 @@ def needs_slow_parts(argv: Sequence[str]) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one ``capcal`` command; returns its exit status (argument errors: one line, exit status 2)."""
+    """Run one ``capcal`` command; returns its exit status (argument errors: one line, exit status 2). As the
+    ``capcal`` program (``argv`` None: the process's own command line), an error status ends the process
+    as soon as its line is printed (``exit_promptly``)."""
+    status = dispatch(argv)
+    if argv is None and status != 0:
+        exit_promptly(status)
+    return status
+
+
+def exit_promptly(status: int) -> None:
+    """End the process with ``status`` at once: flush stdout and stderr, run the ``atexit`` handlers (child
+    processes ended, caches closed, logging flushed), then ``os._exit``, which skips the interpreter's
+    teardown of every loaded module (after ``capcal table``'s error line it took 1.8 s on a 2-core CPU, longer
+    under load: docs/benchmarks.md#error-exits). Returns without exiting while another non-daemon thread
+    runs (the normal exit waits for it)."""
+    main_thread = threading.main_thread()
+    if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can be said
+            pass
+    atexit._run_exitfuncs()  # the handlers a normal exit runs, in the same (reverse) order
+    os._exit(status)
+
+
+def dispatch(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (default: the process's command line) and run its command; returns the exit status
+    (argument errors: one line, exit status 2)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(slow_parts=needs_slow_parts(argv))
     try:

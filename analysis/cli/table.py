@@ -36,8 +36,9 @@ def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Refuse an unwritable ``--output`` before anything is computed, then ``paper_table`` and
-    ``format_table``, written to ``--output`` or standard output."""
+    """Refuse an unwritable ``--output`` before anything is computed, then ``paper_table`` (which refuses a
+    ``--metric`` that is no metric before it reads a run: ``unknown_metric_problem``) and ``format_table``,
+    written to ``--output`` or standard output."""
     from analysis.checks.input_checks import writable_file_problem
 
     problem = writable_file_problem(args.output) if args.output else None  # before anything is computed

@@ -195,6 +195,7 @@ def evaluate_adaptive(
         num_fewshot=evaluate_kwargs.get("num_fewshot"),
         batch_size=evaluate_kwargs.get("batch_size"),
         allow_large=evaluate_kwargs.get("allow_large", False),
+        log_samples=log_samples,
     )
     k_max = _k_max(repeats, checked.configs)
     try:

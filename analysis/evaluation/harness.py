@@ -298,6 +298,7 @@ def check_inputs(
     num_fewshot: int | None = None,
     batch_size: int | str | None = None,
     allow_large: bool = False,
+    log_samples: bool = True,
 ) -> CheckedInputs:
     """Check ``evaluate``'s inputs without loading a model or a dataset; return what they resolve to.
 
@@ -318,8 +319,11 @@ def check_inputs(
     for a model whose local tokenizer has a chat template (``missing_chat_template_problem``). Raises
     ``EvaluationInputError`` (one line); ``repeats`` above ``MAX_REPEATS`` is refused without
     ``allow_large`` (``analysis.checks.input_checks.repeats_problem``). ``notices``: what a ``repeats``
-    below the analyses' needs leaves out (``analysis.checks.input_checks.repeats_notices``). Recorded
-    paths (``activations``, ``samples_file``) are made absolute (``analysis.runs.recorded_paths``).
+    below the analyses' needs leaves out (``analysis.checks.input_checks.repeats_notices``). Then the run's
+    plan (``_run_plan_checks``): greedy decoding with k > 1, ``num_fewshot`` on a capcal task without a
+    few-shot split and a sample cache that cannot be written are refused; without ``log_samples`` a notice
+    says that ``capcal check`` and ``report`` will have nothing to read. Recorded paths (``activations``,
+    ``samples_file``) are made absolute (``analysis.runs.recorded_paths``).
     """
     if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
         raise EvaluationInputError(f"repeats must be a positive integer, got {repeats!r}")
@@ -407,7 +411,40 @@ def check_inputs(
     if problem is not None:
         raise EvaluationInputError(problem)
     notices = repeats_notices(repeats, configs)
+    notices += _run_plan_checks(
+        model, arguments, configs, repeats, settings, num_fewshot, log_samples, output_path
+    )
     return CheckedInputs(task_manager, resolved, arguments, merged, configs, notices)
+
+
+def _run_plan_checks(
+    model: Any,
+    model_args: Mapping[str, Any],
+    configs: Mapping[str, Mapping[str, Any]],
+    repeats: int | None,
+    gen_kwargs: Mapping[str, Any] | None,
+    num_fewshot: int | None,
+    log_samples: bool,
+    output_path: str | Path | None,
+) -> list[str]:
+    """What ``check_inputs`` checks of the run's plan once the task configs are known: greedy decoding with
+    k > 1 (``analysis.checks.greedy_decoding.greedy_repeats_problem``), few-shot examples without a
+    few-shot split (``fewshot_problem``) and a sample cache that cannot be written
+    (``sample_cache_problem``) raise ``EvaluationInputError``; returns the notices (no ``log_samples``:
+    ``log_samples_notice``)."""
+    from analysis.checks.greedy_decoding import greedy_repeats_problem
+    from analysis.checks.input_checks import fewshot_problem, log_samples_notice, sample_cache_problem
+
+    engine = model if isinstance(model, str) else None
+    for problem in (
+        greedy_repeats_problem(configs, repeats, gen_kwargs, engine),
+        fewshot_problem(num_fewshot, configs),
+        sample_cache_problem(model, model_args),
+    ):
+        if problem is not None:
+            raise EvaluationInputError(problem)
+    notice = log_samples_notice(log_samples, output_path, configs)
+    return [] if notice is None else [notice]
 
 
 def _lm_tokenizer_source(model: Any) -> dict[str, Any]:
@@ -540,6 +577,7 @@ def evaluate(
         num_fewshot=simple_evaluate_kwargs.get("num_fewshot"),
         batch_size=simple_evaluate_kwargs.get("batch_size"),
         allow_large=allow_large,
+        log_samples=log_samples,
     )
     batch_size_record = _choose_batch_size(model, checked.model_args, device, simple_evaluate_kwargs)
     from lm_eval import simple_evaluate

@@ -47,6 +47,7 @@ from analysis.report.summary import (
 )
 from analysis.runs import RunCollection, load_runs
 from analysis.runs.activations import read_activation_index
+from analysis.runs.completeness import greedy_warnings
 from analysis.runs.joins import JoinReport, join_questions, join_report
 from analysis.runs.recorded_paths import resolve_recorded_path
 from capcal_tasks.relations import TaskRelations, task_relations
@@ -331,6 +332,16 @@ def _section(
     return SectionResult(model, name, task, computed, inputs, section, bookkeeping, ranking)
 
 
+def _withhold_verdict(ranking: Ranking | None, warning: str | None) -> None:
+    """A degenerate run's ranking (``warning``: greedy decoding with k > 1,
+    ``analysis.runs.completeness.greedy_warnings``) gets the warning instead of a verdict, first among its
+    warnings; the table stays, for the record."""
+    if ranking is None or warning is None:
+        return
+    ranking.verdict = f"No verdict: {warning}."
+    ranking.warnings.insert(0, f"{warning}.")
+
+
 @dataclass
 class SectionResult:
     """One (model, evaluation task): the estimators computed, the inputs of its parts, its report section,
@@ -372,10 +383,12 @@ def analyze_runs(
     results: list[SectionResult] = []
     evaluations: dict[tuple[str, str], tuple[pd.DataFrame, list[str]]] = {}
     pairs = data.questions[["model_id", "task"]].drop_duplicates()
+    greedy = greedy_warnings(data.collection.files, data.questions)
     for model, task in pairs.itertuples(index=False):
         if not relations.is_evaluation(task):
             continue
         result = _section(data, relations, targets, model, task, activations, options)
+        _withhold_verdict(result.ranking, greedy.get((model, task)))
         computed = result.computed
         # routing pairs models on the same questions, whatever prompt format a task asks them in
         questions = relations.question_set(task)

@@ -10,7 +10,9 @@ returns one line per input that leaves something out, for stderr and the report 
   a fitted estimator needs (``MIN_RECALIBRATION_QUESTIONS``: isotonic recalibration; ``--limit`` limits the
   calibration split too), or a calibration run with k = 1;
 - a sampling run with k = 1 (mu_hat is 0 or 1: capability calibration is only response calibration) or
-  k < ``analysis.checks.input_checks.CONSISTENCY_MIN_K`` (no consistency estimate).
+  k < ``analysis.checks.input_checks.CONSISTENCY_MIN_K`` (no consistency estimate);
+- a sampling run decoded greedily with k > 1 (its k responses are one response repeated: no verdict,
+  ``analysis.runs.completeness.greedy_warnings``).
 
 When nothing at all can be computed (no sampling run and no leaderboard run in the folders) it raises
 ``NothingToScoreError`` instead, naming what the folders hold.
@@ -27,6 +29,7 @@ from analysis.checks.input_checks import CONSISTENCY_MIN_K
 from analysis.estimators.adaptive import first_look
 from analysis.report.analyze import load_report_data
 from analysis.report.registry import MIN_RECALIBRATION_QUESTIONS, probe_training_questions
+from analysis.runs.completeness import greedy_warnings
 from analysis.runs.versions import run_versions, version_mix_warnings
 from capcal_tasks.relations import RelationError, task_relations
 
@@ -115,6 +118,7 @@ def report_notices(
         relations = None  # the report says what is wrong with the declarations
     notices += version_mix_warnings(run_versions(collection.files))
     notices += k_notices(questions)
+    notices += list(greedy_warnings(collection.files, questions).values())
     for (model_id, model, task), _ in questions.groupby(["model_id", "model", "task"], sort=True):
         if relations is None or task not in relations or not relations.is_evaluation(task):
             continue

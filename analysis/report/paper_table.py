@@ -14,6 +14,7 @@ samples that define its target (``analysis.report.summary``).
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +23,7 @@ import pandas as pd
 
 from analysis.rendering import ReportSection, markdown_table
 from analysis.report.analyze import analyze_runs
-from analysis.report.calibration_table import interval_label
+from analysis.report.calibration_table import HIGHER_IS_BETTER, interval_label
 from analysis.report.metric_ranges import marked_interval, range_footnotes
 from analysis.report.registry import LEAKY
 from analysis.report.sections import higher_is_better, metric_header
@@ -37,6 +38,7 @@ __all__ = [
     "metric_rows",
     "paper_table",
     "sampling_note",
+    "unknown_metric_problem",
 ]
 
 # The headline metrics, in the order the grids appear; those a run does not compute are skipped.
@@ -81,6 +83,19 @@ def metric_rows(results: Sequence) -> pd.DataFrame:
     return rows[ROW_COLUMNS]
 
 
+def unknown_metric_problem(metrics: Sequence[str] | None) -> str | None:
+    """The one-line refusal of a metric name that no calibration table has (``HIGHER_IS_BETTER`` lists
+    every one), with the closest known name, or None. Checked before any run is read, so a misspelt
+    ``--metric`` costs no computation."""
+    unknown = [metric for metric in metrics or () if metric not in HIGHER_IS_BETTER]
+    if not unknown:
+        return None
+    close = difflib.get_close_matches(unknown[0], list(HIGHER_IS_BETTER), n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    what = "not a calibration-table metric" if len(unknown) == 1 else "not calibration-table metrics"
+    return f"--metric {', '.join(unknown)}: {what} (known: {', '.join(HIGHER_IS_BETTER)}){hint}"
+
+
 def paper_table(
     output_dirs: Sequence[str | Path],
     metrics: Sequence[str] | None = None,
@@ -89,7 +104,12 @@ def paper_table(
 ) -> pd.DataFrame:
     """One row per (model, evaluation task, estimator, metric) of the runs under ``output_dirs``, as
     :func:`metric_rows` (``options``: ``analysis.report.ReportOptions``, as for ``capcal report``; the same
-    settings give the same numbers as the report). ``metrics`` keeps only these metrics (default: all)."""
+    settings give the same numbers as the report). ``metrics`` keeps only these metrics (default: all); a
+    name that is no metric at all (``unknown_metric_problem``) raises ``ValueError`` before any run is read,
+    one that these runs did not compute after."""
+    problem = unknown_metric_problem(metrics)
+    if problem is not None:
+        raise ValueError(problem)
     rows = metric_rows(analyze_runs(output_dirs, activations_dir, options).results)
     if rows.empty:
         folders = ", ".join(str(folder) for folder in output_dirs)

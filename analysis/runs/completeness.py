@@ -28,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.checks.greedy_decoding import greedy_run_warning
 from analysis.checks.response_checks import (
     empty_response_cause,
     tokenizer_source,
@@ -39,7 +40,7 @@ from analysis.runs.joins import JoinReport, join_report
 from analysis.runs.tables import load_runs
 from capcal_tasks.sampling import is_sampling_config
 
-__all__ = ["CHECK_COLUMNS", "check_run"]
+__all__ = ["CHECK_COLUMNS", "check_run", "greedy_warnings"]
 
 CHECK_COLUMNS = [
     "model",
@@ -102,8 +103,33 @@ def check_run(output_dir: str | Path | Sequence[str | Path]) -> pd.DataFrame:
     checks.attrs["notes"] = notes
     checks.attrs["labels"] = [(file.model, file.task, file.run_id, file.labels) for file in collection.files]
     checks.attrs["duplicates"] = collection.duplicates
+    checks.attrs["greedy"] = list(greedy_warnings(collection.files, table).values())
     checks.attrs["skipped"] = collection.skipped
     return checks
+
+
+def greedy_warnings(files: Sequence[SamplesFile], questions: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(model_id, task) -> the warning for each sampling run in ``questions`` (a per-question table of
+    ``load_runs``) whose results file records greedy decoding with k > 1 responses per question
+    (``analysis.checks.greedy_decoding.greedy_run_warning``: its responses are one response repeated).
+    ``capcal check`` prints these lines; the report gives them instead of a verdict."""
+    by_run = {file.run_key: file for file in files}
+    found: dict[tuple[str, str], str] = {}
+    for task, _, run_key, group in _runs(questions):
+        file = by_run.get(run_key)
+        if file is None:
+            continue
+        engine = _results_config(file).get("model")
+        warning = greedy_run_warning(
+            task,
+            file.model,
+            file.task_config,
+            _samples_per_question(file, group),
+            engine if isinstance(engine, str) else None,
+        )
+        if warning is not None:
+            found[(file.model_id, task)] = warning
+    return found
 
 
 def _runs(frame: pd.DataFrame) -> Iterator[tuple[str, str, str, pd.DataFrame]]:

@@ -1,7 +1,8 @@
 r"""Short free-form answers checked against a list of gold aliases (TriviaQA, SimpleQA).
 
 Extraction (paper protocol): the last ``\boxed{...}`` (nested braces counted), else the last "answer is X",
-else the last non-empty line; LaTeX text wrappers and trailing punctuation are removed.
+else the last non-empty line; LaTeX text wrappers and the punctuation around it are removed (straight and
+curly quotes, ``. , ; : ! ?``, a closing bracket nothing in the answer opens).
 
 Normalisation: lowercase, drop the articles a/an/the, drop punctuation, collapse whitespace.
 
@@ -31,7 +32,7 @@ _PUNCTUATION = re.compile(r"[^\w\s]")
 _WHITESPACE = re.compile(r"\s+")
 _TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|emph|mbox)\s*\{([^{}]*)\}")
 _ANSWER_IS = re.compile(r"answer is\s*:?\s*(.+)", re.IGNORECASE)
-_EDGE_JUNK = " \t*_`\"'$.,;:!?"
+_EDGE_JUNK = " \t*_`\"'$.,;:!?“”‘’"
 
 
 def normalize_answer(text: str) -> str:
@@ -47,7 +48,10 @@ def _clean(answer: str) -> str:
         if unwrapped == answer:
             break
         answer = unwrapped
-    return answer.strip().strip(_EDGE_JUNK).strip()
+    answer = answer.strip().strip(_EDGE_JUNK).strip()
+    while answer.endswith(")") and answer.count(")") > answer.count("("):  # "Paris)": the sentence's bracket
+        answer = answer[:-1].strip(_EDGE_JUNK).strip()
+    return answer
 
 
 def extract_short_answer(response: str) -> str | None:

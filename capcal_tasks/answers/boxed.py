@@ -13,6 +13,8 @@ __all__ = ["boxed_contents", "last_boxed"]
 _BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)\s*")
 _BRACE = re.compile(r"[{}]")
 _TOKEN = re.compile(r"[^\s$]+")
+_SENTENCE_PUNCTUATION = frozenset(".,;:?\"'”’")
+_CLOSING = {")": "(", "]": "["}
 
 
 def _matching_braces(text: str, start: int = 0) -> dict[int, int]:
@@ -29,11 +31,29 @@ def _matching_braces(text: str, start: int = 0) -> dict[int, int]:
     return closing
 
 
+def _without_trailing_punctuation(token: str) -> str:
+    """A brace-less box's token without the sentence punctuation after it (``\\boxed 5,`` is 5): ``. , ; :
+    ?`` and quotes, and a closing ``)`` or ``]`` that nothing in the token opens; ``!`` is kept (``5!``)."""
+    unopened = {closing: token.count(closing) - token.count(opening) for closing, opening in _CLOSING.items()}
+    end = len(token)
+    while end:
+        last = token[end - 1]
+        if last in _SENTENCE_PUNCTUATION:
+            end -= 1
+        elif last in _CLOSING and unopened[last] > 0:
+            unopened[last] -= 1
+            end -= 1
+        else:
+            break
+    return token[:end]
+
+
 def boxed_contents(text: str) -> list[str]:
     r"""Contents of every complete ``\boxed{...}`` (or ``\fbox{...}``) in ``text``, in order of their start.
 
-    The content is the balanced ``{...}`` (braces counted), or the next token for ``\boxed 5``; a box whose
-    braces never close is skipped. A nested box appears twice: ``\boxed{\boxed{3}}`` gives
+    The content is the balanced ``{...}`` (braces counted), or the next token for ``\boxed 5`` without the
+    punctuation that follows it (``\boxed 5,`` gives ``5``); a box whose braces never close is skipped. A
+    nested box appears twice: ``\boxed{\boxed{3}}`` gives
     ``[r"\boxed{3}", "3"]``.
     """
     if not text:
@@ -50,8 +70,9 @@ def boxed_contents(text: str) -> list[str]:
                 contents.append(text[start + 1 : end].strip())
         else:
             token = _TOKEN.match(text, start)
-            if token:
-                contents.append(token.group(0))
+            content = _without_trailing_punctuation(token.group(0)) if token else ""
+            if content:
+                contents.append(content)
     return contents
 
 

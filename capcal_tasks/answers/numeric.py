@@ -8,6 +8,8 @@ import re
 __all__ = ["ABSOLUTE_TOLERANCE", "gsm8k_gold", "numbers_equal", "parse_number"]
 
 ABSOLUTE_TOLERANCE = 1e-6
+# Punctuation that may follow a stated number ("18.", "18,", "18;"); "!" is kept (5! is not 5).
+_TRAILING_PUNCTUATION = ".,;:?"
 
 _LATEX_WRAPPERS = re.compile(r"\\(?:text|textbf|mathrm|mbox)\s*\{([^{}]*)\}")
 _FRACTION = re.compile(r"^(-?)\\[dt]?frac\s*\{\s*(-?[\d.]+)\s*\}\s*\{\s*(-?[\d.]+)\s*\}$")
@@ -19,14 +21,15 @@ def parse_number(answer: str | None) -> float | None:
     r"""The number an extracted answer states, or None when it is not a single number.
 
     Accepts thousands separators, currency and percent signs, ``\text{...}`` units, LaTeX ``\frac{a}{b}``,
-    a trailing full stop and trailing unit words; rejects anything with a second number ("3 or 4").
+    trailing punctuation (``. , ; : ?``, not ``!``) and trailing unit words; rejects anything with a second
+    number ("3 or 4").
     """
     if answer is None:
         return None
     text = _LATEX_WRAPPERS.sub(r" \1", answer)
     for junk in ("\\$", "$", "\\%", "%", "\\!", "\\,", "\\ ", "£", "€"):
         text = text.replace(junk, " ")
-    text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text).strip().rstrip(".").strip()
+    text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text).strip().rstrip(_TRAILING_PUNCTUATION).strip()
     fraction = _FRACTION.match(text)
     if fraction:
         sign, numerator, denominator = fraction.groups()

@@ -37,7 +37,9 @@ LEVELS: dict[str, tuple[str, int]] = {
 }
 SPLIT_SEEDS = {"test": 20260101, "train": 20260202}
 DEFAULT_PER_LEVEL = {"test": 16, "train": 24}
-_LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+# A number: digits, thousands groups of exactly three (",\d{3}"), a decimal part; never the punctuation after
+# it ("3," in "2 + 1 is 3, ..." is 3; "7." ending a sentence is 7).
+_LAST_NUMBER = re.compile(r"-?\d+(?:,\d{3}(?!\d))*(?:\.\d+)?")
 
 
 def generate_questions(split: str, per_level: int, exclude: set[str] = frozenset()) -> list[dict]:

@@ -170,6 +170,26 @@ INVALID = {
         ["--tasks", "capcal_gsm8k", "--batch_size", "big"],
         "batch_size 'big': must be a positive integer, auto or auto:N",
     ),
+    # issue 47: a plausible wrong result, or a late failure, turned into one line before the model loads
+    "greedy decoding with repeats": (
+        ["--tasks", "capcal_arithmetic", "--repeats", "8", "--gen_kwargs", "temperature=0,max_gen_toks=16"]
+        + ["--apply_chat_template"],
+        "greedy decoding with k = 8 responses per question on capcal_arithmetic: temperature=0, so the k "
+        "responses are one response repeated (mu_hat only 0 or 1, nothing to calibrate); drop temperature=0 "
+        "from --gen_kwargs (capcal_arithmetic samples at temperature 0.7), or run --repeats 1",
+    ),
+    "few-shot examples from the evaluation split": (
+        ["--tasks", "capcal_gsm8k", "--num_fewshot", "2", "--data_dir", "bundled", "--apply_chat_template"],
+        "--num_fewshot 2: capcal_gsm8k has no few-shot split, so lm-eval would draw the examples from the "
+        "evaluation questions themselves; run without --num_fewshot",
+    ),
+    "sample cache that cannot be written": (
+        ["--model_args", "pretrained={model},cache_path={data}/gsm8k/test.jsonl/cache.sqlite"]
+        + ["--tasks", "capcal_arithmetic", "--apply_chat_template"],
+        "cache_path={data}/gsm8k/test.jsonl/cache.sqlite: {data}/gsm8k/test.jsonl is a file, not a folder; "
+        "set CAPCAL_HOME to a writable folder, or add cache_path=FILE (a writable place) or "
+        "sample_cache=false to --model_args",
+    ),
 }
 
 

@@ -479,15 +479,17 @@ def test_metric_rows_join_each_sections_metrics_and_skip_sections_without_inputs
     assert empty.empty and list(empty.columns) == ROW_COLUMNS
 
 
-def test_paper_table_names_the_metrics_it_computed_when_asked_for_another(tmp_path):
+def test_paper_table_names_the_known_metrics_when_asked_for_another(tmp_path):
+    """Issue 47: a name that is no metric is refused before any run is read (it was refused only after the
+    whole analysis), naming every unknown name and the known metrics."""
     _sampling_run(tmp_path, "toy_eval", _ids("e", 8), _evaluation())
     options = ReportOptions(n_resamples=10, consistency_ks=(2,), max_examples=1)
     with pytest.raises(ValueError) as error:
         paper_table([tmp_path], ["soft_auroc", "f1", "accuracy"], options=options)
     assert str(error.value) == (
-        "metric(s) accuracy, f1 not computed; known: capability_brier, capability_brier_skill, "
-        "capability_ece, capability_ece_debiased, corrected_capability_brier, response_auroc, "
-        "response_brier, response_ece, soft_auroc, spearman"
+        "--metric f1, accuracy: not calibration-table metrics (known: capability_ece, "
+        "capability_ece_debiased, capability_brier, corrected_capability_brier, capability_brier_skill, "
+        "soft_auroc, spearman, response_ece, response_brier, response_auroc)"
     )
 
 
