@@ -35,10 +35,10 @@ bias. Undefined (NaN) when S_hat <= 0 (the targets' spread is all sampling noise
 
       N^2 S_hat = N sum_n Q_n / n^2 - (sum_n A_n / n)^2 - (N - 1) sum_n C_n / (n^2 (n - 1)),
 
-  evaluated in exact rational arithmetic (``fractions.Fraction``, one term per distinct n); S_hat is 0 when
-  that is 0 and otherwise its correctly rounded float. (At a fixed n this is
-  [(n - 1)(N Q - A^2) - (N - 1) C] / (N^2 n^2 (n - 1)).) Every target set with S_hat exactly 0 gives NaN,
-  for instance every question at n/n but one at (n - 1)/n, at any N and n.
+  evaluated in exact integer arithmetic over the common denominator D = lcm_n n^2 (n - 1) (Python integers,
+  one term per distinct n); S_hat is 0 when that is 0 and otherwise its correctly rounded float. (At a
+  fixed n this is [(n - 1)(N Q - A^2) - (N - 1) C] / (N^2 n^2 (n - 1)).) Every target set with S_hat exactly
+  0 gives NaN, for instance every question at n/n but one at (n - 1)/n, at any N and n.
 - Up to rounding, for any other input (mu_hat not on a lattice, or the moment form, whose estimates of mu^2
   after adaptive stopping have no common denominator): the computed S_hat counts as 0 when within a bound
   on every rounding that enters (Higham 2002, ch. 3-4; u = eps/2): the inputs' own rounding (each mu_hat_i
@@ -51,6 +51,7 @@ bias. Undefined (NaN) when S_hat <= 0 (the targets' spread is all sampling noise
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -142,20 +143,20 @@ def _lattice_spread_less_noise(target: np.ndarray, n: np.ndarray) -> float | Non
     squares = np.zeros(values.size, dtype=np.int64)
     np.add.at(sums, group, counts)
     np.add.at(squares, group, counts * counts)
+    # one common denominator D = lcm_n n^2 (n - 1) (a multiple of n and n^2): D^2 N^2 S_hat is an integer
+    n_list, sum_list, square_list = values.tolist(), sums.tolist(), squares.tolist()
+    common = math.lcm(*(m * m * (m - 1) for m in n_list))
+    mean_sum = sum(a * (common // m) for a, m in zip(sum_list, n_list, strict=True))  # D sum t
+    square_sum = sum(q * (common // (m * m)) for q, m in zip(square_list, n_list, strict=True))  # D sum t^2
+    noise_sum = sum(  # D sum_i t_i (1 - t_i) / (n_i - 1)
+        (m * a - q) * (common // (m * m * (m - 1)))
+        for a, q, m in zip(sum_list, square_list, n_list, strict=True)
+    )
     size = target.size
-    mean_sum = sum((Fraction(int(a), int(m)) for a, m in zip(sums, values, strict=True)), Fraction(0))
-    square_sum = sum(
-        (Fraction(int(q), int(m) ** 2) for q, m in zip(squares, values, strict=True)), Fraction(0)
-    )
-    noise_sum = sum(
-        (
-            Fraction(int(m) * int(a) - int(q), int(m) ** 2 * (int(m) - 1))
-            for a, q, m in zip(sums, squares, values, strict=True)
-        ),
-        Fraction(0),
-    )
-    scaled = size * square_sum - mean_sum * mean_sum - (size - 1) * noise_sum  # N^2 S_hat
-    return 0.0 if scaled == 0 else float(scaled / size**2)
+    scaled = (
+        size * common * square_sum - mean_sum * mean_sum - (size - 1) * common * noise_sum
+    )  # D^2 N^2 S_hat
+    return 0.0 if scaled == 0 else float(Fraction(scaled, common * common * size * size))
 
 
 def _spread_less_noise(
