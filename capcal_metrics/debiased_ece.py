@@ -54,11 +54,11 @@ overconfident one 0.367 at N = 200 and Beta(0.5, 0.5)'s 0.510 at N = 1000, where
 (c = 0.5) keeps its 59% while the other bins' bias goes (+0.0012 in absolute terms). At a perfectly
 calibrated bin (theta_b = 0), with s_b known, it removes 1 - (2 - sqrt 2) ~ 41% of the bias
 (E = (2 - sqrt 2) sqrt(2/pi) s_b ~ 0.47 s_b instead of 0.80 s_b). That remainder is a trade-off, not a
-bound: |theta| has no unbiased estimator from a
-Gaussian observation (Cai & Low 2011, Ann. Statist. 39(2)), so an estimator that removes more of it at theta_b
-= 0 (for example a pre-test that drops a bin whose |gap_b| is within 1.5 s_hat_b) is biased downward for small
-non-zero theta_b; capcal keeps the estimator without that downward bias. The estimate is
-not clipped and may be (slightly) negative; read a value near or below 0 as "no miscalibration detectable".
+bound: |theta| has no unbiased estimator from a Gaussian observation (Cai & Low 2011, Ann. Statist. 39(2)), so
+an estimator that removes more of it at theta_b = 0 (for example a pre-test that drops a bin whose |gap_b| is
+within 1.5 s_hat_b) is biased downward for small non-zero theta_b; capcal keeps the estimator without that
+downward bias. The estimate is not clipped and may be (slightly) negative; read a value near or below 0 as
+"no miscalibration detectable".
 
 Direction: lower is better; 0 = calibrated (against the true mu). Bins: ``n_bins`` equal-width bins, the last
 closed, as :func:`capcal_metrics.expected_calibration_error`.
