@@ -679,10 +679,10 @@ def test_a_prefix_that_cannot_reach_the_stop_is_refused():
 
 def test_confidence_sequence_lowest_coverage_and_the_table():
     """docs/methods.md's figures of the confidence sequence, recomputed: its lowest coverage over every mu
-    (20,001 points, then 2,001 within 1e-4 of the lowest; the 201-point grid missed it: 0.98808 there) is 0.98795
-    for looks (8, 16, 32, 64) under the unanimity rule, so the docs say "at least 0.9879", not 0.988; and the
-    E[n] and CS-coverage rows of the docs' table are these exact sums, to the digits shown (E[n] 26.85 at
-    mu = 0.05 is 26.8, not 26.9)."""
+    (20,001 points, then 2,001 within 1e-4 of the lowest; the 201-point grid missed it: 0.98808 there) is
+    0.98795 for looks (8, 16, 32, 64) under the unanimity rule, so the docs say "at least 0.9879", not
+    0.988; the E[n] and CS-coverage rows of the docs' table are these exact sums, to the digits shown (E[n]
+    26.85 at mu = 0.05 is 26.8, not 26.9)."""
     text = (Path(__file__).resolve().parents[2] / "docs" / "methods.md").read_text()
     assert "covers mu with probability at least 0.9879 at every mu" in text
     lowest = {}
