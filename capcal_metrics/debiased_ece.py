@@ -46,14 +46,19 @@ calibrated forecast on a mixture with 40% of questions at mu = 0 and 20% at mu =
 0.78-0.85 with the prior above; docs/methods.md, where the smooth shapes' small cost is also measured).
 
 What it achieves (docs/methods.md, "The bias of binned ECE", measured by benchmarks/ece_bias_simulation.py):
-for a miscalibrated forecast most of the bias goes (at most 0.53 of it remains at N = 50, 0.43 at N = 100,
-0.36 at N = 400, over the simulated shapes of mu and k = 1 to 32); at a perfectly calibrated bin (theta_b =
-0), with s_b known, it removes 1 - (2 - sqrt 2) ~ 41% of the bias (E = (2 - sqrt 2) sqrt(2/pi) s_b ~ 0.47 s_b
-instead of 0.80 s_b). That remainder is a trade-off, not a bound: |theta| has no unbiased estimator from a
-Gaussian observation (Cai & Low 2011, Ann. Statist. 39(2)), so an estimator that removes more of it at theta_b
-= 0 (for example a pre-test that drops a bin whose |gap_b| is within 1.5 s_hat_b) is biased downward for small
-non-zero theta_b; capcal keeps the estimator without that downward bias. The estimate is
-not clipped and may be (slightly) negative; read a value near or below 0 as "no miscalibration detectable".
+for a miscalibrated forecast most of the bias goes on the three shapes of mu simulated there (at most 0.53 of
+it remains at N = 50, 0.43 at N = 100, 0.36 at N = 400, k = 1 to 32), but not on every shape: on the four of
+issue 48 (Beta(0.25, 0.25), Beta(0.5, 0.5), Beta(0.5, 3) and mu = 0, 1 or U(0, 1) with probabilities 0.4,
+0.4, 0.2; k = 4, 16) the 40/40/20 mixture's underconfident forecast keeps 0.560 at N = 50, Beta(0.5, 3)'s
+overconfident one 0.367 at N = 200 and Beta(0.5, 0.5)'s 0.510 at N = 1000, where an exactly calibrated bin
+(c = 0.5) keeps its 59% while the other bins' bias goes (+0.0012 in absolute terms). At a perfectly
+calibrated bin (theta_b = 0), with s_b known, it removes 1 - (2 - sqrt 2) ~ 41% of the bias
+(E = (2 - sqrt 2) sqrt(2/pi) s_b ~ 0.47 s_b instead of 0.80 s_b). That remainder is a trade-off, not a
+bound: |theta| has no unbiased estimator from a Gaussian observation (Cai & Low 2011, Ann. Statist. 39(2)), so
+an estimator that removes more of it at theta_b = 0 (for example a pre-test that drops a bin whose |gap_b| is
+within 1.5 s_hat_b) is biased downward for small non-zero theta_b; capcal keeps the estimator without that
+downward bias. The estimate is not clipped and may be (slightly) negative; read a value near or below 0 as
+"no miscalibration detectable".
 
 Direction: lower is better; 0 = calibrated (against the true mu). Bins: ``n_bins`` equal-width bins, the last
 closed, as :func:`capcal_metrics.expected_calibration_error`.

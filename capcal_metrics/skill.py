@@ -27,13 +27,32 @@ estimating the skill against the true mu, ``1 - mean (c - mu)^2 / mean (mu - mea
 oracle c = mu, about 0 for the constant at the base rate, negative for uniform random confidences: with
 c ~ U(0, 1), E (c - mu)^2 = (mu - 1/2)^2 + 1/12, whose mean is S + (mean mu - 1/2)^2 + 1/12 > S, so the
 expected skill is below -1/(12 S) < 0 on every task. As a ratio of unbiased estimates it has an O(1/N)
-bias. Undefined (NaN) when S_hat <= 0 up to rounding (the targets' spread is all sampling noise): S_hat is
-a difference of two sums, so it counts as 0 when S_hat <= N eps (A + B) + (N eps max mu_hat)^2, A and B its
-two terms (``capcal_metrics.rounding``); on mu_hat of a k-sample grid S_hat is a rational number, and where it
-is exactly 0 the computed value is within that bound.
+bias. Undefined (NaN) when S_hat <= 0 (the targets' spread is all sampling noise). Deciding S_hat = 0:
+
+- Exactly, on the lattice. Where every mu_hat_i is the float64 value of s_i / n_i for whole s_i (how mu_hat
+  is computed), S_hat is a ratio of integers: with the sums A_n = sum s_i, Q_n = sum s_i^2 and
+  C_n = sum s_i (n - s_i) over the questions with n_i = n (int64, vectorised),
+
+      N^2 S_hat = N sum_n Q_n / n^2 - (sum_n A_n / n)^2 - (N - 1) sum_n C_n / (n^2 (n - 1)),
+
+  evaluated in exact integer arithmetic over the common denominator D = lcm_n n^2 (n - 1) (Python integers,
+  one term per distinct n); S_hat is 0 when that is 0 and otherwise its correctly rounded float. (At a
+  fixed n this is [(n - 1)(N Q - A^2) - (N - 1) C] / (N^2 n^2 (n - 1)).) Every target set with S_hat exactly
+  0 gives NaN, for instance every question at n/n but one at (n - 1)/n, at any N and n.
+- Up to rounding, for any other input (mu_hat not on a lattice, or the moment form, whose estimates of mu^2
+  after adaptive stopping have no common denominator): the computed S_hat counts as 0 when within a bound
+  on every rounding that enters (Higham 2002, ch. 3-4; u = eps/2): the inputs' own rounding (each mu_hat_i
+  and mu_square_hat_i the float nearest an exact value, within u of it relatively), propagated to first
+  order through the gradient, ``u sum_i |dS/dt_i| |t_i| + u sum_i |dS/dq_i| |q_i|``, which covers the
+  cancellation in 1 - t near t = 1 and in mu_hat^2 - mu_square_hat; the evaluation's,
+  ``(N + 8) eps (spread + (1 - 1/N) mean_i |noise terms|)`` (recursive sums plus a few operations per
+  term); and the two-pass variance's (N eps max mu_hat)^2 (``capcal_metrics.rounding``).
 """
 
 from __future__ import annotations
+
+import math
+from fractions import Fraction
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -43,7 +62,7 @@ from .brier import (
     corrected_capability_brier_score,
     random_baseline_brier_score,
 )
-from .rounding import summation_error_bound, variance_is_zero
+from .rounding import EPS, summation_error_bound, variance_is_zero
 from .validation import (
     check_confidence_and_target,
     check_probabilities,
@@ -67,9 +86,10 @@ def base_rate_variance(target: ArrayLike, n_samples: ArrayLike | None = None) ->
 
     Without ``n_samples``: ``mean_i (t_i - mean t)^2``, 0 when at most (N eps max|t|)^2. With ``n_samples``
     (n_i >= 2, mu_hat from n_i samples): ``S_hat = mean_i (mu_hat_i - mean mu_hat)^2 - (1 - 1/N) mean_i
-    mu_hat_i (1 - mu_hat_i) / (n_i - 1)``, unbiased for the variance of the true mu; 0 when at most
-    N eps (A + B) + (N eps max mu_hat)^2, A and B its two terms, and negative when the spread of mu_hat is
-    below its sampling noise. The skills are undefined where this is <= 0 (``capcal_metrics.rounding``).
+    mu_hat_i (1 - mu_hat_i) / (n_i - 1)``, unbiased for the variance of the true mu, and negative when the
+    spread of mu_hat is below its sampling noise. Where every mu_hat_i is s_i / n_i it is computed exactly
+    (0 when exactly 0, else its correctly rounded value); otherwise 0 when within the bound on its rounding
+    (module docstring). The skills are undefined where this is <= 0.
     """
     target = check_probabilities(target, "target")
     size = target.size
@@ -79,7 +99,13 @@ def base_rate_variance(target: ArrayLike, n_samples: ArrayLike | None = None) ->
     n = np.broadcast_to(check_whole_numbers(n_samples, "n_samples").astype(np.float64), target.shape)
     if np.any(n < 2):
         raise ValueError(f"n_samples must be >= 2 for every query; found n = {int(np.min(n))}")
-    return _spread_less_noise(target, spread, target * (1.0 - target) / (n - 1.0))
+    exact = _lattice_spread_less_noise(target, n)
+    if exact is not None:
+        return exact
+    # d noise_i / d t_i = (1 - 2 t_i) / (n_i - 1); the noise terms have no other input
+    return _spread_less_noise(
+        target, spread, target * (1.0 - target) / (n - 1.0), (1.0 - 2.0 * target) / (n - 1.0), 0.0
+    )
 
 
 def base_rate_variance_from_moments(mu_hat: ArrayLike, mu_square_hat: ArrayLike) -> float:
@@ -92,20 +118,74 @@ def base_rate_variance_from_moments(mu_hat: ArrayLike, mu_square_hat: ArrayLike)
     E mean_i (mu_hat_i - mean mu_hat)^2 = S + (1 - 1/N) mean_i Var(mu_hat_i) for independent questions. For
     adaptive sampling, with the path-count estimates after stopping (:mod:`capcal_metrics.sequential`). At a
     fixed n, ``mu_square_hat = s(s - 1)/(n(n - 1))`` gives ``d_i = mu_hat_i (1 - mu_hat_i)/(n - 1)`` and this
-    is :func:`base_rate_variance` with ``n_samples`` (equal up to rounding); the same rounding rule.
+    is :func:`base_rate_variance` with ``n_samples`` (equal up to rounding). 0 when within the bound on its
+    rounding (module docstring), which counts the rounding of mu_hat^2 - mu_square_hat: a lattice target set
+    whose S_hat is exactly 0 gives 0 here too.
     """
     mu_hat = check_probabilities(mu_hat, "mu_hat")
     mu_square_hat = check_probabilities(mu_square_hat, "mu_square_hat", length=mu_hat.size)
     spread = float(np.mean((mu_hat - mu_hat.mean()) ** 2))
-    return _spread_less_noise(mu_hat, spread, mu_hat**2 - mu_square_hat)
+    # d noise_i / d t_i = 2 t_i; the input q_i enters with |d noise_i / d q_i| = 1
+    return _spread_less_noise(
+        mu_hat, spread, mu_hat**2 - mu_square_hat, 2.0 * mu_hat, mu_square_hat, mu_hat**2 + mu_square_hat
+    )
 
 
-def _spread_less_noise(target: np.ndarray, spread: float, noise: np.ndarray) -> float:
-    """``spread - (1 - 1/N) mean(noise)``; 0 when within N eps (A + B) + (N eps max|t|)^2 of 0."""
+def _lattice_spread_less_noise(target: np.ndarray, n: np.ndarray) -> float | None:
+    """S_hat in exact rational arithmetic where every t_i is the float64 value of s_i / n_i (whole s_i, n_i):
+    0.0 when exactly 0, else its correctly rounded value; None off the lattice (module docstring)."""
+    n_whole = np.rint(n).astype(np.int64)
+    counts = np.rint(target * n_whole).astype(np.int64)
+    if not np.array_equal(counts / n_whole, target):
+        return None
+    values, group = np.unique(n_whole, return_inverse=True)
+    sums = np.zeros(values.size, dtype=np.int64)
+    squares = np.zeros(values.size, dtype=np.int64)
+    np.add.at(sums, group, counts)
+    np.add.at(squares, group, counts * counts)
+    # one common denominator D = lcm_n n^2 (n - 1) (a multiple of n and n^2): D^2 N^2 S_hat is an integer
+    n_list, sum_list, square_list = values.tolist(), sums.tolist(), squares.tolist()
+    common = math.lcm(*(m * m * (m - 1) for m in n_list))
+    mean_sum = sum(a * (common // m) for a, m in zip(sum_list, n_list, strict=True))  # D sum t
+    square_sum = sum(q * (common // (m * m)) for q, m in zip(square_list, n_list, strict=True))  # D sum t^2
+    noise_sum = sum(  # D sum_i t_i (1 - t_i) / (n_i - 1)
+        (m * a - q) * (common // (m * m * (m - 1)))
+        for a, q, m in zip(sum_list, square_list, n_list, strict=True)
+    )
     size = target.size
+    scaled = (
+        size * common * square_sum - mean_sum * mean_sum - (size - 1) * common * noise_sum
+    )  # D^2 N^2 S_hat
+    return 0.0 if scaled == 0 else float(Fraction(scaled, common * common * size * size))
+
+
+def _spread_less_noise(
+    target: np.ndarray,
+    spread: float,
+    noise: np.ndarray,
+    noise_slope: np.ndarray,
+    other_input: np.ndarray | float,
+    noise_magnitude: np.ndarray | None = None,
+) -> float:
+    """``S = spread - (1 - 1/N) mean(noise)``; 0 when |S| is within the bound on its rounding.
+
+    The bound (module docstring; u = eps/2): the inputs' rounding, ``u sum_i |dS/dt_i| |t_i| + u (1 - 1/N)/N
+    sum_i |q_i|`` with ``dS/dt_i = 2 (t_i - mean t)/N - (1 - 1/N)/N noise_slope_i`` and q_i ``other_input``
+    (the noise terms' other input, entering with slope 1); the evaluation's, ``(N + 8) eps (spread +
+    (1 - 1/N) mean |noise magnitude|)``; the two-pass variance's ``(N eps max|t|)^2``.
+    """
+    size = target.size
+    weight = (1.0 - 1.0 / size) / size
     mean_noise = (1.0 - 1.0 / size) * float(np.mean(noise))
     variance = spread - mean_noise
-    rounding = float(summation_error_bound(size, spread + abs(mean_noise)))
+    unit = EPS / 2.0
+    slope = np.abs(2.0 * (target - target.mean()) / size - weight * noise_slope)
+    rounding = unit * float(np.sum(slope * np.abs(target)))
+    rounding += unit * weight * float(np.sum(np.abs(np.broadcast_to(other_input, target.shape))))
+    magnitude = np.abs(noise) if noise_magnitude is None else np.abs(noise_magnitude)
+    rounding += float(
+        summation_error_bound(size + 8, spread + (1.0 - 1.0 / size) * float(np.mean(magnitude)))
+    )
     rounding += float(summation_error_bound(size, np.max(np.abs(target)))) ** 2
     return 0.0 if abs(variance) <= rounding else variance
 

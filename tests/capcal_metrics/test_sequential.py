@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -674,3 +675,45 @@ def test_a_prefix_that_cannot_reach_the_stop_is_refused():
     # (4, 1) is reached only through (0, 0) at 2 draws: no path through it starts with a success
     with pytest.raises(ValueError, match=r"^a prefix of 1 draws with 1 successes cannot end in a stop"):
         cm.unbiased_moment_given_prefix(plan, [4], [1], 1, 1)
+
+
+def test_confidence_sequence_lowest_coverage_and_the_table():
+    """docs/methods.md's figures of the confidence sequence, recomputed: its lowest coverage over every mu
+    (20,001 points, then 2,001 within 1e-4 of the lowest; the 201-point grid missed it: 0.98808 there) is
+    0.98795 for looks (8, 16, 32, 64) under the unanimity rule, so the docs say "at least 0.9879", not
+    0.988; the E[n] and CS-coverage rows of the docs' table are these exact sums, to the digits shown (E[n]
+    26.85 at mu = 0.05 is 26.8, not 26.9)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "methods.md").read_text()
+    assert "covers mu with probability at least 0.9879 at every mu" in text
+    lowest = {}
+    for looks in PLAN_LOOKS:
+        plan = cm.unanimity_rule(looks)
+        grid = np.linspace(0.0, 1.0, 20_001)
+        coverage = cm.confidence_sequence_coverage(plan, grid)
+        centre = grid[np.argmin(coverage)]
+        fine = np.linspace(max(centre - 1e-4, 0.0), min(centre + 1e-4, 1.0), 2_001)
+        lowest[looks] = min(coverage.min(), cm.confidence_sequence_coverage(plan, fine).min())
+    assert 0.9879 <= lowest[(8, 16, 32, 64)] < 0.9880
+    assert round(lowest[(8, 16, 32, 64)], 5) == 0.98795
+    assert cm.confidence_sequence_coverage(cm.unanimity_rule((8, 16, 32, 64)), MU_GRID).min() > 0.988
+    assert 0.9919 <= lowest[(16, 32, 64, 100)] < 0.9921
+    mu = np.array([0.0, 0.02, 0.05, 0.1, 0.3, 0.5])
+    rows = {}
+    for line in text.splitlines():
+        for looks in PLAN_LOOKS:
+            if line.startswith(f"| {looks} | E[n] |"):
+                rows[looks] = [float(value) for value in line.split("|")[3:9]]
+    assert set(rows) == set(PLAN_LOOKS)
+    for looks, shown in rows.items():
+        plan = cm.unanimity_rule(looks)
+        n, _ = cm.terminal_states(plan)
+        for centre in (mu, 1.0 - mu):  # the columns are mu / 1 - mu
+            expected = cm.terminal_probabilities(plan, centre) @ n
+            np.testing.assert_array_less(np.abs(np.array(shown) - expected), 0.05 + 1e-9)
+    coverage_rows = [line for line in text.splitlines() if line.startswith("| | CS coverage |")]
+    assert len(coverage_rows) == 2
+    for looks, line in zip(PLAN_LOOKS, coverage_rows, strict=True):
+        shown = np.array([float(value) for value in line.split("|")[3:9]])
+        expected = cm.confidence_sequence_coverage(cm.unanimity_rule(looks), mu)
+        decimals = np.array([len(value.strip().split(".")[1]) for value in line.split("|")[3:9]])
+        np.testing.assert_array_less(np.abs(shown - expected), 0.5 * 10.0**-decimals + 1e-9)
