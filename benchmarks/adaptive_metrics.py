@@ -29,12 +29,21 @@ from analysis.estimators.adaptive_simulation import MU_DISTRIBUTIONS, simulate_a
 from analysis.runs.tables import load_runs
 
 REPLAY_PLANS = ((2, 4, 8, 16), (4, 8, 16), (8, 16))
-SIMULATION_PLANS = ((16, 32, 64, 100), (8, 16, 32, 64), (8, 16, 32, 64, 128))
+SIMULATION_PLANS = (
+    (16, 32, 64, 100),
+    (8, 16, 32, 64),
+    (8, 16, 32, 64, 128),
+    (2, 4),
+    (4, 8, 16),
+    (4, 8, 16, 32, 64),
+)
 
 
 def _replay(questions: pd.DataFrame, confidences: pd.DataFrame, orders: int) -> pd.DataFrame:
-    """One row per (run, plan) with k_max <= the run's k."""
+    """One row per (run, plan) with k_max <= the run's k (none without a sampling run)."""
     rows = []
+    if questions.empty:
+        return pd.DataFrame(rows)
     for (model, task, run_id), run in questions.groupby(["model", "task", "run_id"]):
         k = int(run["n"].min())
         if k < 16 or run["n"].max() != k:
@@ -104,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         for distribution in MU_DISTRIBUTIONS
         for looks in SIMULATION_PLANS
     ]
-    print(pd.concat(tables).round(6).to_string(index=False))
+    table = pd.concat(tables)
+    combined = np.hypot(table["bias_adaptive_se"], table["bias_fixed_se"])
+    table["gap_in_se"] = (table["bias_adaptive"] - table["bias_fixed"]) / combined
+    print(table.round(6).to_string(index=False))
     return 0
 
 

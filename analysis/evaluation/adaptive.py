@@ -1,14 +1,16 @@
 """Adaptive (group-sequential) sampling of capcal's sampling tasks: ``capcal eval --adaptive``.
 
-Each question is sampled at fixed looks ``l_1 < ... < l_m = k_max`` (default 16, 32, 64 and k_max, those
+Each question is sampled at fixed looks ``l_1 < ... < l_m = k_max`` (default 8, 16, 32, 64 and k_max, those
 below k_max) and stops at the first look where the stopping rule fires on (n, s), the samples drawn and the
 successes among them (``capcal_metrics.sequential``: unanimity by default, or an anytime-valid interval
 narrower than W, ``width:W``). The estimates that stay unbiased after such a stop are in the records
 (``capcal_tasks.adaptive_records``; docs/methods.md, "Adaptive sampling: estimates after stopping").
 
-Design: each look is one lm-eval evaluation (``analysis.evaluation.evaluate``) with ``repeats`` = the look's
+Design: each pass is one lm-eval evaluation (``analysis.evaluation.evaluate``) with ``repeats`` = a look's
 sample count, restricted (lm-eval's ``samples``) to the questions still sampling, on one model object loaded
-once. Why this keeps the required properties:
+once. A pass skips the looks where no question still sampling can stop (``next_look``): under unanimity a
+question whose first l_1 samples disagree disagrees at every later look, so it draws up to k_max in the
+second pass (two lm-eval passes in all, whatever the looks). Why this keeps the required properties:
 
 - lm-eval stays the evaluator: prompts, filters and ``process_results`` are the task's own, so each look's
   record of a question is exactly the fixed-k record of its first n samples;
@@ -42,17 +44,33 @@ from analysis.evaluation.harness import (
     evaluate,
     save_run,
 )
+from capcal_metrics.sequential import SequentialPlan
 from capcal_tasks.adaptive_records import adaptive_fields, parse_rule, sequential_plan
 from capcal_tasks.sampling import extraction_rate, is_sampling_config, response_accuracy
 
-__all__ = ["ADAPTIVE_MODELS", "DEFAULT_LOOKS", "adaptive_looks", "evaluate_adaptive", "parse_looks"]
+__all__ = [
+    "ADAPTIVE_MODELS",
+    "DEFAULT_LOOKS",
+    "RELIABLE_FIRST_LOOK",
+    "adaptive_looks",
+    "evaluate_adaptive",
+    "next_look",
+    "parse_looks",
+    "small_first_look_warning",
+]
 
-DEFAULT_LOOKS = (16, 32, 64)
+# Under unanimity a share u of questions unanimous at the first look l_1 saves exactly u (1 - l_1 / k_max) of
+# the fixed-k samples (the others draw k_max): with l_1 = 8 and half the questions unanimous, 25% at
+# k_max = 16, 37.5% at 32, 43.75% at 64, 46.9% at 128 (docs/tasks-and-data.md, "Adaptive sampling").
+DEFAULT_LOOKS = (8, 16, 32, 64)
+# The smallest first look at which the Brier skill after stopping agrees with fixed k's in simulation
+# (docs/methods.md, "Adaptive sampling: the capability metrics after stopping"): below it the warning below.
+RELIABLE_FIRST_LOOK = 8
 # capcal's engines: sample i of a question is numbered and seeded by its repeat index (and cached by it), so
 # each look's first samples are the earlier looks' samples. Stock lm-eval models draw new ones at every look,
 # which would make the stop depend on samples the record does not hold.
 ADAPTIVE_MODELS = ("capcal-hf", "capcal-vllm", "capcal-api", "capcal-api-chat")
-_CUSTOM_AGGREGATIONS = {"correctness": response_accuracy, "extracted_answers": extraction_rate}
+_CUSTOM_AGGREGATIONS = {"extracted_answers": extraction_rate}
 
 
 def parse_looks(text: str) -> tuple[int, ...]:
@@ -70,17 +88,61 @@ def parse_looks(text: str) -> tuple[int, ...]:
 
 def adaptive_looks(looks: Sequence[int] | None, k_max: int) -> tuple[int, ...]:
     """The plan's looks for ``k_max``: ``looks`` (default ``DEFAULT_LOOKS`` less those >= k_max) then k_max.
-    ``ValueError`` (one line) for a given look above k_max."""
+    ``ValueError`` (one line) for k_max below 2, a given look above k_max, or a plan of one look (nothing
+    could stop before k_max: a fixed-k run)."""
+    if k_max < 2:
+        raise ValueError(
+            f"--adaptive needs k_max >= 2 samples per question (--repeats or the task's repeats), got {k_max}"
+        )
     if looks is None:
-        return (*[look for look in DEFAULT_LOOKS if look < k_max], k_max)
+        plan = (*[look for look in DEFAULT_LOOKS if look < k_max], k_max)
+        if len(plan) == 1:
+            raise ValueError(
+                f"--adaptive with k_max = {k_max} (--repeats or the task's repeats): the default looks "
+                f"({', '.join(map(str, DEFAULT_LOOKS))} below k_max) leave one look, so nothing could stop "
+                f"early; give --repeats above {DEFAULT_LOOKS[0]} (e.g. 16 or 64), or --looks below {k_max}"
+            )
+        return plan
     looks = parse_looks(",".join(str(look) for look in looks))
     if looks[-1] > k_max:
         raise ValueError(
             f"--looks: look {looks[-1]} is above k_max = {k_max} (--repeats or the task's repeats)"
         )
-    if k_max < 2:
-        raise ValueError(f"adaptive sampling needs k_max >= 2, got {k_max}")
+    if looks == (k_max,):
+        raise ValueError(
+            f"--looks {k_max} with k_max = {k_max}: one look, so nothing could stop early; give looks below "
+            f"k_max (e.g. --looks {max(2, k_max // 2)}) or a larger --repeats"
+        )
     return looks if looks[-1] == k_max else (*looks, k_max)
+
+
+def small_first_look_warning(looks: Sequence[int]) -> str | None:
+    """The warning for a plan whose first look is below ``RELIABLE_FIRST_LOOK`` (None otherwise): there the
+    Brier skill after stopping differed from the fixed-k skill by more than its simulation error
+    (docs/methods.md, "Adaptive sampling: the capability metrics after stopping")."""
+    if looks[0] >= RELIABLE_FIRST_LOOK:
+        return None
+    return (
+        f"--adaptive with a first look of {looks[0]}, below {RELIABLE_FIRST_LOOK}: the capability Brier "
+        "skill after stopping is not reliable there (its bias differs from fixed k's by up to 4.1 standard "
+        f"errors in simulation; docs/methods.md), and pass@k is estimated only up to k = {looks[0]}"
+    )
+
+
+def next_look(plan: SequentialPlan, look_index: int, successes: Sequence[int]) -> int:
+    """The index of the next look a pass must reach: the first look after ``look_index`` where one of the
+    questions still sampling (``successes`` at look ``look_index``) could stop, k_max at the latest.
+
+    A question with s successes at look l_i has s' in [s, s + l_j - l_i] at look l_j; a look where
+    ``plan.stop[j, s']`` holds for none of them cannot stop it, so drawing straight past it changes no stop
+    and no record. Under unanimity a question that disagrees at l_1 (0 < s < l_1) can reach neither 0 nor l_j
+    later: every such question goes to k_max in one pass."""
+    last = len(plan.looks) - 1
+    for index in range(look_index + 1, last):
+        grown = plan.looks[index] - plan.looks[look_index]
+        if any(plan.stop[index, s : s + grown + 1].any() for s in successes):
+            return index
+    return last
 
 
 def _k_max(repeats: int | None, configs: Mapping[str, Mapping[str, Any]]) -> int:
@@ -103,7 +165,13 @@ def _k_max(repeats: int | None, configs: Mapping[str, Mapping[str, Any]]) -> int
 def _aggregate(records: list[dict], template: Mapping[str, Any]) -> dict[str, Any]:
     """lm-eval's per-task results entry recomputed over the final records: every ``metric,filter`` of
     ``template`` (the first look's entry) whose metric all records hold; mean, or the task's own aggregation
-    for ``correctness`` and ``extracted_answers``; stderr of a mean as lm-eval's ``mean_stderr``."""
+    for ``extracted_answers``; stderr of a mean as lm-eval's ``mean_stderr``.
+
+    ``correctness`` is the mean over questions of the unbiased per-question estimate of mu
+    (``expected_accuracy``), which at a fixed k is the task's own aggregation (every response of every
+    question pooled, ``response_accuracy``). Pooled over the unequal n of an adaptive run the responses are
+    not: a question that stops unanimous at l_1 weighs l_1 and a mixed one k_max, so the pool leans to the
+    mixed questions (``capcal_adaptive`` keeps the pooled value as ``pooled_response_accuracy``, labelled)."""
     from lm_eval.api.metrics import mean_stderr
 
     entry: dict[str, Any] = {key: value for key, value in template.items() if "," not in key}
@@ -114,7 +182,10 @@ def _aggregate(records: list[dict], template: Mapping[str, Any]) -> dict[str, An
         if not all(metric in record for record in records):
             continue
         values = [record[metric] for record in records]
-        if metric in _CUSTOM_AGGREGATIONS:
+        if metric == "correctness":  # per question, unbiased: pooled over unequal n it is biased (module doc)
+            entry[key] = float(sum(record["expected_accuracy"] for record in records) / len(records))
+            entry[f"{metric}_stderr,{filter_name}"] = "N/A"
+        elif metric in _CUSTOM_AGGREGATIONS:
             entry[key] = _CUSTOM_AGGREGATIONS[metric](values)
             entry[f"{metric}_stderr,{filter_name}"] = "N/A"
         else:
@@ -150,12 +221,14 @@ def evaluate_adaptive(
     """``evaluate`` with adaptive sampling: each question of capcal's sampling tasks stops at the first look
     where ``rule`` fires (see the module docstring for the design).
 
-    ``looks``: sample counts (default 16, 32, 64 below k_max), k_max appended; k_max is ``repeats``, else
+    ``looks``: sample counts (default 8, 16, 32, 64 below k_max), k_max appended; k_max is ``repeats``, else
     the tasks' own ``repeats``. ``rule``: ``"unanimity"`` or ``"width:W"`` (``width:W:ALPHA``;
     ``capcal_tasks.adaptive_records.parse_rule``). Every setting is checked before a model loads
-    (``EvaluationInputError``, one line): looks strictly increasing from 2, none above k_max, the rule, only
-    sampling tasks, and ``evaluate``'s own checks. ``inform`` receives one line per look (questions still
-    sampling, samples drawn so far against fixed k). Other arguments are ``evaluate``'s. Returns lm-eval's
+    (``EvaluationInputError``, one line): k_max >= 2, looks strictly increasing from 2, none above k_max,
+    at least two looks (one look is a fixed-k run), the rule, only sampling tasks, and ``evaluate``'s own
+    checks; a first look below ``RELIABLE_FIRST_LOOK`` is warned about (``small_first_look_warning``).
+    ``inform`` receives one line per pass (questions still sampling, samples drawn so far against fixed k,
+    the looks skipped). Other arguments are ``evaluate``'s. Returns lm-eval's
     results dictionary as ``evaluate`` does; each samples record carries ``adaptive`` and the unbiased
     ``expected_accuracy``; ``results["capcal_adaptive"]`` holds the plan and, per task, the samples drawn,
     the fixed-k count and the samples saved.
@@ -207,6 +280,9 @@ def evaluate_adaptive(
     notify = evaluate_kwargs.pop("notify", None) or logging.getLogger("analysis.evaluation").warning
     for notice in checked.notices:  # what k_max leaves out, once (not each look's smaller k)
         notify(notice)
+    small_first_look = small_first_look_warning(plan_looks)
+    if small_first_look:
+        notify(small_first_look)
     per_look = {notice for look in plan_looks for notice in repeats_notices(look, checked.configs)}
 
     def notify_once(message: str) -> None:
@@ -219,16 +295,16 @@ def evaluate_adaptive(
     # ``samples`` (given sorted: lm-eval maps its i-th selected document to the list's i-th entry)
     first_selection = {name: sorted(set(indices)) for name, indices in samples.items()} if samples else None
     final: dict[str, dict[int, dict]] = {}  # task -> doc_id -> final record
-    active: dict[str, list[int]] = {}  # task -> doc_ids still sampling
+    active: dict[str, dict[int, int]] = {}  # task -> doc_id still sampling -> its successes so far
     first_results: dict[str, Any] | None = None
-    for look_number, look in enumerate(plan_looks):
+    look_number = 0
+    while True:
+        look = plan_looks[look_number]
         if look_number == 0:
             selection, look_limit, look_tasks = first_selection, limit, tasks
         else:
             selection = {task: sorted(ids) for task, ids in active.items() if ids}
             look_limit, look_tasks = None, sorted(selection)
-            if not selection:
-                break
         results = evaluate(
             lm,
             look_tasks,
@@ -246,8 +322,8 @@ def evaluate_adaptive(
             return results
         for task, records in results["samples"].items():
             if look_number == 0:
-                final[task], active[task] = {}, []
-            still = []
+                final[task], active[task] = {}, {}
+            still = {}
             for record in records:
                 doc_id = record["doc_id"]
                 n, s = len(record["correctness"]), sum(record["correctness"])
@@ -256,11 +332,16 @@ def evaluate_adaptive(
                 if plan.stop[look_number, s]:
                     final[task][doc_id] = _final_record(record, plan_looks, rule_setting)
                 else:
-                    still.append(doc_id)
+                    still[doc_id] = s
             active[task] = still
         if look_number == 0:
             first_results = results
-        inform(_look_line(look_number, plan_looks, final, active))
+        successes = [s for ids in active.values() for s in ids.values()]
+        following = next_look(plan, look_number, successes) if successes else None
+        inform(_look_line(look_number, plan_looks, final, active, following))
+        if following is None:
+            break
+        look_number = following
     assert first_results is not None
     return _finish(
         first_results, final, plan_looks, rule_setting, model, checked.model_args, lm,
@@ -286,18 +367,29 @@ def _load_model(model: str, model_args: dict[str, Any], kwargs: dict[str, Any], 
 
 
 def _look_line(
-    look_number: int, looks: tuple[int, ...], final: dict[str, dict[int, dict]], active: dict[str, list[int]]
+    look_number: int,
+    looks: tuple[int, ...],
+    final: dict[str, dict[int, dict]],
+    active: dict[str, dict[int, int]],
+    following: int | None,
 ) -> str:
-    """``adaptive look 1/3 (n = 16): 18 of 40 questions still sampling; 928 samples drawn so far, 2,560 at
-    fixed k = 64``."""
+    """``adaptive look 1/4 (n = 8): 18 of 40 questions still sampling; 608 samples drawn so far, 2,560 at
+    fixed k = 64; next pass to n = 64 (no question still sampling can stop at 16, 32)``."""
     questions = sum(len(final[task]) + len(active[task]) for task in final)
     still = sum(len(ids) for ids in active.values())
     look = looks[look_number]
     drawn = sum(len(r["correctness"]) for task in final for r in final[task].values()) + still * look
-    return (
+    line = (
         f"adaptive look {look_number + 1}/{len(looks)} (n = {look}): {still} of {questions} questions still "
         f"sampling; {drawn:,} samples drawn so far, {questions * looks[-1]:,} at fixed k = {looks[-1]}"
     )
+    skipped = looks[look_number + 1 : following] if following is not None else ()
+    if skipped:
+        line += (
+            f"; next pass to n = {looks[following]} (no question still sampling can stop at "
+            f"{', '.join(map(str, skipped))})"
+        )
+    return line
 
 
 def _finish(
@@ -325,6 +417,8 @@ def _finish(
         fixed = len(records) * looks[-1]
         summary["tasks"][task] = {
             "questions": len(records),
+            "correctness": "mean over questions of the unbiased estimate of mu (expected_accuracy)",
+            "pooled_response_accuracy": response_accuracy([record["correctness"] for record in records]),
             "samples_drawn": drawn,
             "fixed_k_samples": fixed,
             "samples_saved": fixed - drawn,

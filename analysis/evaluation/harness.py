@@ -713,7 +713,8 @@ def _hook_removed(task_manager: Any) -> Iterator[None]:
 def format_results(results: Mapping[str, Any], num_fewshot: int | None = None) -> str:
     """The summary ``lm_eval`` prints after a run: the run's settings line (``num_fewshot`` as requested)
     and lm-eval's results table (and the groups table when there are groups), from
-    ``lm_eval.utils.make_table``."""
+    ``lm_eval.utils.make_table``; for an adaptive run, one line per task saying what its ``correctness`` is
+    (the per-question unbiased mean) and the samples drawn against fixed k."""
     from lm_eval.utils import make_table
 
     config = results.get("config", {})
@@ -729,4 +730,10 @@ def format_results(results: Mapping[str, Any], num_fewshot: int | None = None) -
     ]
     if "groups" in results:
         lines.append(make_table(dict(results), "groups"))
+    for task, summary in (results.get("capcal_adaptive") or {}).get("tasks", {}).items():
+        lines.append(
+            f"{task}, adaptive: correctness is the {summary['correctness']}, not the responses pooled over "
+            f"unequal n ({summary['pooled_response_accuracy']:.4f}); {summary['samples_drawn']:,} samples "
+            f"drawn, {summary['fixed_k_samples']:,} at fixed k ({summary['saved_fraction']:.1%} saved)"
+        )
     return "\n".join(lines)

@@ -46,13 +46,14 @@ def _k(questions: pd.DataFrame) -> int:
 
 
 def k_notices(questions: pd.DataFrame) -> list[str]:
-    """One line per (model, task) of a per-question table (``analysis.runs``) whose k leaves estimators out:
-    k = 1 (mu_hat is 0 or 1: capability calibration is only response calibration) or k below
-    ``CONSISTENCY_MIN_K`` (no consistency estimate); for an adaptive run, a first look l_1 below it (its
-    consistency uses each question's first l_1 samples). ``capcal analyze`` and ``capcal report`` print
-    them."""
+    """One line per (model, task, run) of a per-question table (``analysis.runs``) whose k leaves estimators
+    out (a line two runs share, once): k = 1 (mu_hat is 0 or 1: capability calibration is only response
+    calibration) or k below ``CONSISTENCY_MIN_K`` (no consistency estimate); for an adaptive run, a first
+    look l_1 below it (its consistency uses each question's first l_1 samples). ``capcal analyze`` and
+    ``capcal report`` print them."""
     notices = []
-    for (model, task), group in questions.groupby(["model", "task"], sort=True):
+    keys = ["model", "task", *(["run_id"] if "run_id" in questions.columns else [])]
+    for (model, task, *_), group in questions.groupby(keys, sort=True):  # one plan per run
         look = first_look(group)
         if look is not None:
             if look < CONSISTENCY_MIN_K:
@@ -73,7 +74,7 @@ def k_notices(questions: pd.DataFrame) -> list[str]:
                 f"{task} ({model}) has k = {k} responses per question: the consistency estimator needs "
                 f"k >= {CONSISTENCY_MIN_K} and is missing"
             )
-    return notices
+    return list(dict.fromkeys(notices))  # two runs of one task and k say it once
 
 
 def report_notices(

@@ -393,13 +393,17 @@ def _adaptive(looks: list[int], *estimators: str) -> pd.DataFrame:
 
 
 def test_warnings_of_an_adaptive_run_name_k_max_and_the_first_look():
-    """k_max below 10 and, with the paper-form consistency, the first look below 10; not the fixed-k
-    warning (the smallest n, 2, is a question that stopped early)."""
+    """k_max below 10, a first look below 8 (the Brier skill, issue 48.3) and, with the paper-form
+    consistency, the first look below 10; not the fixed-k warning (the smallest n, 2, is a question that
+    stopped early)."""
     evaluation = _adaptive([2, 4], "p_true", "consistency_k2")
     inputs = _inputs(evaluation, ["p_true", "consistency_k2"], _metric_rows({}))
     assert _warnings(inputs, _ranked(("p_true", 4, 0.1)))[1:] == [
         "adaptive run with k_max = 4 samples, below 10: a question whose samples disagree is estimated from "
         "at most 4 samples.",
+        "adaptive run with a first look of 2 samples, below 8: the Brier skill after stopping is not "
+        "reliable (in simulation its bias differs from fixed k's by up to 4.1 standard errors, "
+        "docs/methods.md); rank by the corrected Brier or the debiased ECE.",
         "consistency uses each question's first 2 samples (the first look, drawn before any stopping "
         "decision), below 10: only k < 2 (its leakage-free form is scored against every sample outside its "
         "draw pool).",
@@ -407,7 +411,10 @@ def test_warnings_of_an_adaptive_run_name_k_max_and_the_first_look():
     without = _inputs(_adaptive([2, 4], "p_true"), ["p_true"], _metric_rows({}))
     assert _warnings(without, _ranked(("p_true", 4, 0.1)))[1:] == [
         "adaptive run with k_max = 4 samples, below 10: a question whose samples disagree is estimated from "
-        "at most 4 samples."
+        "at most 4 samples.",
+        "adaptive run with a first look of 2 samples, below 8: the Brier skill after stopping is not "
+        "reliable (in simulation its bias differs from fixed k's by up to 4.1 standard errors, "
+        "docs/methods.md); rank by the corrected Brier or the debiased ECE.",
     ]
     enough = _inputs(_adaptive([10, 20], "p_true", "consistency_k2"), ["p_true"], _metric_rows({}))
     assert _warnings(enough, _ranked(("p_true", 4, 0.1))) == [

@@ -2,10 +2,12 @@
 
 - pre-flight: bad looks, a look above k_max, a rule typo, a non-sampling task, ``--looks`` without
   ``--adaptive``: one line, exit 2, before the model loads (no model needed for most);
-- an adaptive run (capcal_arithmetic, 6 questions, looks 2 and k_max 4) against a fixed k = 4 run with the
-  same seed and no sample cache: each question's n responses are the first n of the fixed run's; the records
-  hold the plan's n, s, reason and capcal_metrics.sequential's estimates; questions unanimous at 2 stop there;
-  the samples drawn are what the plan says;
+- an adaptive run (capcal_arithmetic, 6 questions, looks 2, 3 and k_max 4) against a fixed k = 4 run with
+  the same seed and no sample cache: each question's n responses are the first n of the fixed run's; the
+  records hold the plan's n, s, reason and capcal_metrics.sequential's estimates; questions unanimous at 2
+  stop there; the samples drawn are what the plan says; two lm-eval passes (look 3 skipped: no question
+  mixed at 2 can stop there); ``correctness`` is the per-question unbiased mean; ``capcal analyze`` reads a
+  folder holding both runs;
 - a ``capcal eval --adaptive`` killed (SIGKILL) once its first look is done, run again: the records equal the
   uninterrupted adaptive run's, and the re-run reads the first look's samples from the cache.
 """
@@ -26,7 +28,8 @@ import pytest
 from capcal_metrics.sequential import confidence_sequence, unanimity_rule, unbiased_mean, unbiased_mean_square
 
 REPO = Path(__file__).resolve().parents[3]
-TASK, LIMIT, K_MAX, LOOKS, MAX_GEN_TOKS, SEED = "capcal_arithmetic", 6, 4, (2, 4), 8, 7
+# looks 2, 3 and k_max 4: under unanimity no question mixed at 2 can stop at 3, so the run takes two passes
+TASK, LIMIT, K_MAX, LOOKS, MAX_GEN_TOKS, SEED = "capcal_arithmetic", 6, 4, (2, 3, 4), 8, 7
 
 
 def _capcal(*arguments: str, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -59,6 +62,26 @@ def test_bad_adaptive_settings_are_one_line_before_the_model_loads(flags, messag
     run = _capcal("eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
                   "--tasks", TASK, "--repeats", str(K_MAX), "--limit", "2", "--apply_chat_template",
                   *flags)  # fmt: skip
+    assert message in _one_error_line(run)
+
+
+@pytest.mark.parametrize(
+    ("repeats", "message"),
+    [
+        ("1", "--adaptive needs k_max >= 2 samples per question (--repeats or the task's repeats), got 1"),
+        ("8", "--adaptive with k_max = 8 (--repeats or the task's repeats): the default looks (8, 16, 32, 64 "
+         "below k_max) leave one look, so nothing could stop early"),
+    ],
+)  # fmt: skip
+def test_adaptive_with_too_few_repeats_is_one_line_before_the_model_loads(
+    repeats, message, smollm2_path
+) -> None:
+    """Issue 47.11/14: ``--adaptive --repeats 1`` failed only after the model loaded and sampled (exit 1, "an
+    unbiased mu^2 needs a first look l_1 >= 2"); a k_max the default looks leave one look of ran as fixed k
+    with no notice (exit 0, 0% saved)."""
+    run = _capcal("eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
+                  "--tasks", TASK, "--repeats", repeats, "--limit", "2", "--apply_chat_template",
+                  "--adaptive")  # fmt: skip
     assert message in _one_error_line(run)
 
 
@@ -110,8 +133,15 @@ def runs(smollm2_path: Path, tmp_path_factory) -> dict:
         batch_size=3,
         apply_chat_template=True,
         log_samples=True,
+        output_path=folder / "fixed",
     )
-    return {"adaptive": folder / "out", "stderr": run.stderr, "fixed": fixed, "folder": folder}
+    return {
+        "adaptive": folder / "out",
+        "stderr": run.stderr,
+        "stdout": run.stdout,
+        "fixed": fixed,
+        "folder": folder,
+    }
 
 
 @pytest.mark.slow
@@ -162,19 +192,47 @@ def test_the_results_file_records_the_plan_and_the_samples_drawn(runs) -> None:
     assert summary["tasks"][TASK]["samples_saved"] == LIMIT * K_MAX - drawn
     stopped_first = sum(record["adaptive"]["n"] == LOOKS[0] for record in records.values())
     assert 0 < stopped_first < LIMIT  # both ways of stopping occur (4 of 6 stop at 2 with seed 7)
-    assert summary["tasks"][TASK]["stopped_at"] == {"2": stopped_first, "4": LIMIT - stopped_first}
+    assert summary["tasks"][TASK]["stopped_at"] == {"2": stopped_first, "3": 0, "4": LIMIT - stopped_first}
     mean = np.mean([record["expected_accuracy"] for record in records.values()])
     assert results["results"][TASK]["expected_accuracy,all_responses"] == pytest.approx(mean, abs=1e-12)
+    # correctness: the per-question unbiased mean (issue 48.3), the pooled responses kept and labelled
+    pooled = sum(sum(r["correctness"]) for r in records.values()) / drawn
+    assert results["results"][TASK]["correctness,all_responses"] == pytest.approx(mean, abs=1e-12)
+    assert summary["tasks"][TASK]["pooled_response_accuracy"] == pytest.approx(pooled, abs=1e-12)
+    assert f"{TASK}, adaptive: correctness is the mean over questions of the unbiased" in runs["stdout"]
     assert results["configs"][TASK]["repeats"] == K_MAX
     # what k_max = 4 leaves out is said once; the smaller k of the first look is not warned about
     assert runs["stderr"].count("warning: --repeats 4 on capcal_arithmetic") == 1, runs["stderr"][-3000:]
-    assert "--repeats 2 on" not in runs["stderr"]
-    # the progress line of each look
+    assert "--repeats 2 on" not in runs["stderr"] and "--repeats 3 on" not in runs["stderr"]
+    assert runs["stderr"].count("warning: --adaptive with a first look of 2, below 8: the capability") == 1
+    # one progress line per pass: look 3 is skipped (issue 47.13: every look was a pass of its own)
     lines = [line for line in runs["stderr"].splitlines() if "adaptive look" in line]
     assert len(lines) == 2, runs["stderr"][-3000:]
-    assert lines[0].startswith(f"capcal eval: adaptive look 1/2 (n = 2): {LIMIT - stopped_first} of {LIMIT} ")
-    assert lines[0].endswith(f"{LIMIT * LOOKS[0]} samples drawn so far, {LIMIT * K_MAX} at fixed k = 4")
+    assert lines[0].startswith(f"capcal eval: adaptive look 1/3 (n = 2): {LIMIT - stopped_first} of {LIMIT} ")
+    assert lines[0].endswith(
+        f"{LIMIT * LOOKS[0]} samples drawn so far, {LIMIT * K_MAX} at fixed k = 4; next pass to n = 4 (no "
+        "question still sampling can stop at 3)"
+    )
+    assert lines[1].startswith("capcal eval: adaptive look 3/3 (n = 4): 0 of 6 questions still sampling")
     assert lines[1].endswith(f"{drawn} samples drawn so far, {LIMIT * K_MAX} at fixed k = 4")
+
+
+@pytest.mark.slow
+def test_analyze_reads_a_folder_with_a_fixed_k_and_an_adaptive_run_of_one_task(runs, tmp_path) -> None:
+    """Issue 47.14: exit 2, "questions of several adaptive plans in one table (first looks [2, 4])", while
+    report, table and check read such a folder."""
+    import shutil
+
+    folder = tmp_path / "both"
+    shutil.copytree(runs["adaptive"], folder / "adaptive")
+    shutil.copytree(runs["folder"] / "fixed", folder / "fixed")
+    run = _capcal("analyze", str(folder), "--output", str(tmp_path / "questions.jsonl"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    table = [json.loads(line) for line in (tmp_path / "questions.jsonl").read_text().splitlines()]
+    assert sorted(row["sampling"] for row in table) == sorted(
+        ["fixed k"] * LIMIT + ["adaptive (looks 2, 3, 4, rule unanimity)"] * LIMIT
+    )
+    assert "warning: capcal_arithmetic" in run.stderr and "first look of 2 responses" in run.stderr
 
 
 @pytest.mark.slow
@@ -208,7 +266,7 @@ def test_a_killed_adaptive_run_resumes_to_the_uninterrupted_one(runs, smollm2_pa
     deadline = time.monotonic() + 300
     for line in stopped.stderr:  # kill once the first look is done, before the second is sampled
         seen.append(line)
-        if "adaptive look 1/2" in line or time.monotonic() > deadline:
+        if "adaptive look 1/3" in line or time.monotonic() > deadline:
             stopped.send_signal(signal.SIGKILL)
             break
     stopped.wait(timeout=60)
@@ -236,3 +294,168 @@ def test_adaptive_flags_become_evaluate_adaptive_arguments() -> None:
     assert (request("--adaptive")["looks"], request("--adaptive")["rule"]) == (None, "unanimity")
     chosen = request("--adaptive", "--looks", "16,32", "--adaptive_rule", "width:0.2")
     assert (chosen["looks"], chosen["rule"]) == ((16, 32), "width:0.2")
+
+
+# --- the plan's edges, the passes and the printed aggregate (no model) --------------------------------------
+
+
+def test_the_default_looks_leave_a_first_look_of_8_below_k_max() -> None:
+    """Issue 47.11/12: at the tasks' default repeats (16) the old default looks (16, 32, 64 below k_max)
+    collapsed to the single look (16,): a fixed-k run, 0% saved, no notice. The default first look is 8, so
+    the saving under unanimity is u (1 - 8 / k_max) for a share u unanimous at 8."""
+    from analysis.evaluation.adaptive import DEFAULT_LOOKS, adaptive_looks
+
+    assert DEFAULT_LOOKS[0] == 8
+    assert adaptive_looks(None, 16) == (8, 16)
+    assert adaptive_looks(None, 9) == (8, 9)
+    assert adaptive_looks(None, 64) == (8, 16, 32, 64)
+    assert adaptive_looks(None, 100) == (8, 16, 32, 64, 100)
+    assert adaptive_looks((16,), 16 * 4) == (16, 64) and adaptive_looks((2, 4), 4) == (2, 4)
+
+
+@pytest.mark.parametrize(
+    ("looks", "k_max", "message"),
+    [
+        (None, 8, "--adaptive with k_max = 8 (--repeats or the task's repeats): the default looks (8, 16, "
+         "32, 64 below k_max) leave one look, so nothing could stop early; give --repeats above 8 (e.g. 16 "
+         "or 64), or --looks below 8"),
+        (None, 2, "--adaptive with k_max = 2 (--repeats or the task's repeats): the default looks"),
+        (None, 1, "--adaptive needs k_max >= 2 samples per question (--repeats or the task's repeats), "
+         "got 1"),
+        ((2,), 1, "--adaptive needs k_max >= 2 samples per question"),
+        ((16,), 16, "--looks 16 with k_max = 16: one look, so nothing could stop early; give looks below "
+         "k_max (e.g. --looks 8) or a larger --repeats"),
+        ((2,), 2, "--looks 2 with k_max = 2: one look"),
+    ],
+)  # fmt: skip
+def test_a_plan_of_one_look_is_refused(looks, k_max, message) -> None:
+    from analysis.evaluation.adaptive import adaptive_looks
+
+    with pytest.raises(ValueError) as raised:
+        adaptive_looks(looks, k_max)
+    assert str(raised.value).startswith(message) and "\n" not in str(raised.value)
+
+
+def _passes(plan, vector: list[int]) -> tuple[int, int, int]:
+    """One question alone through evaluate_adaptive's passes: (n, s, passes)."""
+    from analysis.evaluation.adaptive import next_look
+
+    index, passes = 0, 1
+    while True:
+        s = sum(vector[: plan.looks[index]])
+        if plan.stop[index, s]:
+            return plan.looks[index], s, passes
+        index, passes = next_look(plan, index, [s]), passes + 1
+
+
+@pytest.mark.parametrize("rule", ["unanimity", "width:0.5", "width:0.7:0.2"])
+def test_passes_that_skip_looks_stop_every_question_where_the_plan_does(rule) -> None:
+    """Issue 47.13: a pass skips only looks where no question still sampling could stop, so every 0/1
+    sequence of length k_max stops at the (n, s) of the plan applied look by look
+    (``analysis.estimators.adaptive.stopped_counts``); under unanimity a question mixed at l_1 draws k_max in
+    its second pass (two passes at most, against one per look before)."""
+    import itertools
+
+    from analysis.estimators.adaptive import stopped_counts
+    from capcal_tasks.adaptive_records import parse_rule, sequential_plan
+
+    plan = sequential_plan((2, 4, 6, 10), parse_rule(rule))
+    vectors = [list(bits) for bits in itertools.product((0, 1), repeat=10)]
+    cumulative = np.array([[sum(v[:look]) for look in plan.looks] for v in vectors])
+    n, s = stopped_counts(cumulative, plan)
+    skipped = 0
+    for vector, want_n, want_s in zip(vectors, n, s, strict=True):
+        got_n, got_s, passes = _passes(plan, vector)
+        assert (got_n, got_s) == (want_n, want_s), vector
+        looks_reached = plan.looks.index(got_n) + 1
+        assert passes <= looks_reached
+        skipped += looks_reached - passes
+        if rule == "unanimity":
+            assert passes == (1 if sum(vector[:2]) in (0, 2) else 2)
+    if rule == "unanimity":  # the looks 4 and 6 of every mixed first look
+        assert skipped == 2 * sum(sum(v[:2]) == 1 for v in vectors)
+
+
+def test_a_mixed_first_look_goes_straight_to_k_max_under_unanimity() -> None:
+    from analysis.evaluation.adaptive import next_look
+    from capcal_metrics.sequential import confidence_width_rule
+
+    plan = unanimity_rule((8, 16, 32, 64))
+    assert next_look(plan, 0, [1, 4, 7]) == 3
+    # the width rule can stop at 16 on s in {0, 16} only (interval 0.267 wide at 0 of 16 < 0.3): a question
+    # at 0 of 8 may still reach it, one at 3 of 8 may not stop before 32
+    width = confidence_width_rule((8, 16, 32, 64), 0.3)
+    assert width.stop[1, 0] and not width.stop[1, 1:16].any()
+    assert next_look(width, 0, [0, 3]) == 1
+    assert next_look(width, 0, [3]) == next(i for i in (2, 3) if width.stop[i, 3 : 3 + 24 + 1].any())
+
+
+def _stopped_records(vectors: list[list[int]], looks: tuple[int, ...]) -> list[dict]:
+    from capcal_tasks.adaptive_records import adaptive_fields
+
+    rule = {"name": "unanimity"}
+    return [
+        {"doc_id": index, "correctness": vector, "extracted_answers": ["1"] * len(vector),
+         **adaptive_fields(list(looks), rule, vector)}
+        for index, vector in enumerate(vectors)
+    ]  # fmt: skip
+
+
+def test_the_correctness_aggregate_is_the_per_question_unbiased_mean() -> None:
+    """Issue 48.3: lm-eval's ``correctness`` aggregate pooled every response, so after stopping the mixed
+    questions (k_max responses each) outweighed the unanimous ones (l_1 each): 0.2 pooled here, against the
+    mean of the unbiased per-question estimates."""
+    from analysis.evaluation.adaptive import _aggregate
+    from capcal_metrics.sequential import unbiased_mean
+
+    looks = (2, 8)
+    vectors = [[1, 1], [1, 1], [0, 0], [1, 0, 0, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0, 0, 0]]
+    records = _stopped_records(vectors, looks)
+    template = {"alias": TASK, "correctness,all_responses": 0.0, "correctness_stderr,all_responses": "N/A",
+                "expected_accuracy,all_responses": 0.0}  # fmt: skip
+    entry = _aggregate(records, template)
+    plan = unanimity_rule(looks)
+    n = np.array([len(v) for v in vectors])
+    s = np.array([sum(v) for v in vectors])
+    want = float(np.mean(unbiased_mean(plan, n, s)))
+    pooled = s.sum() / n.sum()
+    assert pooled == pytest.approx(6 / 22)
+    assert entry["correctness,all_responses"] == pytest.approx(want, abs=1e-12)
+    assert entry["expected_accuracy,all_responses"] == pytest.approx(want, abs=1e-12)
+    assert abs(want - pooled) > 0.1
+    # at a single look (fixed k) the per-question mean is the pooled response accuracy
+    fixed = [[1, 0, 1, 1], [0, 0, 0, 1]]
+    same = _aggregate([{"correctness": v, "expected_accuracy": sum(v) / 4} for v in fixed], template)
+    assert same["correctness,all_responses"] == pytest.approx(4 / 8)
+
+
+def test_the_printed_table_says_what_correctness_is_after_stopping() -> None:
+    from analysis.evaluation import format_results
+
+    results = {
+        "results": {TASK: {"alias": TASK, "correctness,all_responses": 0.5}},
+        "versions": {TASK: 1},
+        "n-shot": {TASK: 0},
+        "higher_is_better": {TASK: {"correctness": True}},
+        "config": {"model": "capcal-hf", "model_args": {}},
+        "capcal_adaptive": {"tasks": {TASK: {
+            "correctness": "mean over questions of the unbiased estimate of mu (expected_accuracy)",
+            "pooled_response_accuracy": 0.25, "samples_drawn": 1234, "fixed_k_samples": 2560,
+            "saved_fraction": 1 - 1234 / 2560}}},
+    }  # fmt: skip
+    text = format_results(results)
+    assert text.splitlines()[-1] == (
+        f"{TASK}, adaptive: correctness is the mean over questions of the unbiased estimate of mu "
+        "(expected_accuracy), not the responses pooled over unequal n (0.2500); 1,234 samples drawn, "
+        "2,560 at fixed k (51.8% saved)"
+    )
+
+
+def test_a_first_look_below_8_is_warned_about() -> None:
+    from analysis.evaluation.adaptive import small_first_look_warning
+
+    assert small_first_look_warning((8, 64)) is None and small_first_look_warning((16, 64)) is None
+    assert small_first_look_warning((4, 8, 16)).startswith(
+        "--adaptive with a first look of 4, below 8: the capability Brier skill after stopping is not "
+        "reliable"
+    )
