@@ -84,7 +84,8 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         "(docs/methods.md#adaptive-sampling-estimates-after-stopping)",
     )
     own.add_argument(
-        "--looks", help="with --adaptive: sample counts, e.g. 16,32,64 (k_max, the repeats, is appended)"
+        "--looks",
+        help="with --adaptive: sample counts, default 8,16,32,64 below k_max (k_max = the repeats, appended)",
     )
     own.add_argument(
         "--adaptive_rule",
