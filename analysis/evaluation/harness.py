@@ -281,6 +281,34 @@ def _check_data(task_manager, configs: dict[str, dict], root: Path | None, metad
                     )
 
 
+def _check_sampled_tasks(
+    task_manager: Any, resolved: Sequence[Any], repeats: int | None, root: Path | None, metadata: dict
+) -> dict[str, dict]:
+    """With ``repeats``, the stock tasks ``CapcalTaskManager`` will sample k times
+    (``capcal_tasks.sampled_task``), as ``{name: {"metadata": {"capcal_task": "sampling"}}}``; every task the
+    static rule refuses (``capcal_tasks.task_admission.admit``), or whose rows are not in the local data
+    folder ``root``, is one line of the ``EvaluationInputError`` (before any model loads)."""
+    if repeats is None:
+        return {}
+    from capcal_tasks.local_rows import MissingLocalRows, local_dataset
+    from capcal_tasks.task_admission import RefusedTask, admit, refusal_lines
+
+    stock = task_manager.stock_task_configs([entry for entry in resolved if isinstance(entry, str)])
+    refusals: list[tuple[str, str]] = []
+    for name, config in stock.items():
+        try:
+            admit(name, config, metadata)
+            if root is not None:
+                local_dataset(name, config, root=root)
+        except RefusedTask as refusal:
+            refusals.append((name, str(refusal)))
+        except MissingLocalRows as missing:
+            refusals.append((name, str(missing).removeprefix(f"task {name} ")))
+    if refusals:
+        raise EvaluationInputError(refusal_lines(refusals))
+    return {name: {"metadata": {"capcal_task": "sampling"}} for name in stock}
+
+
 def check_inputs(
     model: Any,
     tasks: str | Sequence[Any],
@@ -392,6 +420,7 @@ def check_inputs(
     if isinstance(model, str):  # after the task names: a model class may import torch (seconds)
         _check_model(model, arguments)
     configs = task_manager.task_configs([entry for entry in resolved if isinstance(entry, (str, dict))])
+    sampled = _check_sampled_tasks(task_manager, resolved, repeats, root, merged)
     _check_data(task_manager, configs, root, merged)
     problem = chat_template_problem(
         arguments if isinstance(model, str) else _lm_tokenizer_source(model),
@@ -406,7 +435,7 @@ def check_inputs(
     )
     if problem is not None:
         raise EvaluationInputError(problem)
-    notices = repeats_notices(repeats, configs)
+    notices = repeats_notices(repeats, {**configs, **sampled})
     return CheckedInputs(task_manager, resolved, arguments, merged, configs, notices)
 
 
