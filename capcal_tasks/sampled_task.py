@@ -11,7 +11,9 @@ filter output normalised as the task's ``exact_match`` normalises it, so "18" an
 the metric says they are equal), plus every ``mean`` metric of the base task averaged over the k responses
 (so the task's own metric in the results table equals the mean of ``expected_accuracy``). A task whose
 pipeline extracts nothing (whole responses reach its metric) has no answer classes: no majority vote, and
-its protocol says consistency is left out.
+its protocol says consistency is left out; where the metric itself compares the whole response with the gold
+(no ``process_results`` of the task's own, e.g. triviaqa's short answers), that comparison's normalisation
+gives the classes.
 
 Which tasks are admitted, and why the others are refused: ``capcal_tasks.task_admission``. A greedy task is
 turned into sampling (``do_sample: true``, ``temperature`` 1.0, ``top_p`` 1.0, ``top_k`` 0, capcal's
@@ -35,7 +37,6 @@ import re
 import string
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import fields
-from pathlib import Path
 from typing import Any
 
 from lm_eval.api.metrics import mean
@@ -44,6 +45,7 @@ from lm_eval.filters import build_filter_ensemble
 from lm_eval.tasks import TaskManager
 from lm_eval.tasks._yaml_loader import load_yaml
 
+from capcal_tasks.sampled_protocol import PROTOCOL_KEY, relative_config_path
 from capcal_tasks.sampling import (
     _pass_at_value,
     extraction_rate,
@@ -55,18 +57,14 @@ from capcal_tasks.sampling import (
 from capcal_tasks.task_admission import RefusedTask, admit
 
 __all__ = [
-    "PROTOCOL_KEY",
     "SAMPLING_SETTINGS",
     "SampledTask",
     "base_task_config",
     "build_base_task",
     "config_of",
-    "protocol_lines",
     "sampling_generation_kwargs",
 ]
 
-#: the key of the wrapped task's protocol in its config's metadata
-PROTOCOL_KEY = "capcal_sampled"
 #: what a greedy task's generation settings become (capcal's sampling protocol, as its own sampling tasks)
 SAMPLING_SETTINGS = {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0}
 _REGEX_FILTERS = frozenset({"regex", "regex_pos", "multi_choice_regex"})
@@ -220,7 +218,7 @@ class SampledTask(ConfigurableTask):
         protocol = {
             "base_task": base_name,
             "base_version": (base.config.metadata or {}).get("version"),
-            "base_config": _relative((base.config.metadata or {}).get("config_source")),
+            "base_config": relative_config_path((base.config.metadata or {}).get("config_source")),
             "pipeline": admission.pipeline,
             "pipeline_filters": [str(step.get("function")) for step in admission.filters],
             "dropped": "take_first",
@@ -388,50 +386,3 @@ def _plain(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return str(value)
-
-
-def protocol_lines(config: Mapping[str, Any]) -> list[str]:
-    """What capcal changed in a wrapped task's protocol, one line each, from its dumped config (the results
-    file's ``configs`` entry): base task and version, the pipeline and metric, answer classes, the generation
-    settings that differ from the task's own (after ``--gen_kwargs``), few-shot settings. Empty for a config
-    that is not a wrapped task."""
-    protocol = (config.get("metadata") or {}).get(PROTOCOL_KEY)
-    if not isinstance(protocol, Mapping):
-        return []
-    task = config.get("task")
-    own = protocol.get("task_generation_kwargs") or {}
-    used = config.get("generation_kwargs") or {}
-    changed = {
-        key: (own.get(key), used.get(key))
-        for key in sorted(set(own) | set(used))
-        if own.get(key) != used.get(key)
-    }
-    changes = ", ".join(f"{key} {before!r} -> {after!r}" for key, (before, after) in changed.items())
-    classes = protocol.get("answer_classes")
-    filters = " -> ".join(protocol.get("pipeline_filters") or []) or "nothing"
-    lines = [
-        f"{task}: lm-eval task {protocol.get('base_task')} (version {protocol.get('base_version')}) sampled "
-        f"k = {protocol.get('k')} times per question",
-        f"{task}: scored by its own metric {protocol.get('metric')} per response after its pipeline "
-        f"{protocol.get('pipeline')} ({filters}; its final take_first dropped)",
-        f"{task}: generation settings changed by capcal: {changes or 'none'}",
-        f"{task}: few-shot: num_fewshot {config.get('num_fewshot')} "
-        f"(task default {protocol.get('num_fewshot')})",
-        f"{task}: answer classes: "
-        + (
-            "the pipeline's output, normalised as the metric compares answers"
-            if classes
-            else "none (the pipeline extracts no answer; majority vote and consistency left out)"
-        ),
-    ]
-    if protocol.get("local_rows"):
-        lines.append(f"{task}: rows read from the local data folder (capcal_tasks.local_rows), not the hub")
-    return lines
-
-
-def _relative(path: str | None) -> str | None:
-    """A config path shown from lm-eval's task folder on (``lm_eval/tasks/...``)."""
-    if path is None:
-        return None
-    parts = Path(path).parts
-    return "/".join(parts[parts.index("lm_eval") :]) if "lm_eval" in parts else path

@@ -70,8 +70,10 @@ class Admission:
     """How an admitted task is wrapped: the ``pipeline`` kept (its ``name`` in the task's ``filter_list``,
     ``none`` for lm-eval's default), its ``filters`` without the final ``take_first`` (lm-eval's
     ``filter_list`` entries), the ``metric`` read as each response's 0/1 label and whether the user named it
-    (``metric_named``), and whether the pipeline extracts an answer (``extracts``: False for whole
-    responses)."""
+    (``metric_named``), and whether the responses have answer classes (``extracts``): the pipeline extracts
+    an answer, or the metric itself compares the (whole, filtered) response with the gold (no
+    ``process_results`` of the task's own); False where whole responses reach the task's own scorer, which
+    extracts what it compares out of sight."""
 
     pipeline: str
     filters: tuple[dict, ...]
@@ -184,6 +186,7 @@ def admit(task: str, config: Mapping[str, Any], metadata: Mapping[str, Any] | No
         metric = zero_one[0]
     kept = tuple(steps[:-1])
     extracts = any(str(step.get("function")) not in WHOLE_RESPONSE_FILTERS for step in kept)
+    extracts = extracts or config.get("process_results") is None
     return Admission(pipeline, kept, metric, named is not None, extracts)
 
 
