@@ -111,9 +111,11 @@ class CapcalTaskManager(TaskManager):
 
     def _sampled_stock_tasks(self, task_list):
         """``task_list`` with every stock task (alone or in a stock group or tag) replaced by its
-        ``SampledTask`` (k = ``repeats``, rows from the local data folder when one is set); capcal's own
-        tasks stay names."""
+        ``SampledTask`` (k = ``repeats``, rows from the local data folder when one is set), followed by its
+        P(True) task when the metadata's ``capcal_confidences`` lists ``ptrue``
+        (``capcal_tasks.sampled_confidence``); capcal's own tasks stay names."""
         from capcal_tasks.data_sources import local_data_dir
+        from capcal_tasks.sampled_confidence import CONFIDENCES_KEY, ptrue_task
         from capcal_tasks.sampled_task import SampledTask, build_base_task
 
         items = task_list if isinstance(task_list, list) else [task_list]
@@ -125,9 +127,12 @@ class CapcalTaskManager(TaskManager):
                 replaced.append(item)
                 continue
             replaced += [name for name in self.task_configs([item]) if name not in stock]
+            confidences = (self.metadata or {}).get(CONFIDENCES_KEY) or []
             for name in stock:
                 base = build_base_task(name, self, self.metadata, local_rows=local)
                 replaced.append(SampledTask(base=base, k=self.repeats, metadata=self.metadata))
+                if "ptrue" in confidences:  # P(True), capability form, on the same questions
+                    replaced.append(ptrue_task(base, name))
         return replaced
 
     def resolve_task_names(self, names: Sequence[str]) -> list[str | dict]:
