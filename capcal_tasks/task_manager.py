@@ -128,6 +128,7 @@ class CapcalTaskManager(TaskManager):
                 continue
             replaced += [name for name in self.task_configs([item]) if name not in stock]
             confidences = (self.metadata or {}).get(CONFIDENCES_KEY) or []
+            confidences = confidences.split(",") if isinstance(confidences, str) else confidences
             for name in stock:
                 base = build_base_task(name, self, self.metadata, local_rows=local)
                 replaced.append(SampledTask(base=base, k=self.repeats, metadata=self.metadata))

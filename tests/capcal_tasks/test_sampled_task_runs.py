@@ -107,6 +107,8 @@ def test_every_label_is_the_unmodified_tasks_score(capcal_run, shared_data, task
     unmodified = _unmodified_task(relative, shared_data)
     unmodified.build_all_requests(limit=LIMIT, rank=0, world_size=1)
     instances = {instance.doc_id: instance for instance in unmodified.instances}
+    for instance in instances.values():
+        instance.resps = [""]  # each response below is scored with the other questions' responses empty
     for line in lines:
         assert line["filter"] == pipeline
         responses = line["resps"][0]
@@ -141,7 +143,9 @@ def test_capcal_check_and_report_read_wrapped_tasks(capcal_run, shared_data, tmp
     assert config["metadata"]["capcal_sampled"]["task_generation_kwargs"]["do_sample"] is False
     _run(CAPCAL + ["report", str(capcal_run), "--output", str(tmp_path / "report")], shared_data)
     text = (tmp_path / "report" / "report.md").read_text()
-    assert "lm-eval task bbh_cot_fewshot_boolean_expressions (version 4.0) sampled k = 2" in text
+    # the report section states the protocol (markdown-escaped parentheses and arrows)
+    assert r"lm-eval task bbh_cot_fewshot_boolean_expressions \(version 4.0\) sampled k = 2" in text
+    assert "temperature 0.0 -&gt; 1.0" in text
 
 
 @pytest.mark.slow
