@@ -132,7 +132,7 @@ def admit(task: str, config: Mapping[str, Any], metadata: Mapping[str, Any] | No
     if output_type != "generate_until":
         raise RefusedTask(
             f"output_type is {output_type}, not generate_until: k samples of one scored continuation are "
-            "the same number; capcal samples generative tasks only"
+            "the same number; only generative tasks are sampled"
         )
     repeats = config.get("repeats") or 1
     if repeats != 1:
