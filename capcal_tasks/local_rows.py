@@ -167,8 +167,9 @@ def local_dataset(
 ) -> Callable[..., datasets.DatasetDict]:
     """A ``custom_dataset`` function that gives the task's splits from the local data folder (``root``, else
     ``CAPCAL_DATA_DIR``): the evaluation split and the few-shot split it needs must exist
-    (``MissingLocalRows`` in one line, naming the file); every other split it names is empty. Raised when
-    called, and checked by calling ``missing_local_file`` first (``analysis.evaluation.harness``)."""
+    (``MissingLocalRows`` in one line, naming the file, raised here, before any row is read:
+    ``analysis.evaluation.harness`` calls it before a model loads); every other split it names is read when
+    its file is there, else empty (a run that does not ask for its examples never reads it)."""
     path, name = config.get("dataset_path"), config.get("dataset_name")
     evaluation, fewshot = needed_splits(config, num_fewshot)
     named = {
@@ -180,8 +181,8 @@ def local_dataset(
     if folder is None:
         raise MissingLocalRows(f"task {task}: no local data folder is set ({DATA_DIR_ENV}, --data_dir)")
     reads: dict[str, tuple[Path, Reader]] = {}
+    mapping = LOCAL_FILES.get(str(path))
     for split in [evaluation, *fewshot]:
-        mapping = LOCAL_FILES.get(str(path))
         relative, reader = mapping(name, split) if mapping is not None else (None, read_jsonl)
         if relative is None:
             shown = f"{path}" + (f" ({name})" if name else "") + f", split {split}"
@@ -196,9 +197,14 @@ def local_dataset(
             )
         reads[split] = (folder / relative, reader)
 
+    for split in sorted(str(split) for split in named - set(reads)):  # read when there, else empty below
+        relative, reader = mapping(name, split) if mapping is not None else (None, read_jsonl)
+        if relative is not None and (folder / relative).exists():
+            reads[split] = (folder / relative, reader)
+
     def custom_dataset(**_: Any) -> datasets.DatasetDict:
         splits = {split: datasets.Dataset.from_list(reader(file)) for split, (file, reader) in reads.items()}
-        for split in named - set(splits):  # named by the task, read only for examples a run does not ask for
+        for split in named - set(splits):  # named by the task, not there, and not needed by this run
             splits[str(split)] = datasets.Dataset.from_list([])
         return datasets.DatasetDict(splits)
 

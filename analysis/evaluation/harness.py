@@ -282,12 +282,18 @@ def _check_data(task_manager, configs: dict[str, dict], root: Path | None, metad
 
 
 def _check_sampled_tasks(
-    task_manager: Any, resolved: Sequence[Any], repeats: int | None, root: Path | None, metadata: dict
+    task_manager: Any,
+    resolved: Sequence[Any],
+    repeats: int | None,
+    root: Path | None,
+    metadata: dict,
+    num_fewshot: int | None = None,
 ) -> dict[str, dict]:
     """With ``repeats``, the stock tasks ``CapcalTaskManager`` will sample k times
     (``capcal_tasks.sampled_task``), as ``{name: {"metadata": {"capcal_task": "sampling"}}}``; every task the
     static rule refuses (``capcal_tasks.task_admission.admit``), or whose rows are not in the local data
-    folder ``root``, is one line of the ``EvaluationInputError`` (before any model loads)."""
+    folder ``root`` (the few-shot split too when ``num_fewshot`` asks for examples), is one line of the
+    ``EvaluationInputError`` (before any model loads)."""
     if repeats is None:
         return {}
     from capcal_tasks.local_rows import MissingLocalRows, local_dataset
@@ -299,7 +305,7 @@ def _check_sampled_tasks(
         try:
             admit(name, config, metadata)
             if root is not None:
-                local_dataset(name, config, root=root)
+                local_dataset(name, config, num_fewshot, root=root)
         except RefusedTask as refusal:
             refusals.append((name, str(refusal)))
         except MissingLocalRows as missing:
@@ -420,7 +426,7 @@ def check_inputs(
     if isinstance(model, str):  # after the task names: a model class may import torch (seconds)
         _check_model(model, arguments)
     configs = task_manager.task_configs([entry for entry in resolved if isinstance(entry, (str, dict))])
-    sampled = _check_sampled_tasks(task_manager, resolved, repeats, root, merged)
+    sampled = _check_sampled_tasks(task_manager, resolved, repeats, root, merged, num_fewshot)
     _check_data(task_manager, configs, root, merged)
     problem = chat_template_problem(
         arguments if isinstance(model, str) else _lm_tokenizer_source(model),

@@ -125,8 +125,13 @@ def test_local_rows_are_the_files_rows(tmp_path, shared_data):
     first = split["test"][0]
     assert first["choices"][0] == "paralysis of the facial muscles."  # the CSV's first row, column A
     assert first["answer"] == 0 and first["subject"] == "anatomy" and len(split["test"]) == 135
-    # a split named only for few-shot examples, not asked for: empty, so a zero-shot run never reads it
-    assert len(split["dev"]) == 0
+    assert len(split["dev"]) == 5  # the few-shot split a zero-shot run does not need: read when there
+    nq_open = stock("nq_open/nq_open.yaml")
+    nq_rows = local_dataset("nq_open", nq_open, root=shared_data)()
+    assert len(nq_rows["validation"]) == 3610
+    assert len(nq_rows["train"]) == 0  # not in the folder and not needed zero-shot: empty, never read
+    with pytest.raises(MissingLocalRows, match=r"split train, from .*nq_open/NQ-open.train.jsonl"):
+        local_dataset("nq_open", nq_open, num_fewshot=1, root=shared_data)
     with pytest.raises(
         MissingLocalRows, match=r"split test, from .*/bbh/boolean_expressions.json, which is not"
     ):
