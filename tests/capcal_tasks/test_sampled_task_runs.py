@@ -1,14 +1,17 @@
 """Stock lm-eval tasks sampled k times by capcal (capcal_tasks.sampled_task), end to end on the real SmolLM2,
 offline, their rows read from ../shared/data:
 
-A. ``capcal eval --tasks <nine stock tasks of seven families> --repeats 2 --limit 2`` with capcal-hf, one run:
+A. ``capcal eval --tasks <nine stock tasks of seven families> --repeats 2 --limit 2 --metadata
+   capcal_confidences=ptrue`` with capcal-hf, one run:
    every response's logged 0/1 label equals the UNMODIFIED task's own score of that response alone (its
    whole filter pipeline, take_first included, then its own ``process_results``), every extracted answer is
    that pipeline's output, the task's own metric in the results table is the mean of expected_accuracy, and
-   ``capcal check`` exits 0 and ``capcal report`` writes a report that states the protocol;
+   ``capcal check`` exits 0 (every P(True) record joined to its question) and ``capcal report`` writes a
+   report that states the protocol;
 B. stock ``lm_eval`` (the ``hf`` model) on a YAML task of lm-eval's ``class:`` form that names the base task
    and k as metadata, then ``capcal check`` and ``capcal report`` on its output;
-C. ``capcal eval`` on three tasks the rule refuses: exit 2, one line per task, before any model loads.
+C. ``capcal eval`` on three tasks the rule refuses and one whose few-shot rows are not in the folder: exit 2,
+   one line per task, before any model loads.
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ def capcal_run(tmp_path_factory, smollm2_path, shared_data) -> Path:
         CAPCAL + ["eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
                   "--tasks", ",".join(STOCK_TASKS), "--repeats", str(K), "--limit", str(LIMIT),
                   "--gen_kwargs", "max_gen_toks=24", "--apply_chat_template", "--seed", "7",
+                  "--metadata", "capcal_confidences=ptrue",
                   "--log_samples", "--output_path", str(output)],
         shared_data,
     )  # fmt: skip
@@ -134,7 +138,11 @@ def test_every_label_is_the_unmodified_tasks_score(capcal_run, shared_data, task
 @pytest.mark.slow
 def test_capcal_check_and_report_read_wrapped_tasks(capcal_run, shared_data, tmp_path):
     checked = _run(CAPCAL + ["check", str(capcal_run)], shared_data)
-    assert f"{len(STOCK_TASKS)} of {len(STOCK_TASKS)} run(s) complete" in checked.stdout
+    runs = 2 * len(STOCK_TASKS)  # each task and its P(True) task
+    assert f"{runs} of {runs} run(s) complete" in checked.stdout
+    for task in STOCK_TASKS:  # every P(True) record joins a question of the wrapped task
+        assert f"join {task}_ptrue (" in checked.stdout
+        assert f"-> {task}: matched {LIMIT} of {LIMIT} records and {LIMIT} {task} questions" in checked.stdout
     assert "gsm8k: lm-eval task gsm8k (version 3.0) sampled k = 2 times per question" in checked.stdout
     assert "temperature 0.0 -> 1.0" in checked.stdout
     assert "aime25: answer classes: none" in checked.stdout
