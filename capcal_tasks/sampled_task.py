@@ -18,12 +18,14 @@ gives the classes.
 Which tasks are admitted, and why the others are refused: ``capcal_tasks.task_admission``. A greedy task is
 turned into sampling (``do_sample: true``, ``temperature`` 1.0, ``top_p`` 1.0, ``top_k`` 0, capcal's
 sampling protocol); the change is recorded in the config's ``metadata.capcal_sampled`` with the base task,
-its version, the pipeline, the metric and the few-shot settings (``protocol_lines`` renders it).
+its version, the pipeline, the metric and the few-shot settings
+(``capcal_tasks.sampled_protocol.protocol_lines`` renders it).
 
 Two ways in:
 
 - ``capcal eval --tasks gsm8k,triviaqa --repeats 8``: ``capcal_tasks.task_manager.CapcalTaskManager`` wraps
-  every task that is not one of capcal's own (``sampled_tasks``), named by the base task's name;
+  every task that is not one of capcal's own (``CapcalTaskManager.stock_task_configs``), named by the
+  base task's name;
 - stock ``lm_eval``: a YAML task in an ``--include_path`` folder,
   ``{task: gsm8k_k8, class: !function capcal_tasks.sampled_task.SampledTask, metadata: {base_task: gsm8k,
   k: 8}}`` (lm-eval's ``class:`` convention; ``--metadata`` may add ``filter``, ``correct_metric``,
@@ -153,22 +155,13 @@ def build_base_task(
     (``capcal_tasks.local_rows.local_dataset``: one-line ``MissingLocalRows`` naming the file)."""
     config = base_task_config(name, task_manager, metadata)
     if "class" in config:
-        raise RefusedTask(admit_reason(name, config))
+        admit(name, config)  # raises RefusedTask: a Python task class
     if local_rows:
         from capcal_tasks.local_rows import local_dataset
 
         config["custom_dataset"] = local_dataset(name, config)
         config["metadata"][PROTOCOL_KEY + "_local_rows"] = True
     return ConfigurableTask(config=config)
-
-
-def admit_reason(name: str, config: Mapping[str, Any]) -> str:
-    """The reason ``admit`` refuses ``config`` (empty when it admits it)."""
-    try:
-        admit(name, config)
-    except RefusedTask as refusal:
-        return str(refusal)
-    return ""
 
 
 class SampledTask(ConfigurableTask):
