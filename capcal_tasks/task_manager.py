@@ -11,6 +11,11 @@ task declares that in its YAML's ``metadata.capcal_task`` (``REPEATED_SAMPLING_K
 (every request cloned k times) and the leaderboard tasks ``capcal_<dataset>_calibration``
 (``capcal_tasks.calibration_task.CalibrationTask`` clones only its sampling request k times, from
 ``config.repeats``, and asks P(True) and the verbalized confidence once).
+
+With ``repeats`` set, every other task named (a stock lm-eval task, or the tasks of a stock group or tag) is
+sampled k times per question and scored response by response by its own metric
+(``capcal_tasks.sampled_task.SampledTask``, ``stock_task_configs``); a task the static rule refuses
+(``capcal_tasks.task_admission``) raises ``RefusedTask``.
 """
 
 from __future__ import annotations
@@ -84,6 +89,8 @@ class CapcalTaskManager(TaskManager):
         self.on_load: Callable[[dict[str, Any]], None] | None = None
 
     def load(self, task_list):
+        if self.repeats is not None:
+            task_list = self._sampled_stock_tasks(task_list)
         loaded = super().load(task_list)
         if self.repeats is not None:
             for task in loaded["tasks"].values():
@@ -92,6 +99,42 @@ class CapcalTaskManager(TaskManager):
         if self.on_load is not None:
             self.on_load(dict(loaded["tasks"]))
         return loaded
+
+    def stock_task_configs(self, names: Sequence[str | dict]) -> dict[str, dict[str, Any]]:
+        """The leaf tasks among ``names`` that are not capcal's own (no ``metadata.capcal_task``): those
+        ``repeats`` wraps (``capcal_tasks.sampled_task``), with their YAML configs, by task name."""
+        return {
+            name: config
+            for name, config in self.task_configs(names).items()
+            if not (config.get("metadata") or {}).get("capcal_task")
+        }
+
+    def _sampled_stock_tasks(self, task_list):
+        """``task_list`` with every stock task (alone or in a stock group or tag) replaced by its
+        ``SampledTask`` (k = ``repeats``, rows from the local data folder when one is set), followed by its
+        P(True) task when the metadata's ``capcal_confidences`` lists ``ptrue``
+        (``capcal_tasks.sampled_confidence``); capcal's own tasks stay names."""
+        from capcal_tasks.data_sources import local_data_dir
+        from capcal_tasks.sampled_confidence import CONFIDENCES_KEY, ptrue_task
+        from capcal_tasks.sampled_task import SampledTask, build_base_task
+
+        items = task_list if isinstance(task_list, list) else [task_list]
+        replaced: list = []
+        local = local_data_dir() is not None
+        for item in items:
+            stock = self.stock_task_configs([item]) if isinstance(item, str) else {}
+            if not stock:
+                replaced.append(item)
+                continue
+            replaced += [name for name in self.task_configs([item]) if name not in stock]
+            confidences = (self.metadata or {}).get(CONFIDENCES_KEY) or []
+            confidences = confidences.split(",") if isinstance(confidences, str) else confidences
+            for name in stock:
+                base = build_base_task(name, self, self.metadata, local_rows=local)
+                replaced.append(SampledTask(base=base, k=self.repeats, metadata=self.metadata))
+                if "ptrue" in confidences:  # P(True), capability form, on the same questions
+                    replaced.append(ptrue_task(base, name))
+        return replaced
 
     def resolve_task_names(self, names: Sequence[str]) -> list[str | dict]:
         """``names`` as lm-eval's command line resolves them, without loading any task: a registered

@@ -35,6 +35,9 @@ def run(args: argparse.Namespace) -> int:
     for model, task, run_id, labels in checks.attrs.get("labels", []):
         if labels != TASK_LABELS:  # say which labels a re-scored run holds
             print(terminal_text(f"labels: {model} {task} {run_id}: {labels}"))
+    for model, _, run_id, lines in checks.attrs.get("protocols", []):  # a wrapped lm-eval task's protocol
+        for line in lines:
+            print(terminal_text(f"protocol: {model} {run_id}: {line}"))
     for path, same_as in checks.attrs.get("duplicates", []):
         print(terminal_text(f"read once: {path} (the same run as {same_as})"))
     for note in checks.attrs.get("notes", []):  # ran as asked, but left something out of the report

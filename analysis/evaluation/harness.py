@@ -281,6 +281,51 @@ def _check_data(task_manager, configs: dict[str, dict], root: Path | None, metad
                     )
 
 
+def _check_sampled_tasks(
+    task_manager: Any,
+    resolved: Sequence[Any],
+    repeats: int | None,
+    root: Path | None,
+    metadata: dict,
+    num_fewshot: int | None = None,
+) -> dict[str, dict]:
+    """With ``repeats``, the stock tasks ``CapcalTaskManager`` will sample k times
+    (``capcal_tasks.sampled_task``), as ``{name: {"output_type", "generation_kwargs" (the settings it samples
+    with, ``sampling_generation_kwargs``), "metadata": {"capcal_task": "sampling"}}}``; every task the
+    static rule refuses (``capcal_tasks.task_admission.admit``), or whose rows are not in the local data
+    folder ``root`` (the few-shot split too when ``num_fewshot`` asks for examples), is one line of the
+    ``EvaluationInputError`` (before any model loads)."""
+    if repeats is None:
+        return {}
+    from capcal_tasks.local_rows import MissingLocalRows, local_dataset
+    from capcal_tasks.sampled_task import sampling_generation_kwargs
+    from capcal_tasks.task_admission import RefusedTask, admit, refusal_lines
+
+    stock = task_manager.stock_task_configs([entry for entry in resolved if isinstance(entry, str)])
+    refusals: list[tuple[str, str]] = []
+    for name, config in stock.items():
+        try:
+            admit(name, config, metadata)
+            if root is not None:
+                local_dataset(name, config, num_fewshot, root=root)
+        except RefusedTask as refusal:
+            refusals.append((name, str(refusal)))
+        except MissingLocalRows as missing:
+            refusals.append((name, str(missing).removeprefix(f"task {name} ")))
+    if refusals:
+        raise EvaluationInputError(refusal_lines(refusals))
+    return {
+        name: {
+            "output_type": "generate_until",
+            "generation_kwargs": sampling_generation_kwargs(
+                config.get("generation_kwargs"), metadata.get("temperature")
+            )[0],
+            "metadata": {"capcal_task": "sampling"},
+        }
+        for name, config in stock.items()
+    }
+
+
 def check_inputs(
     model: Any,
     tasks: str | Sequence[Any],
@@ -396,6 +441,7 @@ def check_inputs(
     if isinstance(model, str):  # after the task names: a model class may import torch (seconds)
         _check_model(model, arguments)
     configs = task_manager.task_configs([entry for entry in resolved if isinstance(entry, (str, dict))])
+    sampled = _check_sampled_tasks(task_manager, resolved, repeats, root, merged, num_fewshot)
     _check_data(task_manager, configs, root, merged)
     problem = chat_template_problem(
         arguments if isinstance(model, str) else _lm_tokenizer_source(model),
@@ -410,9 +456,9 @@ def check_inputs(
     )
     if problem is not None:
         raise EvaluationInputError(problem)
-    notices = repeats_notices(repeats, configs)
+    notices = repeats_notices(repeats, {**configs, **sampled})
     notices += _run_plan_checks(
-        model, arguments, configs, repeats, settings, num_fewshot, log_samples, output_path
+        model, arguments, configs, repeats, settings, num_fewshot, log_samples, output_path, sampled
     )
     return CheckedInputs(task_manager, resolved, arguments, merged, configs, notices)
 
@@ -426,18 +472,20 @@ def _run_plan_checks(
     num_fewshot: int | None,
     log_samples: bool,
     output_path: str | Path | None,
+    sampled: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[str]:
     """What ``check_inputs`` checks of the run's plan once the task configs are known: greedy decoding with
-    k > 1 (``analysis.checks.greedy_decoding.greedy_repeats_problem``), few-shot examples without a
-    few-shot split (``fewshot_problem``) and a sample cache that cannot be written
-    (``sample_cache_problem``) raise ``EvaluationInputError``; returns the notices (no ``log_samples``:
-    ``log_samples_notice``)."""
+    k > 1 (``analysis.checks.greedy_decoding.greedy_repeats_problem``; on the wrapped stock tasks of
+    ``sampled`` too, with the settings they sample with, so that ``--gen_kwargs temperature=0`` is refused
+    there as well), few-shot examples without a few-shot split (``fewshot_problem``, capcal's own tasks) and a
+    sample cache that cannot be written (``sample_cache_problem``) raise ``EvaluationInputError``; returns
+    the notices (no ``log_samples``: ``log_samples_notice``)."""
     from analysis.checks.greedy_decoding import greedy_repeats_problem
     from analysis.checks.input_checks import fewshot_problem, log_samples_notice, sample_cache_problem
 
     engine = model if isinstance(model, str) else None
     for problem in (
-        greedy_repeats_problem(configs, repeats, gen_kwargs, engine),
+        greedy_repeats_problem({**configs, **(sampled or {})}, repeats, gen_kwargs, engine),
         fewshot_problem(num_fewshot, configs),
         sample_cache_problem(model, model_args),
     ):

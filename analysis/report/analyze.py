@@ -51,6 +51,7 @@ from analysis.runs.completeness import greedy_warnings
 from analysis.runs.joins import JoinReport, join_questions, join_report
 from analysis.runs.recorded_paths import resolve_recorded_path
 from capcal_tasks.relations import TaskRelations, task_relations
+from capcal_tasks.sampled_protocol import has_answer_classes, protocol_lines
 
 __all__ = [
     "ReportAnalysis",
@@ -269,8 +270,17 @@ def _section(
     if folder is not None:
         frames = [evaluation] + ([calibration.table] if calibration is not None else [])
         _activation_joins(folder, frames, joins)
+    config = data.configs.get(task, ({}, ""))[0]  # a wrapped lm-eval task's protocol (sampled_protocol)
     context = EstimatorContext(
-        model, task, evaluation, calibration, folder, options.consistency_ks, options.probe_kind, options.seed
+        model,
+        task,
+        evaluation,
+        calibration,
+        folder,
+        options.consistency_ks,
+        options.probe_kind,
+        options.seed,
+        answer_classes=has_answer_classes(config),
     )
     computed = compute_estimators(context)
     computed.notes[:0] = notes
@@ -299,6 +309,11 @@ def _section(
     label = str(evaluation["model"].iloc[0])
     identity = data.collection.models.get(model, {})
     facts = {"model": display_name(label), "task": task, "calibration split": split}
+    protocol = protocol_lines(config)
+    if protocol:  # what capcal changed in a wrapped lm-eval task's protocol, one fact per line
+        facts["protocol (lm-eval task sampled by capcal)"] = "; ".join(
+            line.removeprefix(f"{task}: ") for line in protocol
+        )
     inputs = section_inputs(computed, options.n_resamples, options.seed)
     name = display_name(label)
     section = capability_section(f"{name} · {task}", computed, facts, inputs)

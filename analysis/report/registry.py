@@ -99,6 +99,7 @@ class EstimatorContext:
     consistency_ks: tuple[int, ...] = (5, 10, 20)
     probe_kind: str = "paper"
     seed: int = 0
+    answer_classes: bool = True  # False: a wrapped lm-eval task scoring whole responses (no consistency)
 
 
 @dataclass
@@ -128,6 +129,10 @@ def consistency(context: EstimatorContext) -> EstimatorResult:
     adaptive run's consistency uses each question's first l_1 samples only (``first_look_table``): they were
     drawn before any stopping decision; its leakage-free target takes every sample outside the draw pool,
     unbiased given the pool (``adaptive_leakage_free_table``)."""
+    if not context.answer_classes:  # capcal_tasks.sampled_protocol.has_answer_classes
+        return EstimatorResult(
+            notes=["consistency: left out, the task's responses reach its scorer whole (no answer classes)"]
+        )
     evaluation = first_look_table(context.evaluation)
     ks = [k for k in context.consistency_ks if k < int(evaluation["n"].min())]
     if not ks:

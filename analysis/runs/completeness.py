@@ -38,6 +38,7 @@ from analysis.runs.files import iter_sample_records, read_results
 from analysis.runs.identity import SamplesFile
 from analysis.runs.joins import JoinReport, join_report
 from analysis.runs.tables import load_runs
+from capcal_tasks.sampled_protocol import protocol_lines
 from capcal_tasks.sampling import is_sampling_config
 
 __all__ = ["CHECK_COLUMNS", "check_run", "greedy_warnings"]
@@ -77,7 +78,8 @@ def check_run(output_dir: str | Path | Sequence[str | Path]) -> pd.DataFrame:
     checker" or the checker of a re-scored run (``capcal rescore``). The join reports of the confidence runs
     are in ``result.attrs["joins"]``. Malformed logs raise ``analysis.runs.RunFormatError`` (file and line);
     a folder without capcal sampling or confidence records raises ``FileNotFoundError`` saying what it holds
-    instead.
+    instead. ``result.attrs["protocols"]``: (model, task, run_id, lines) of each wrapped lm-eval task
+    (``capcal_tasks.sampled_task``), the lines saying what capcal changed in its protocol.
     """
     roots = [output_dir] if isinstance(output_dir, (str, Path)) else list(output_dir)
     collection = load_runs(roots, select="all", allow_null_responses=True)
@@ -102,6 +104,13 @@ def check_run(output_dir: str | Path | Sequence[str | Path]) -> pd.DataFrame:
     checks.attrs["joins"] = joins
     checks.attrs["notes"] = notes
     checks.attrs["labels"] = [(file.model, file.task, file.run_id, file.labels) for file in collection.files]
+    checks.attrs[
+        "protocols"
+    ] = [  # a wrapped lm-eval task: what capcal changed (capcal_tasks.sampled_protocol)
+        (file.model, file.task, file.run_id, protocol_lines(file.task_config))
+        for file in collection.files
+        if protocol_lines(file.task_config)
+    ]
     checks.attrs["duplicates"] = collection.duplicates
     checks.attrs["greedy"] = list(greedy_warnings(collection.files, table).values())
     checks.attrs["skipped"] = collection.skipped

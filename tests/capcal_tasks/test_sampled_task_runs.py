@@ -1,0 +1,221 @@
+"""Stock lm-eval tasks sampled k times by capcal (capcal_tasks.sampled_task), end to end on the real SmolLM2,
+offline, their rows read from ../shared/data:
+
+A. ``capcal eval --tasks <nine stock tasks of seven families> --repeats 2 --limit 2 --metadata
+   capcal_confidences=ptrue`` with capcal-hf, one run:
+   every response's logged 0/1 label equals the UNMODIFIED task's own score of that response alone (its
+   whole filter pipeline, take_first included, then its own ``process_results``), every extracted answer is
+   that pipeline's output, the task's own metric in the results table is the mean of expected_accuracy, and
+   ``capcal check`` exits 0 (every P(True) record joined to its question) and ``capcal report`` writes a
+   report that states the protocol;
+B. stock ``lm_eval`` (the ``hf`` model) on a YAML task of lm-eval's ``class:`` form that names the base task
+   and k as metadata, then ``capcal check`` and ``capcal report`` on its output;
+C. ``capcal eval`` on three tasks the rule refuses and one whose few-shot rows are not in the folder: exit 2,
+   one line per task, before any model loads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import datasets
+import pytest
+from lm_eval.api.task import ConfigurableTask
+from lm_eval.tasks._yaml_loader import load_yaml
+
+from analysis.evaluation import EvaluationInputError, check_inputs
+from capcal_tasks.task_names import lm_eval_tasks_dir
+
+# task -> (its YAML under lm-eval's task folder, the pipeline capcal keeps, the metric it reads)
+STOCK_TASKS = {
+    "gsm8k": ("gsm8k/gsm8k.yaml", "strict-match", "exact_match"),
+    "gsm8k_cot": ("gsm8k/gsm8k-cot.yaml", "strict-match", "exact_match"),
+    "triviaqa": ("triviaqa/default.yaml", "remove_whitespace", "exact_match"),
+    "nq_open": ("nq_open/nq_open.yaml", "remove_whitespace", "exact_match"),
+    "bbh_cot_fewshot_boolean_expressions": (
+        "bbh/cot_fewshot/boolean_expressions.yaml",
+        "get-answer",
+        "exact_match",
+    ),
+    "bbh_cot_fewshot_date_understanding": (
+        "bbh/cot_fewshot/date_understanding.yaml",
+        "get-answer",
+        "exact_match",
+    ),
+    "minerva_math500": ("minerva_math/minerva_math500.yaml", "none", "exact_match"),
+    "aime25": ("aime/aime25.yaml", "none", "exact_match"),
+    "mmlu_anatomy_generative": ("mmlu/generative/mmlu_anatomy.yaml", "get_response", "exact_match"),
+}
+LIMIT, K = 2, 2
+CAPCAL = [sys.executable, "-m", "analysis.cli"]
+LM_EVAL = str(Path(sys.executable).with_name("lm_eval"))
+
+
+def _run(command: list[str], data_dir: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CAPCAL_DATA_DIR": str(data_dir), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
+    if check:
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    return result
+
+
+def _samples(output: Path, task: str) -> list[dict]:
+    files = list(output.rglob(f"samples_{task}_2*.jsonl"))
+    assert len(files) == 1, files
+    return [json.loads(line) for line in files[0].read_text().splitlines()]
+
+
+def _results(output: Path) -> dict:
+    files = list(output.rglob("results_*.json"))
+    assert len(files) == 1, files
+    return json.loads(files[0].read_text())
+
+
+@pytest.fixture(scope="module")
+def capcal_run(tmp_path_factory, smollm2_path, shared_data) -> Path:
+    output = tmp_path_factory.mktemp("wrapped")
+    _run(
+        CAPCAL + ["eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
+                  "--tasks", ",".join(STOCK_TASKS), "--repeats", str(K), "--limit", str(LIMIT),
+                  "--gen_kwargs", "max_gen_toks=24", "--apply_chat_template", "--seed", "7",
+                  "--metadata", "capcal_confidences=ptrue",
+                  "--log_samples", "--output_path", str(output)],
+        shared_data,
+    )  # fmt: skip
+    return output
+
+
+def _unmodified_task(relative: str, data_dir: Path) -> ConfigurableTask:
+    """lm-eval's task as its YAML defines it (nothing of capcal's), its rows from ``data_dir``."""
+    from capcal_tasks.local_rows import local_dataset
+
+    path = lm_eval_tasks_dir() / relative
+    config = load_yaml(path, resolve_func=True)
+    for key in ("tag", "group"):
+        config.pop(key, None)
+    raw = load_yaml(path, resolve_func=False, recursive=True)
+    rows = local_dataset(config["task"], raw, root=data_dir)()
+    config["custom_dataset"] = lambda **_: datasets.DatasetDict(dict(rows))
+    return ConfigurableTask(config=config)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", list(STOCK_TASKS))
+def test_every_label_is_the_unmodified_tasks_score(capcal_run, shared_data, task):
+    relative, pipeline, metric = STOCK_TASKS[task]
+    lines = _samples(capcal_run, task)
+    assert [line["doc_id"] for line in lines] == list(range(LIMIT))
+    unmodified = _unmodified_task(relative, shared_data)
+    unmodified.build_all_requests(limit=LIMIT, rank=0, world_size=1)
+    instances = {instance.doc_id: instance for instance in unmodified.instances}
+    for instance in instances.values():
+        instance.resps = [""]  # each response below is scored with the other questions' responses empty
+    for line in lines:
+        assert line["filter"] == pipeline
+        responses = line["resps"][0]
+        assert line["n_samples"] == len(responses) == len(line["correctness"]) == K
+        instance = instances[line["doc_id"]]
+        assert line["doc"] == json.loads(json.dumps(instance.doc, default=str))
+        for index, response in enumerate(responses):
+            instance.resps = [response]  # this response alone, through the task's whole pipeline
+            unmodified.apply_filters()
+            filtered = instance.filtered_resps[pipeline]
+            label = unmodified.process_results(instance.doc, [filtered])[metric]
+            assert line["correctness"][index] == int(label), (task, line["doc_id"], index, response)
+            logged = line["extracted_answers"][index]
+            assert logged == filtered or (logged is None and filtered == "[invalid]" and not label)
+        assert line["expected_accuracy"] == sum(line["correctness"]) / K
+        assert line[metric] == pytest.approx(line["expected_accuracy"])
+    results = _results(capcal_run)["results"][task]
+    mean = sum(line["expected_accuracy"] for line in lines) / len(lines)
+    assert results[f"{metric},{pipeline}"] == pytest.approx(mean)
+    assert results[f"expected_accuracy,{pipeline}"] == pytest.approx(mean)
+
+
+@pytest.mark.slow
+def test_capcal_check_and_report_read_wrapped_tasks(capcal_run, shared_data, tmp_path):
+    checked = _run(CAPCAL + ["check", str(capcal_run)], shared_data)
+    runs = 2 * len(STOCK_TASKS)  # each task and its P(True) task
+    assert f"{runs} of {runs} run(s) complete" in checked.stdout
+    for task in STOCK_TASKS:  # every P(True) record joins a question of the wrapped task
+        assert f"join {task}_ptrue (" in checked.stdout
+        assert f"-> {task}: matched {LIMIT} of {LIMIT} records and {LIMIT} {task} questions" in checked.stdout
+    assert "gsm8k: lm-eval task gsm8k (version 3.0) sampled k = 2 times per question" in checked.stdout
+    assert "temperature 0.0 -> 1.0" in checked.stdout
+    assert "aime25: answer classes: none" in checked.stdout
+    config = _results(capcal_run)["configs"]["gsm8k"]
+    assert config["repeats"] == K and config["generation_kwargs"]["do_sample"] is True
+    assert config["metadata"]["capcal_sampled"]["task_generation_kwargs"]["do_sample"] is False
+    _run(CAPCAL + ["report", str(capcal_run), "--output", str(tmp_path / "report")], shared_data)
+    text = (tmp_path / "report" / "report.md").read_text()
+    # the report section states the protocol (markdown-escaped parentheses and arrows)
+    assert r"lm-eval task bbh_cot_fewshot_boolean_expressions \(version 4.0\) sampled k = 2" in text
+    assert "temperature 0.0 -&gt; 1.0" in text
+
+
+@pytest.mark.slow
+def test_stock_lm_eval_runs_a_wrapped_task(tmp_path, smollm2_path, shared_data):
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "gsm8k_k2.yaml").write_text(
+        "task: gsm8k_k2\nclass: !function capcal_tasks.sampled_task.SampledTask\n"
+        "metadata:\n  base_task: gsm8k\n  k: 2\n  filter: flexible-extract\n"
+    )
+    output = tmp_path / "out"
+    _run(
+        [LM_EVAL, "--model", "hf", "--model_args", f"pretrained={smollm2_path}", "--include_path", str(tasks),
+         "--tasks", "gsm8k_k2", "--limit", "2", "--num_fewshot", "1", "--gen_kwargs", "max_gen_toks=16",
+         "--apply_chat_template",
+         "--log_samples", "--output_path", str(output)],
+        shared_data,
+    )  # fmt: skip
+    lines = _samples(output, "gsm8k_k2")
+    assert len(lines) == 2 and all(len(line["correctness"]) == 2 for line in lines)
+    assert all(line["filter"] == "flexible-extract" for line in lines)
+    checked = _run(CAPCAL + ["check", str(output)], shared_data)
+    assert "1 of 1 run(s) complete" in checked.stdout
+    assert "gsm8k_k2: lm-eval task gsm8k (version 3.0) sampled k = 2 times" in checked.stdout
+    _run(CAPCAL + ["report", str(output), "--output", str(tmp_path / "report")], shared_data)
+    assert (tmp_path / "report" / "report.html").is_file()
+
+
+@pytest.mark.slow
+def test_refusals_come_before_the_model(smollm2_path, shared_data, tmp_path):
+    refused = _run(
+        CAPCAL + ["eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
+                  "--tasks", "gsm8k_cot_self_consistency,wmt16-de-en,arc_challenge,nq_open", "--repeats", "8",
+                  "--num_fewshot", "1", "--output_path", str(tmp_path)],
+        shared_data,
+        check=False,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert lines[0].startswith("capcal eval: error: task gsm8k_cot_self_consistency: already samples 64")
+    assert lines[1].startswith("task wmt16-de-en: its metrics (bleu, ter, chrf) are corpus-level")
+    assert lines[2].startswith("task arc_challenge: output_type is multiple_choice")
+    # nq_open is admitted, but one example per prompt needs its train split, which is not in the folder
+    assert lines[3].startswith("task nq_open: reads google-research-datasets/nq_open, split train, from ")
+    assert lines[3].endswith(
+        "nq_open/NQ-open.train.jsonl, which is not there; put that file there or unset CAPCAL_DATA_DIR"
+    )
+    assert len(lines) == 4, refused.stderr  # nothing else: no model was loaded
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_greedy_gen_kwargs_are_refused_on_a_wrapped_task(shared_data, monkeypatch):
+    """A wrapped stock task samples (gsm8k's greedy settings become temperature 1.0), but ``--gen_kwargs
+    temperature=0`` would make its k responses one response repeated: refused before any model loads, as on
+    capcal's own tasks; without it the same inputs pass."""
+    monkeypatch.setenv("CAPCAL_DATA_DIR", str(shared_data))
+    with pytest.raises(EvaluationInputError) as refused:
+        check_inputs("capcal-hf", ["gsm8k"], repeats=4, gen_kwargs="temperature=0")
+    assert str(refused.value).startswith(
+        "greedy decoding with k = 4 responses per question on gsm8k: temperature=0, so the k responses are "
+    )
+    assert "drop temperature=0 from --gen_kwargs" in str(refused.value)
+    check_inputs("capcal-hf", ["gsm8k"], repeats=4, gen_kwargs="temperature=0.7")
