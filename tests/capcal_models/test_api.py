@@ -98,7 +98,7 @@ def test_capcal_api_builds_requests_lazily_bounds_them_and_resumes_from_the_batc
     questions, concurrency = 200, 3
     cache_path = tmp_path / "cache.sqlite"
     built, built_at_first_request = [0], []
-    server = CompletionsStandIn(delay_s=0.002)
+    server = CompletionsStandIn(delay_s=0.002, gather=concurrency)  # the bound is reached, loaded or not
     handle = server._handle
 
     async def first_request_sees(request):
