@@ -204,3 +204,16 @@ def test_the_width_rules_interval_is_at_the_rules_own_alpha() -> None:
     record["adaptive"]["interval"] = [float(at_default.lower[0]), float(at_default.upper[0])]
     with pytest.raises(RunFormatError, match="adaptive.interval"):
         parse_sampling_record(record, "x:1", "capcal_arithmetic")
+
+
+def test_the_plan_of_a_width_rule_takes_its_width_and_its_alpha() -> None:
+    """``sequential_plan`` passes the rule's width and alpha through, each to its own parameter: its stop
+    table equals ``confidence_width_rule(looks, width, alpha)``'s and differs from the tables with the two
+    swapped or with one read for the other (checked to differ here)."""
+    from capcal_tasks.adaptive_records import sequential_plan
+
+    looks = [4, 8, 16, 32]
+    plan = sequential_plan(looks, {"name": "confidence_width", "width": 0.4, "alpha": 0.2})
+    np.testing.assert_array_equal(plan.stop, confidence_width_rule(looks, 0.4, 0.2).stop)
+    for width, alpha in ((0.2, 0.4), (0.4, 0.4), (0.2, 0.2)):
+        assert not np.array_equal(plan.stop, confidence_width_rule(looks, width, alpha).stop), (width, alpha)
