@@ -33,6 +33,8 @@ CPU_ROW_CAP = 128  # rows decoded at once on a CPU (docs/benchmarks.md: "The def
 GPU_ROW_CAP = 256
 MEMORY_SHARE = 0.5  # share of the free memory the rows' KV caches may take
 
+MEMINFO = Path("/proc/meminfo")  # MemAvailable, in kB (1024 bytes)
+
 _DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float64": 8}
 
 
@@ -55,7 +57,7 @@ def _free_memory_bytes(on_gpu: bool) -> int | None:
 
         return int(torch.cuda.mem_get_info()[0])
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
+        for line in MEMINFO.read_text().splitlines():
             if line.startswith("MemAvailable"):
                 return int(line.split()[1]) * 1024
     except OSError:

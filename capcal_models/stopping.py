@@ -135,7 +135,7 @@ def _become_subreaper() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def _stat(pid: int) -> tuple[int, int] | None:
+def _stat(pid: int) -> tuple[int, int] | None:  # pragma: no mutate block
     """(parent id, start time in clock ticks) of a running process (not a zombie); None if it has ended."""
     try:
         fields = (PROC / str(pid) / "stat").read_bytes().rsplit(b")", 1)[1].split()
@@ -146,7 +146,7 @@ def _stat(pid: int) -> tuple[int, int] | None:
     return int(fields[1]), int(fields[19])
 
 
-def _all_processes() -> dict[int, tuple[int, int]]:
+def _all_processes() -> dict[int, tuple[int, int]]:  # pragma: no mutate block
     """process id -> (parent id, start time) of every running process."""
     found = {}
     for entry in os.scandir(PROC):
@@ -157,7 +157,9 @@ def _all_processes() -> dict[int, tuple[int, int]]:
     return found
 
 
-def descendants(roots: dict[int, int], exclude: int | None = None) -> dict[int, int]:
+def descendants(  # pragma: no mutate block
+    roots: dict[int, int], exclude: int | None = None
+) -> dict[int, int]:
     """Every running process below the processes ``roots`` (id -> start time), with its start time, itself
     included where it still runs with the same start time; ``exclude``: a process id left out."""
     processes = _all_processes()
@@ -174,7 +176,7 @@ def descendants(roots: dict[int, int], exclude: int | None = None) -> dict[int, 
     return found
 
 
-def _end(tracked: dict[int, int], exclude: int) -> None:
+def _end(tracked: dict[int, int], exclude: int) -> None:  # pragma: no mutate block
     """SIGTERM every still-running process of ``tracked`` (and its descendants), SIGKILL after the grace."""
     deadline = time.monotonic() + GRACE_SECONDS
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -187,7 +189,7 @@ def _end(tracked: dict[int, int], exclude: int) -> None:
             time.sleep(0.05)
 
 
-def _watch(parent: int) -> None:
+def _watch(parent: int) -> None:  # pragma: no mutate block
     """The watchdog's loop: follow ``parent``'s descendants until it ends, then end them (see the module)."""
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # it ends with its parent, not before
         signal.signal(number, signal.SIG_IGN)

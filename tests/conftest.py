@@ -53,6 +53,51 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(session_dir, ignore_errors=True)
 
 
+# The files whose real runs take longest (tests/README.md, "The suite's time"), longest first. `make test`
+# hands whole files to its two workers (--dist loadfile) in collection order (--no-loadscope-reorder: xdist
+# would otherwise order files by their number of tests, so that these few-test, many-minute files came last
+# and ran alone at the end); the other files with slow tests follow, then the fast files fill the gaps.
+LONGEST_FILES = (
+    "capcal_models/test_vllm.py",
+    "capcal_models/test_hf_stopping.py",
+    "capcal_models/test_hf_resume.py",
+    "capcal_models/test_hf_batch_invariance.py",
+    "analysis/evaluation/test_adaptive.py",
+    "test_readme_example.py",
+    "analysis/test_end_to_end.py",
+    "analysis/evaluation/test_demo.py",
+    "capcal_tasks/test_calibration_leaderboard.py",
+    "capcal_models/test_api.py",
+    "capcal_tasks/test_task_runs.py",
+    "capcal_models/test_hf.py",
+    "analysis/checks/test_output_checks.py",
+    "analysis/runs/test_adaptive_runs.py",
+    "capcal_models/test_hf_gemma.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Longest files first (``LONGEST_FILES``), then the other files with a slow test, then the rest; the
+    order within a file is kept (a stable sort)."""
+    tests = Path(__file__).parent
+
+    def relative(item: pytest.Item) -> str:
+        try:
+            return item.path.relative_to(tests).as_posix()
+        except ValueError:
+            return str(item.path)
+
+    with_slow = {relative(item) for item in items if item.get_closest_marker("slow") is not None}
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        path = relative(item)
+        if path in LONGEST_FILES:
+            return (0, LONGEST_FILES.index(path))
+        return (1, 0) if path in with_slow else (2, 0)
+
+    items.sort(key=rank)
+
+
 def _vllm_env() -> ModuleType:
     """tests/capcal_models/vllm_env.py, imported as the tests there import it (that folder on sys.path)."""
     folder = str(Path(__file__).parent / "capcal_models")

@@ -91,6 +91,10 @@ def test_prompt_per_dataset_and_refusal() -> None:
         ("Grade: A", "A"), ("CORRECT", "A"), ("incorrect", "B"), ("NOT ATTEMPTED", "C"), ('"B"', "B"),
         ("<think>maybe B... or A</think>\nA", "A"),
         ("<|channel|>analysis<|message|>x<|channel|>final<|message|>C", "C"),
+        # the thinking part ends at the LAST marker: a trace that mentions the marker, or thinks twice
+        ("<think>end it with </think> then grade</think>\nB", "B"),
+        ("<think>A?</think><think>no</think>B", "B"),
+        ("<|channel|>analysis<|message|>say <|channel|>final<|message|>A<|channel|>final<|message|>B", "B"),
         ("A: INCORRECT", None), ("BANANA", None), ("A or B", None), ("A\nB", None), ("", None), ("   ", None),
         ("The answer is A", None), ("<think>A", None), ("D", None), ("AA", None), ("A" * 10_000, None),
         ("Ａ", None), ("A\u200b", None), ("\x00A", None), ("CORRECT INCORRECT", None), (None, None),
@@ -106,6 +110,7 @@ def test_grader_verdicts_are_read_strictly(raw: str | None, grade: str | None) -
     ("raw", "grade"),
     [
         ("Yes", "Yes"), ("yes.", "Yes"), ("NO", "No"), ("**No**", "No"), ("<think>no</think> Yes", "Yes"),
+        ("<think>write </think> Yes? or</think> No", "No"),
         ("eyes", None), ("Yes, no", None), ("I cannot say yes", None), ("Yes\nNo", None), ("", None),
         ("A", None),
     ],

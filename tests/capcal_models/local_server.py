@@ -8,6 +8,7 @@ session's server is shared by other tests)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import socket
@@ -75,15 +76,32 @@ class PostServer:
         raise NotImplementedError
 
 
+GATHER_TIMEOUT_S = 60.0
+
+
 class CompletionsStandIn(PostServer):
     """A stand-in for an OpenAI-compatible completions server (no model): answers each POST after ``delay_s``
-    with ``n`` choices whose text is ``"<prompt> #<seed + i>"``; counts requests and the most in flight."""
+    with ``n`` choices whose text is ``"<prompt> #<seed + i>"``; counts requests and the most in flight.
 
-    def __init__(self, port: int | None = None, delay_s: float = 0.0) -> None:
+    ``gather``: the first answers are held until ``gather`` requests are in flight at once (at most
+    ``GATHER_TIMEOUT_S``), so that a test of a concurrency bound reaches it whatever the scheduling (with
+    only ``delay_s``, a loaded machine may answer each request before the next arrives)."""
+
+    def __init__(self, port: int | None = None, delay_s: float = 0.0, gather: int = 0) -> None:
         super().__init__(port)
         self.delay_s = delay_s
+        self.gather = gather
         self.received = 0
         self.in_flight = self.max_in_flight = 0
+        self._gathered: asyncio.Event | None = None
+
+    async def _wait_until_gathered(self) -> None:
+        if self._gathered is None:
+            self._gathered = asyncio.Event()
+        if self.in_flight >= self.gather:
+            self._gathered.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._gathered.wait(), GATHER_TIMEOUT_S)
 
     @property
     def url(self) -> str:
@@ -97,6 +115,8 @@ class CompletionsStandIn(PostServer):
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
+            if self.gather and not (self._gathered and self._gathered.is_set()):
+                await self._wait_until_gathered()
             await asyncio.sleep(self.delay_s)
         finally:
             self.in_flight -= 1

@@ -98,7 +98,7 @@ def test_capcal_api_builds_requests_lazily_bounds_them_and_resumes_from_the_batc
     questions, concurrency = 200, 3
     cache_path = tmp_path / "cache.sqlite"
     built, built_at_first_request = [0], []
-    server = CompletionsStandIn(delay_s=0.002)
+    server = CompletionsStandIn(delay_s=0.002, gather=concurrency)  # the bound is reached, loaded or not
     handle = server._handle
 
     async def first_request_sees(request):
@@ -273,6 +273,31 @@ def key_watch(
     capfd: pytest.CaptureFixture,
 ) -> KeyWatch:
     return KeyWatch(tmp_path, monkeypatch, caplog, capfd)
+
+
+def test_the_timeout_model_argument_reaches_the_requests(tmp_path: Path) -> None:
+    """``timeout=1`` against a stand-in that answers after 3 s: the request times out (the transport's own
+    default, 300 s, would wait for the answer), is not retried (``max_retries=0``), and the failure report
+    counts the 2 samples needed, none cached or received."""
+    register_models()
+    from lm_eval.api.registry import get_model
+
+    cache_path = tmp_path / "cache.sqlite"
+    with CompletionsStandIn(delay_s=3.0) as server:
+        arguments = (
+            f"model=stand-in,base_url={server.url},tokenizer_backend=none,num_concurrent=1,seed=7,"
+            f"cache_path={cache_path},eos_string=<eos>,timeout=1,max_retries=0"
+        )
+        lm = get_model("capcal-api").create_from_arg_string(arguments)
+        with pytest.raises(APIRequestsFailed) as failed:
+            lm.generate_until(_stand_in_requests(1, 2), disable_tqdm=True)
+    report = str(failed.value)
+    assert "1 of 1 requests (2 of 2 samples) still failed after up to 0 retries" in report
+    assert "Timeout" in report and lm.stats["retries"] == 0
+    assert (
+        f"Finished: 0 of 2 samples (0 read from the cache, 0 received now), all cached in {cache_path}"
+        in (report)
+    )
 
 
 @pytest.mark.slow

@@ -2,14 +2,16 @@
 
 The module is loaded from its file (not through the ``capcal_models`` package, whose ``__init__`` registers
 the lm-eval wrappers), and a subprocess checks that loading it imports no lm-eval module. The server answers
-each request with the next scripted behaviour: a 200 with n choices, HTTP 429 with Retry-After, 500 (echoing
-the Authorization header), 400, a held response (client timeout), a reset connection or truncated JSON; a
-port where nothing listens stands for a server that is down.
+each request by its identity (its prompt and how many requests with that prompt came before), never by
+arrival order, which depends on scheduling: a 200 with n choices, HTTP 429 with Retry-After, 500 (echoing the
+Authorization header), 400, a held response (client timeout), a reset connection or truncated JSON; a port
+where nothing listens stands for a server that is down.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import json
 import subprocess
@@ -38,15 +40,45 @@ transport = _load_transport()
 SECRET = "sk-transport-test-0123456789"
 
 
-class ScriptedServer(PostServer):
-    """An aiohttp server on its own thread; request i gets ``script[i]`` (then "ok" for every request)."""
+FAULT_TIMEOUT_S = 2.0  # the client timeout of the fault tests (a local answer: milliseconds, even loaded)
+HOLD_S = FAULT_TIMEOUT_S + 1.0  # a "hold" answer comes after the client's timeout
+GATHER_TIMEOUT_S = 60.0  # how long the first answers wait for ``gather`` requests in flight at once
 
-    def __init__(self, script: list[str] | None = None, delay_s: float = 0.0) -> None:
+
+class ScriptedServer(PostServer):
+    """An aiohttp server on its own thread. The a-th request (from 0, retries included) with prompt p gets
+    ``script[p][a]``, then "ok": a request's answer depends on which request it is, not on when it arrived
+    (an arrival-order script gave one job a 500 on every attempt when the machine was loaded).
+
+    ``gather``: the first answers (200s) are held until ``gather`` requests are in flight at once (at most
+    ``GATHER_TIMEOUT_S``), so that a bound on concurrency is reached whatever the scheduling; then
+    ``delay_s`` holds each answer."""
+
+    def __init__(
+        self, script: dict[str, list[str]] | None = None, delay_s: float = 0.0, gather: int = 0
+    ) -> None:
         super().__init__()
-        self.script = list(script or [])
+        self.script = {prompt: list(behaviours) for prompt, behaviours in (script or {}).items()}
         self.delay_s = delay_s
+        self.gather = gather
         self.received: list[dict] = []
+        self.attempts: dict[str, int] = {}
         self.in_flight = self.max_in_flight = 0
+        self._gathered: asyncio.Event | None = None
+
+    def _behaviour(self, prompt: str) -> str:
+        attempt = self.attempts.get(prompt, 0)
+        self.attempts[prompt] = attempt + 1
+        behaviours = self.script.get(prompt, [])
+        return behaviours[attempt] if attempt < len(behaviours) else "ok"
+
+    async def _wait_for_company(self) -> None:
+        if self._gathered is None:
+            self._gathered = asyncio.Event()
+        if self.in_flight >= self.gather:
+            self._gathered.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._gathered.wait(), GATHER_TIMEOUT_S)
 
     @property
     def url(self) -> str:
@@ -54,7 +86,7 @@ class ScriptedServer(PostServer):
 
     async def _handle(self, request: web.Request) -> web.Response:
         body = await request.json()
-        behaviour = self.script[len(self.received)] if len(self.received) < len(self.script) else "ok"
+        behaviour = self._behaviour(body["prompt"])
         self.received.append(body)
         choices = [
             {"index": i, "text": f"{body['prompt']}-{body['seed'] + i}"} for i in range(body.get("n", 1))
@@ -67,7 +99,7 @@ class ScriptedServer(PostServer):
         if behaviour == "400":
             return web.Response(status=400, text="bad request")
         if behaviour == "hold":
-            await asyncio.sleep(2.0)
+            await asyncio.sleep(HOLD_S)
         if behaviour == "reset":
             request.transport.abort()
             return web.Response(status=500)
@@ -78,6 +110,8 @@ class ScriptedServer(PostServer):
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
+            if self.gather and not (self._gathered and self._gathered.is_set()):
+                await self._wait_for_company()
             await asyncio.sleep(self.delay_s)
         finally:
             self.in_flight -= 1
@@ -131,7 +165,7 @@ def test_backoff_doubles_with_jitter_and_is_capped() -> None:
 def test_every_request_succeeds_with_bounded_concurrency() -> None:
     stats: dict = {}
     received: list[tuple[str, dict]] = []
-    with ScriptedServer(delay_s=0.2) as server:
+    with ScriptedServer(delay_s=0.01, gather=2) as server:  # two at once, whatever the scheduling
         jobs = [_job(f"p{i}", 10 * i, [0, 1]) for i in range(6)]
         _transport(server.url, stats, concurrency=2).run(
             jobs, on_received=lambda j, s: received.append((j, s))
@@ -149,10 +183,10 @@ def test_every_request_succeeds_with_bounded_concurrency() -> None:
 )  # fmt: skip
 def test_each_fault_is_retried_and_counted_by_cause(fault: str, cause: str) -> None:
     stats: dict = {}
-    with ScriptedServer([fault]) as server:
+    with ScriptedServer({"p": [fault]}) as server:
         job = _job("p", 1, [0])
         started = time.monotonic()
-        _transport(server.url, stats, timeout=0.5).run([job])
+        _transport(server.url, stats, timeout=FAULT_TIMEOUT_S).run([job])
         elapsed = time.monotonic() - started
     assert job.samples == {0: "p-1"} and job.error is None and job.attempts == 2
     assert stats["retries"] == 1 and stats["retries_by_cause"] == {cause: 1} and stats["requests_sent"] == 2
@@ -163,7 +197,7 @@ def test_each_fault_is_retried_and_counted_by_cause(fault: str, cause: str) -> N
 def test_a_request_that_keeps_failing_gets_its_last_error_redacted_and_the_others_finish() -> None:
     stats: dict = {}
     key = {"value": SECRET}
-    with ScriptedServer(["500", "ok", "500", "500"]) as server:  # the first job: 3 attempts, all 500
+    with ScriptedServer({"bad": ["500", "500", "500"]}) as server:  # "bad": 3 attempts, all 500
         failing, passing = _job("bad", 1, [0, 1]), _job("good", 5, [0])
         _transport(
             server.url,
@@ -179,7 +213,7 @@ def test_a_request_that_keeps_failing_gets_its_last_error_redacted_and_the_other
 
 
 def test_a_client_error_is_not_retried() -> None:
-    with ScriptedServer(["400"]) as server:
+    with ScriptedServer({"p": ["400"]}) as server:
         job = _job("p", 1, [0])
         _transport(server.url).run([job])
     assert job.attempts == 1 and job.error == "HTTP 400: bad request"
@@ -189,7 +223,7 @@ def test_fewer_choices_than_asked_for_are_completed_by_follow_ups() -> None:
     def split(job, rest):
         return [_job(job.payload["prompt"], 100 + repeat, [repeat]) for repeat in rest]
 
-    with ScriptedServer(["one_choice"]) as server:
+    with ScriptedServer({"p": ["one_choice"]}) as server:
         job = _job("p", 1, [0, 1, 2])
         _transport(server.url).run([job], split=split)
     assert job.samples == {0: "p-1", 1: "p-101", 2: "p-102"} and job.error is None
@@ -260,7 +294,8 @@ def test_a_stream_of_jobs_is_run_with_bounded_in_flight_work() -> None:
         finished[0] += 1
 
     stats: dict = {}
-    with ScriptedServer(["ok", "500", "ok", "500"] * 10, delay_s=0.002) as server:
+    script = {f"p{i}": ["500"] for i in range(1, 40, 2)}  # 20 jobs get a 500 on their first attempt
+    with ScriptedServer(script, delay_s=0.002, gather=concurrency) as server:
         summary = _transport(server.url, stats, concurrency=concurrency, max_pending=max_pending).run(
             jobs(), on_done=on_done
         )

@@ -178,3 +178,21 @@ def test_real_model_samples_are_the_same_without_packing(
     shapes = [(m.in_features, m.out_features) for m in model.modules() if type(m) is torch.nn.Linear]
     if packing_is_exact(shapes, 36):
         assert len(buckets_used) >= 2, buckets_used  # the full batch and at least one smaller bucket
+
+
+def test_available_memory_is_meminfos_kilobytes_times_1024(tmp_path, monkeypatch):
+    """/proc/meminfo gives kB (1024 bytes): 3,000,000 kB available is 3,072,000,000 bytes (not x 1000, not
+    x 1); a missing MemAvailable line, or no file, is None."""
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:  8000000 kB\nMemAvailable:    3000000 kB\n", encoding="utf-8")
+    read = packed_linear._proc_field
+    assert read(str(meminfo), "MemAvailable") == "3000000 kB" and read(str(meminfo), "Cached") is None
+    assert read(str(tmp_path / "absent"), "MemAvailable") is None
+    monkeypatch.setattr(
+        packed_linear,
+        "_proc_field",
+        lambda path, name: read(str(meminfo) if "meminfo" in path else path, name),
+    )
+    assert packed_linear._available_bytes() == 3_072_000_000
+    meminfo.write_text("MemTotal:  8000000 kB\n", encoding="utf-8")
+    assert packed_linear._available_bytes() is None

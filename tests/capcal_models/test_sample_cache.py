@@ -19,9 +19,6 @@ import pytest
 
 from capcal_models.sample_cache import SampleCache, open_sample_cache, request_key
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/time_limits.py
-from time_limits import contention  # noqa: E402
-
 
 def test_sample_cache_persists_per_request_and_repeat(tmp_path: Path) -> None:
     key = request_key({"prompt": [1, 2, 3], "temperature": 1.0})
@@ -83,12 +80,14 @@ def test_batched_writer_commits_within_max_seconds_without_more_writes(tmp_path:
     path = tmp_path / "samples.sqlite"
     SampleCache(path).close()
     writer = SampleCache(path).writer(max_rows=1000, max_seconds=1.0)
-    writer.put("a", {0: "x"})
     put_at = time.monotonic()
-    assert _committed(path) == []
-    scale = contention()  # waiting on a thread: wall-clock time, its slack scaled by the contention
+    writer.put("a", {0: "x"})
+    committed_at_once = _committed(path)
+    if time.monotonic() - put_at < 1.0:  # (a loaded machine may stall this thread past max_seconds)
+        assert committed_at_once == []
+    # waiting on a thread: the bound is for a thread that never commits (or reads max_seconds in ms as s)
     while not _committed(path):
-        assert time.monotonic() - put_at < 1.0 + 5.0 * scale, "not committed by the background thread"
+        assert time.monotonic() - put_at < 60.0, "not committed by the background thread"
         time.sleep(0.02)
     assert _committed(path) == [("a", 0, "x")] and writer.pending() == 0
     writer.close()

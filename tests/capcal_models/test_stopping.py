@@ -32,7 +32,14 @@ child = subprocess.Popen([sys.executable, "-c", f"import subprocess; subprocess.
 make_orphan = f"import subprocess; print(subprocess.Popen({sleeper!r}, stdout=subprocess.DEVNULL).pid)"
 orphan_maker = subprocess.Popen([sys.executable, "-c", make_orphan], stdout=subprocess.PIPE, text=True)
 orphan = int(orphan_maker.communicate()[0])
-time.sleep(1.0)  # the watchdog's polls see them all
+# the watchdog sees them all: wait until it has slept in its poll at least 3 more times (a full poll of /proc
+# began after they started, however late a loaded machine schedules it), and at least 1 s
+def sleeps():
+    with open(f"/proc/{watchdog}/status") as status:
+        return int(next(line for line in status if line.startswith("voluntary_ctxt_switches")).split()[1])
+started, before = time.monotonic(), sleeps()
+while sleeps() < before + 3 or time.monotonic() < started + 1.0:
+    time.sleep(0.05)
 print(json.dumps({"watchdog": watchdog, "child": child.pid, "orphan": orphan}), flush=True)
 time.sleep(600)
 """
@@ -59,10 +66,11 @@ def test_the_watchdog_ends_every_descendant_of_a_signalled_process(sig: int) -> 
         # (the orphan was re-parented to the parent, a subreaper: end_descendants_at_exit made it one)
         assert len(tree) == 4 and not set(pids.values()) - set(tree), (pids, tree)  # and the grandchild
         assert _alive(tree) == tree
-        signalled = time.monotonic()
         parent.send_signal(sig)
         parent.wait(timeout=30)
-        time.sleep(max(0.0, signalled + 5.0 - time.monotonic()))
+        deadline = time.monotonic() + 120  # the sleepers would live 600 s; a loaded machine may be slow
+        while _alive(tree) and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert _alive(tree) == []  # the watchdog too
     finally:
         for pid in _alive([parent.pid, *locals().get("tree", [])]):

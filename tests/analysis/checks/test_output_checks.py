@@ -218,6 +218,7 @@ def full_disk_eval(tmp_path_factory, smollm2_path):
     }  # fmt: skip
 
 
+@pytest.mark.slow  # full_disk_eval: two real capcal eval runs (70-100 s)
 def test_capcal_eval_on_a_full_disk_exits_1_in_one_line(full_disk_eval):
     """The issue's case: 30 questions onto a 40 KB tmpfs (lm-eval swallows ENOSPC). Exit 1, one line naming
     the cut samples file, the OS error, the sample cache and the command; the files renamed *.incomplete."""
@@ -236,6 +237,7 @@ def test_capcal_eval_on_a_full_disk_exits_1_in_one_line(full_disk_eval):
     assert f"holds {written} of {QUESTIONS} questions and a cut line {written + 1}" in line
 
 
+@pytest.mark.slow  # full_disk_eval: two real capcal eval runs (70-100 s)
 def test_the_printed_command_writes_every_sample_from_the_cache(full_disk_eval):
     """The command of the error line, pointed at a disk with room: all 30 questions, every sample read from
     the sample cache (none decoded again), the same samples the failed run had written."""
@@ -255,6 +257,7 @@ def test_the_printed_command_writes_every_sample_from_the_cache(full_disk_eval):
     assert [row["resps"] for row in recovered[:written]] == [row["resps"] for row in first]
 
 
+@pytest.mark.slow  # full_disk_eval: two real capcal eval runs (70-100 s)
 @pytest.mark.parametrize("command", ["analyze", "table", "report"])
 def test_commands_on_a_full_disk_exit_1_in_one_line_and_leave_no_partial_file(
     command, full_disk, full_disk_eval, capsys

@@ -204,3 +204,36 @@ def test_consistency_from_table_rejects_a_missing_correctness_value():
     message = "correctness: row 1 is not numeric (int() argument must be"
     with pytest.raises(ValueError, match=re.escape(message)):
         consistency_from_table(table, ks=(1, 2))
+
+
+def test_every_leakage_free_column_of_a_table_draws_from_the_one_pool_of_max_ks():
+    """The table's leakage-free columns share one split: a draw pool of max(ks) responses and the target
+    ``mu_hat_lf`` / ``n_lf`` from the rest (a column built with its own k as the pool size, the bug this
+    catches, scores its draw against a target that overlaps it).
+
+    Two checks: (1) at k = max(ks) the draw is the whole pool, so with two answer classes, "7" (correct) and
+    "8", the pool holds a - mu_hat_lf * n_lf sevens of a question's a, and consistency_lf_k20 is
+    max(sevens, 20 - sevens) / 20, worked out here from the counts; (2) each smaller k's column is
+    ``leakage_free_consistency`` with pool_size = max(ks) (the documented pool), which a pool of k would not
+    give on these questions."""
+    rng = np.random.default_rng(11)
+    n, ks = 25, (5, 10, 20)
+    rows = [["7" if rng.random() < p else "8" for _ in range(n)] for p in rng.uniform(0.1, 0.9, size=40)]
+    table = pd.DataFrame(
+        {
+            "question_id": [f"toy/{i}" for i in range(len(rows))],
+            "extracted_answers": rows,
+            "correctness": [[int(a == "7") for a in row] for row in rows],
+        }
+    )
+    out = consistency_from_table(table, ks=ks, seed=3)
+    assert (out["n_lf"] == n - 20).all()
+    sevens = np.array([row.count("7") for row in rows]) - np.rint(out["mu_hat_lf"] * out["n_lf"]).astype(int)
+    np.testing.assert_allclose(out["consistency_lf_k20"], np.maximum(sevens, 20 - sevens) / 20, rtol=0)
+    answers = encode_answer_classes(rows)
+    z = [[int(a == "7") for a in row] for row in rows]
+    for k in (5, 10):
+        shared = leakage_free_consistency(answers, z, k, pool_size=20, seed=3).confidence
+        own = leakage_free_consistency(answers, z, k, pool_size=k, seed=3).confidence
+        assert not np.array_equal(shared, own)  # the test tells the two pools apart
+        np.testing.assert_array_equal(out[f"consistency_lf_k{k}"].to_numpy(), shared)

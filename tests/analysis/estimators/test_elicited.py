@@ -242,3 +242,36 @@ def test_table_without_correctness_is_refused_by_name(run_folder):
     with pytest.raises(ValueError) as error:
         attach_elicited(table, read_elicited(run_folder))
     assert str(error.value) == "table has no column(s) correctness"
+
+
+@pytest.mark.parametrize("kind", ["verbalized_rc", "ptrue_rc"])
+def test_each_response_level_confidence_is_refused_from_another_sampling_run(run_folder, kind):
+    """Both response-level kinds are checked against the table's first response (a check of one kind only,
+    the other silently joined to another run's responses, is the bug this catches): a table whose first
+    response of one question is scored the other way is refused naming the kind; the same records join the
+    unchanged table, each confidence on its own question."""
+    folder = run_folder / MODEL
+    sampling = _sampling_lines()
+    if kind == "ptrue_rc":  # the run_folder has no P(True) response form: its records, one log-odds each
+        lines = []
+        for i, line in enumerate(sampling):
+            doc = {"question_id": QUESTIONS[i], "response_correctness": line["correctness"]}
+            results = [(-0.1 * (i + 1), False), (-1.0, False)]
+            lines.append(_line(i, doc, ptrue.process_results_for_response(doc, results)))
+        _write(folder, "capcal_toy_ptrue_rc", lines, "ptrue_rc")
+    table = load_run(run_folder)
+    elicited = read_elicited(run_folder)
+    records = elicited[elicited["kind"] == kind]
+    assert len(records) == len(QUESTIONS)
+    joined = attach_elicited(table, records).set_index("question_id").loc[QUESTIONS]
+    column = {"verbalized_rc": "verbalized_rc_confidence", "ptrue_rc": "p_true_rc"}[kind]
+    if kind == "ptrue_rc":  # sigmoid(log P(Yes) - log P(No)), worked out per question
+        expected = [1 / (1 + math.exp(0.1 * (i + 1) - 1.0)) for i in range(len(QUESTIONS))]
+    else:
+        expected = [0.6] * len(QUESTIONS)
+    np.testing.assert_allclose(joined[column].to_numpy(), expected, rtol=1e-12)
+    row = int(np.flatnonzero(table["question_id"] == QUESTIONS[3])[0])
+    other = table.copy()
+    other.at[row, "correctness"] = [1 - other.at[row, "correctness"][0], *other.at[row, "correctness"][1:]]
+    with pytest.raises(ValueError, match=rf"^{kind} record for .*{QUESTIONS[3]}.*different sampling runs"):
+        attach_elicited(other, records)
