@@ -99,14 +99,15 @@ def format_interval(estimate: float, low: float, high: float, digits: int = 3) -
     return text
 
 
-# What can open Markdown markup inside a line (CommonMark and GitHub's extensions), each backslash-escaped only
-# where it can: a backslash before punctuation or at the end; a backquote (code), ``*`` and ``~`` (emphasis,
-# strikethrough), ``|`` (a table cell), ``#`` (a heading's closing sequence), ``$`` (math in Jupyter and on
-# GitHub); an underscore at a word's edge (emphasis); ``<`` before a letter, ``/``, ``!`` or ``?`` (raw HTML,
-# autolinks); an ``&`` that would start an entity; a ``]`` before ``(``, ``[`` or ``:`` (an inline or
-# reference link or image, a link definition); the ``:`` of ``scheme:/`` and the ``@`` of an address
-# (GitHub's autolinks). Brackets and parentheses are otherwise left alone: backslash-parenthesis and
-# backslash-bracket are math delimiters to Jupyter and pandoc, and ``0.1 [0.0, 0.2]`` or ``(leaky)`` opens nothing.
+# What can open Markdown markup inside a line (CommonMark and GitHub's extensions), each backslash-escaped
+# only where it can: a backslash before punctuation or at the end; a backquote (code), ``*`` and ``~``
+# (emphasis, strikethrough), ``|`` (a table cell), ``#`` (a heading's closing sequence), ``$`` (math in
+# Jupyter and on GitHub); an underscore at a word's edge (emphasis); ``<`` before a letter, ``/``, ``!`` or
+# ``?`` (raw HTML, autolinks); an ``&`` that would start an entity; a ``]`` before ``(``, ``[`` or ``:`` (an
+# inline or reference link or image, a link definition); the ``:`` of ``scheme:/`` and the ``@`` of an
+# address (GitHub's autolinks). Brackets and parentheses are otherwise left alone: backslash-parenthesis and
+# backslash-bracket are math delimiters to Jupyter and pandoc, and ``0.1 [0.0, 0.2]`` or ``(leaky)`` opens
+# nothing.
 _MARKDOWN_SPECIAL = re.compile(
     r"(\\(?=[!-/:-@\[-`{-~]|$)|[`*~|#$]|<(?=[A-Za-z/!?])|&(?=#?\w+;)|\](?=[(\[:])|:(?=/)"
     r"|@(?=[\w-]+\.[\w-])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))"
@@ -120,11 +121,12 @@ _BLOCK_START = re.compile(r"^(?:([-+])(?= |$)|(>)|(\d{1,9})([.)])(?= |$))")
 
 def markdown_text(text: object) -> str:
     """``text`` as literal Markdown inside a line, escaped only where Markdown would read markup, so that the
-    raw text stays readable (no HTML entities, no backslash before a parenthesis or bracket): control and bidirectional characters removed,
-    whitespace collapsed, the characters of :data:`_MARKDOWN_SPECIAL` backslash-escaped where they could
-    open markup (raw HTML, links, images, emphasis, code, tables, math, autolinks), the ``:`` of ``mailto:``
-    and the ``.`` of ``www.`` too; ``javascript:`` or ``data:`` stay inert text without link syntax. An
-    underscore between two letters or digits stays as it is (it cannot open emphasis there)."""
+    raw text stays readable (no HTML entities, no backslash before a parenthesis or bracket): control and
+    bidirectional characters removed, whitespace collapsed, the characters of :data:`_MARKDOWN_SPECIAL`
+    backslash-escaped where they could open markup (raw HTML, links, images, emphasis, code, tables, math,
+    autolinks), the ``:`` of ``mailto:`` and the ``.`` of ``www.`` too; ``javascript:`` or ``data:`` stay
+    inert text without link syntax. An underscore between two letters or digits stays as it is (it cannot
+    open emphasis there)."""
     text = " ".join(_CONTROL.sub("", str(text)).split())
     text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
     text = _SCHEME.sub(r"\1\\:", text)

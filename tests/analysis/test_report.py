@@ -332,7 +332,7 @@ def test_report_markdown_is_plain_readable_text(tmp_path):
         figures=[Figure(f"f {text}", png)],
     )
     markdown = write_report([section], tmp_path / "r", title="t").markdown.read_text()
-    # the section's title, sentence, fact key and value, warning, note, table caption, cell, figure heading, alt
+    # the title, sentence, fact key and value, warning, note, table caption, cell, figure heading, alt
     assert markdown.count(text) == 10
     for raw in ("\\(", "\\[", "&lt;", "&gt;", "&amp;"):
         assert raw not in markdown, raw
