@@ -771,7 +771,8 @@ RANKED = pd.DataFrame(
         (
             RANKED.head(2).assign(advantage_low=[np.nan, -0.05], advantage_high=[np.nan, -0.01]),
             {},
-            "Use a: best on corrected capability Brier; b is better than it on the questions both have.",
+            "Use a, tentatively: best on corrected capability Brier; b is better than it on the questions "
+            "both have; whether it beats the base rate is unknown (its Brier skill is not available).",
         ),
     ],
 )
