@@ -88,6 +88,8 @@ class ReportData:
         tuple[str, str], Path
     ]  # (model_id, task) -> activations folder named in the run's metadata, found (recorded_paths)
     path_notes: list[str] = field(default_factory=list)  # how a relative recorded path was resolved
+    # (model_id, task) -> the activations folder its run recorded, not found (the probe is left out)
+    lost_activations: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def questions(self) -> pd.DataFrame:
@@ -111,6 +113,7 @@ def load_report_data(output_dirs: Sequence[str | Path], select=None) -> ReportDa
     collection = load_runs(output_dirs, select)
     configs: dict[str, tuple[dict, str]] = {}
     activations: dict[tuple[str, str], Path] = {}
+    lost: dict[tuple[str, str], str] = {}
     notes: list[str] = []
     for file in collection.files:
         results = file.results_path
@@ -121,11 +124,15 @@ def load_report_data(output_dirs: Sequence[str | Path], select=None) -> ReportDa
         if isinstance(folder, str) and folder:
             recorded_in = results if results is not None else file.path
             found = resolve_recorded_path(folder, recorded_in, "activations")
-            if found.note is not None and found.note not in notes:
-                notes.append(found.note)
+            note = found.note
+            if found.path is None:
+                lost[(file.model_id, file.task)] = folder
+                note = f"{note}; the probe is left out: pass the folder with --activations DIR"
+            if note is not None and note not in notes:
+                notes.append(note)
             if found.path is not None:
                 activations[(file.model_id, file.task)] = found.path
-    return ReportData(collection, configs, activations, notes)
+    return ReportData(collection, configs, activations, notes, lost)
 
 
 def _join_row(report: JoinReport) -> dict:
@@ -273,6 +280,12 @@ def _section(
     )
     computed = compute_estimators(context)
     computed.notes[:0] = notes
+    if folder is None and calibration is not None and (model, task) in data.lost_activations:
+        computed.not_computed.append(
+            f"probe not computed: the activations folder its run recorded "
+            f"({data.lost_activations[(model, task)]}) was not found (was the run's folder moved?); pass it "
+            "with --activations DIR"
+        )
     if not own.empty:
         failures = parse_failure_counts(own)
         scoring = [t for t, target in targets.items() if target == task]

@@ -43,7 +43,9 @@ more than :data:`MAX_PARSE_FAILURE_RATE` of its questions (or on all), fewer tha
 samples per question (mu_hat coarse, consistency with small k only), a capability target that does not vary
 (the same mu_hat everywhere, or fewer than 10% of the questions with 0 < mu_hat < 1), a leakage-free
 consistency that cannot be ranked, an estimator ranked on fewer questions than the others, and an interval
-that could not be computed.
+that could not be computed. An estimator lost for want of an input (the probe, when the activations folder a
+run recorded is not found) is named in the warnings and after the verdict, so the verdict never silently
+ranks without it.
 """
 
 from __future__ import annotations
@@ -413,6 +415,7 @@ def _warnings(inputs: SectionInputs, ranked: pd.DataFrame) -> list[str]:
                 f"{candidate.name} is not ranked: its target mu_hat_lf rests on {held_out} held-out "
                 "sample(s) per question (the corrected Brier needs 2); sample more responses per question."
             )
+    out.extend(computed.not_computed)
     if not ranked.empty:
         most = int(ranked["questions"].max())
         for row in ranked.itertuples():
@@ -527,7 +530,8 @@ def rank_estimators(inputs: SectionInputs, model: str, task: str) -> Ranking:
             f"No verdict: {too_little}; the ranking is for reference only."
             if too_little and not ranked.empty
             else verdict(ranked, skills, metric_name)
-        ),
+        )
+        + "".join(f" Left out: {line}." for line in inputs.computed.not_computed),
         footnotes=footnotes,
         base_rate=_base_rate(inputs.mu, n, metric),
     )

@@ -147,15 +147,16 @@ def _write(
     path.write_text(json.dumps(results))
 
 
-def _runs(root, response: str = "", calibration: list[str] | None = None):
+def _runs(root, response: str = "", calibration: list[str] | None = None, activations: str | None = None):
     """Runs with non-suffix task names: ``toy_eval`` (12 questions, dataset ``toy``) declares ``toy_calib``
     (24 questions, 2 of them also evaluation questions) and ``other_calib`` (dataset ``other``); P(True)
-    tasks score each. A second, older run of toy_eval is left out."""
+    tasks score each. A second, older run of toy_eval is left out. ``activations``: the folder the sampling
+    runs record (capcal-hf's ``activations=DIR``)."""
     rng = np.random.default_rng(0)
     evaluation = [f"toy/e{i}" for i in range(12)]
     calib = [f"toy/c{i}" for i in range(22)] + evaluation[:2]
     other = [f"other/c{i}" for i in range(20)]
-    sampling = {"capcal_task": "sampling"}
+    sampling = {"capcal_task": "sampling", **({"activations": activations} if activations else {})}
     role = {
         "capcal_role": "evaluation",
         "capcal_calibration_tasks": ["toy_calib"] if calibration is None else calibration,
@@ -184,6 +185,28 @@ def _runs(root, response: str = "", calibration: list[str] | None = None):
         date="2025-12-01T00-00-00.000001",
     )
     return root
+
+
+def test_report_says_when_a_moved_run_loses_its_probe(tmp_path):
+    """A run that recorded an activations folder no longer there (the folder moved without acts/, or acts/
+    removed): the first screen's warning suggests --activations, and the section says the probe is left out,
+    in its warnings and after its verdict (before: the ranking went on without it, nothing said)."""
+    from analysis.report import build_report
+    from analysis.report.input_notices import report_notices
+
+    gone = tmp_path / "old" / "we" / "acts"
+    runs = _runs(tmp_path / "runs", activations=str(gone))
+    notices = [notice for notice in report_notices([runs]) if str(gone) in notice]  # capcal report's
+    assert len(notices) == 1 and notices[0].startswith(f"activations {gone} recorded in ")
+    assert notices[0].endswith("; the probe is left out: pass the folder with --activations DIR")
+    markdown = build_report([runs], tmp_path / "report", options=_options()).markdown.read_text()
+    head = markdown.split("\n### ", 1)[0]
+    lost = (
+        f"probe not computed: the activations folder its run recorded ({gone}) was not found (was the run's "
+        "folder moved?); pass it with --activations DIR"
+    )
+    assert f"- warning: {lost}" in markdown
+    assert f"Left out: {lost}." in head
 
 
 def _options(**kwargs):

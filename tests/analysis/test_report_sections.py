@@ -1539,9 +1539,12 @@ def test_activations_folder_recorded_in_a_run_is_resolved_against_its_results_fi
             f"activations acts (relative) recorded in results_{DATE}.json: read from {run_folder / 'acts'}, "
             f"relative to the run's folder {run_folder}",
             f"activations {missing} recorded in {tmp_path / f'{MODEL}_toy_other' / f'results_{DATE}.json'}: "
-            "no such file or folder",
+            f"no such file or folder, nor any tail of it (down to nowhere) next to the run's folders "
+            f"({tmp_path / f'{MODEL}_toy_other'} and above); the probe is left out: pass the folder with "
+            "--activations DIR",
         ]
     )
+    assert data.lost_activations == {(model_id, "toy_other"): str(missing)}
 
 
 def test_bookkeeping_states_the_model_identity_and_why_it_is_not_a_checkpoint(tmp_path):

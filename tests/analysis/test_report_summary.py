@@ -857,3 +857,23 @@ def test_a_constant_target_gives_a_warning_not_a_verdict(estimators):
         "no AUROC); the ranking is for reference only."
     )
     assert ranking.warnings[0].endswith("the ranking reflects calibration alone: no verdict.")
+
+
+def test_an_estimator_lost_for_want_of_its_input_is_named_in_the_warnings_and_after_the_verdict(monkeypatch):
+    """A run folder moved after the run: the probe's activations are not found. Before, the verdict ranked
+    the others as if there were no probe ("Use probe" flipped to "Use p_true" with nothing said); now the
+    loss is a warning and follows the verdict."""
+    monkeypatch.setattr(summary, "MIN_VERDICT_QUESTIONS", 1)
+    evaluation = _evaluation(p_true=_off(0.1), verbalized_confidence=_off(0.2))
+    metrics = _metric_rows(
+        {BRIER: {"p_true": (0.01, 0.0, 0.02, 6), "verbalized_confidence": (0.04, 0.03, 0.05, 6)}}
+    )
+    inputs = _inputs(evaluation, ["p_true", "verbalized_confidence"], metrics)
+    lost = "probe not computed: the activations folder its run recorded (/old/we/acts) was not found"
+    inputs.computed.not_computed.append(lost)
+    ranking = rank_estimators(inputs, "m", "t")
+    assert lost in ranking.warnings
+    assert ranking.verdict.startswith("Use p_true, tentatively: best on corrected capability Brier")
+    assert ranking.verdict.endswith(f". Left out: {lost}.")
+    inputs.computed.not_computed.clear()
+    assert "Left out" not in rank_estimators(inputs, "m", "t").verdict
