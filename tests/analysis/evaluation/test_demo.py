@@ -135,8 +135,7 @@ def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browse
     parsed_strong = _strong_verbalized_failures(output) < 10  # its verbalized confidence, 32 tokens
     if not parsed_strong:
         assert (
-            f"{DEFAULT_STRONG_MODEL} · capcal_arithmetic: N = 10, k = 4 (no confidence estimator"
-            in markdown
+            f"{DEFAULT_STRONG_MODEL} · capcal_arithmetic: N = 10, k = 4 (no confidence estimator" in markdown
         )
 
     analysis = analyze_runs([runs], activations, options)
