@@ -99,27 +99,60 @@ def format_interval(estimate: float, low: float, high: float, digits: int = 3) -
     return text
 
 
-# Characters that can start Markdown markup (CommonMark and GitHub's extensions): each is backslash-escaped.
+# What can open Markdown markup inside a line (CommonMark and GitHub's extensions), each backslash-escaped
+# only where it can: a backslash before punctuation or at the end; a backquote (code), ``*`` and ``~``
+# (emphasis, strikethrough), ``|`` (a table cell), ``#`` (a heading's closing sequence), ``$`` (math in
+# Jupyter and on GitHub); an underscore at a word's edge (emphasis); ``<`` before a letter, ``/``, ``!`` or
+# ``?`` (raw HTML, autolinks); an ``&`` that would start an entity; a ``]`` before ``(``, ``[`` or ``:`` (an
+# inline or reference link or image, a link definition); the ``:`` of ``scheme:/`` and the ``@`` of an
+# address (GitHub's autolinks). Brackets and parentheses are otherwise left alone: backslash-parenthesis and
+# backslash-bracket are math delimiters to Jupyter and pandoc, and ``0.1 [0.0, 0.2]`` or ``(leaky)`` opens
+# nothing.
 _MARKDOWN_SPECIAL = re.compile(
-    r"([\\`*{}\[\]()#!|~$]|:(?=/)|@(?=[\w-]+\.[\w-])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))"
+    r"(\\(?=[!-/:-@\[-`{-~]|$)|[`*~|#$]|<(?=[A-Za-z/!?])|&(?=#?\w+;)|\](?=[(\[:])|:(?=/)"
+    r"|@(?=[\w-]+\.[\w-])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))"
 )
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _WWW = re.compile(r"(?i)\bwww\.")
 _SCHEME = re.compile(r"(?i)\b(mailto|xmpp):")
+# a block that a line's first characters open: a list item (``- ``, ``+ ``, ``1. ``, ``1) ``), a block quote
+_BLOCK_START = re.compile(r"^(?:([-+])(?= |$)|(>)|(\d{1,9})([.)])(?= |$))")
 
 
 def markdown_text(text: object) -> str:
-    """``text`` as literal Markdown on one line: control and bidirectional characters removed, whitespace
-    collapsed, ``&``, ``<`` and ``>`` written as entities (no raw HTML or autolink), every other character
-    that can open markup backslash-escaped (links, images, emphasis, code, tables, headings), and the ``:``
-    of ``http://`` and ``mailto:``, the ``.`` of ``www.`` and the ``@`` of an address too (no autolinks);
-    ``javascript:`` or ``data:`` stay inert text without link syntax. An underscore between two letters or
-    digits stays as it is (it cannot open emphasis there)."""
+    """``text`` as literal Markdown inside a line, escaped only where Markdown would read markup, so that the
+    raw text stays readable (no HTML entities, no backslash before a parenthesis or bracket): control and
+    bidirectional characters removed, whitespace collapsed, the characters of :data:`_MARKDOWN_SPECIAL`
+    backslash-escaped where they could open markup (raw HTML, links, images, emphasis, code, tables, math,
+    autolinks), the ``:`` of ``mailto:`` and the ``.`` of ``www.`` too; ``javascript:`` or ``data:`` stay
+    inert text without link syntax. An underscore between two letters or digits stays as it is (it cannot
+    open emphasis there)."""
     text = " ".join(_CONTROL.sub("", str(text)).split())
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
     text = _SCHEME.sub(r"\1\\:", text)
     return _WWW.sub(lambda match: match.group(0)[:3] + "\\.", text)
+
+
+def markdown_line(text: object) -> str:
+    """``text`` as a Markdown paragraph of its own: :func:`markdown_text`, and a list marker or block quote
+    at its start escaped (a backslash before the ``-``, ``+``, ``>`` or the ``.`` of ``1.``)."""
+    return _BLOCK_START.sub(
+        lambda m: "\\" + m.group(0) if m.group(3) is None else f"{m.group(3)}\\{m.group(4)}",
+        markdown_text(text),
+    )
+
+
+def _link_text(text: str) -> str:
+    """Markdown text as the text of a link or image: a bracket escaped unless the brackets are balanced
+    (an unmatched one would end the link's text early)."""
+    depth = 0
+    for char in text:
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if depth < 0:
+            break
+    if depth == 0:
+        return text
+    return re.sub(r"(?<!\\)([\[\]])", r"\\\1", text)
 
 
 def _cell(value: object) -> str:
@@ -205,7 +238,7 @@ def _write_figures(
         markdown += [f"{sub} {markdown_text(figure.caption)}", ""]
         if figure.guide:
             markdown += [f"_{markdown_text(figure.guide)}_", ""]
-        markdown += [f"![{markdown_text(figure.caption)}](figures/{path.name})", ""]
+        markdown += [f"![{_link_text(markdown_text(figure.caption))}](figures/{path.name})", ""]
         _write_footnotes(section.footnotes.get(figure.caption, []), html_parts, markdown)
 
 
@@ -230,7 +263,7 @@ def write_report(
         markdown += [f"{'#' * level} {markdown_text(section.title)}", ""]
         for sentence in section.sentences:
             html_parts.append(f"<p class='sentence'>{html.escape(sentence)}</p>")
-            markdown += [markdown_text(sentence), ""]
+            markdown += [markdown_line(sentence), ""]
         figures = (html_parts, markdown, written, figure_dir, anchor)
         if section.figures_first:
             _write_figures(section, *figures)

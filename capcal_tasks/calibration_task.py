@@ -16,8 +16,12 @@ which makes it a :class:`CalibrationTask`. Per question the task issues:
   generation, as it would update the separate tasks).
 
 The prompts are rendered by lm-eval's own ``fewshot_context`` (system instruction, chat template), the
-confidence prompts zero-shot as in the separate confidence tasks. lm-eval groups the instances by request
-type and clones each by its own ``repeats``.
+confidence prompts zero-shot as in the separate confidence tasks. The task keeps lm-eval's Task contract:
+``fewshot_context`` returns the sampling prompt (a string, as lm-eval's ``scripts/write_out.py`` and its
+``tests/test_tasks.py`` use it) and ``construct_requests(doc, ctx)`` takes that string, with or without
+lm-eval's ``metadata``; the two confidence prompts are rendered in ``construct_requests`` with the settings
+``build_all_requests`` was given (system instruction, chat template, multi-turn few-shot). lm-eval groups
+the instances by request type and clones each by its own ``repeats``.
 
 A model without log-likelihoods (lm-eval raises ``NotImplementedError`` for them, as chat-completions models
 do) is detected from the model behind ``--apply_chat_template``: P(True) is then not requested, a warning is
@@ -62,6 +66,8 @@ logger = logging.getLogger(__name__)
 
 PTRUE_CHOICES = ("Yes", "No")  # as the P(True) tasks' doc_to_choice (capcal_tasks/_ptrue_template_yaml)
 PTRUE_DELIMITER = " "  # as their target_delimiter
+# the keyword arguments of lm-eval's build_all_requests that its fewshot_context renders a prompt with
+RENDERING = ("system_instruction", "apply_chat_template", "fewshot_as_multiturn", "chat_template")
 
 
 class RequestIndex:
@@ -113,6 +119,8 @@ class CalibrationTask(ConfigurableTask):
         self._with_ptrue = self._ptrue_setting is not False
         self._items: dict[int, dict[str, float]] | None = None
         self._bookkeeping: dict[str, Any] | None = None
+        # the prompt settings of the build_all_requests under way (None outside one)
+        self._rendering: dict[str, Any] | None = None
 
     # --- configuration ----------------------------------------------------------------------------------
 
@@ -150,7 +158,11 @@ class CalibrationTask(ConfigurableTask):
         self._items = None
         self._bookkeeping = None
         self._with_ptrue = self._ptrue_requested(kwargs.get("chat_template"))
-        super().build_all_requests(**kwargs)
+        self._rendering = {key: kwargs[key] for key in RENDERING if key in kwargs}
+        try:
+            super().build_all_requests(**kwargs)
+        finally:
+            self._rendering = None
 
     def _ptrue_requested(self, chat_template: Callable | None) -> bool:
         """False when ``metadata.ptrue`` is false, or when the model behind the chat template raises
@@ -177,25 +189,30 @@ class CalibrationTask(ConfigurableTask):
             return self._confidence_prompt(doc)
         return super().doc_to_text(doc, doc_to_text)
 
-    def fewshot_context(self, doc: dict, num_fewshot: int, **kwargs) -> dict[str, Any]:
-        """The three contexts of a question, each as lm-eval renders it: ``sampling`` (with the task's
-        few-shot examples), ``ptrue`` and ``verbalized`` (zero-shot, as the separate confidence tasks)."""
-        contexts = {"sampling": super().fewshot_context(doc=doc, num_fewshot=num_fewshot, **kwargs)}
-        for form, prompt in (
-            ("ptrue", ptrue.capability_prompt),
-            ("verbalized", verbalized.capability_prompt),
-        ):
-            self._confidence_prompt = prompt
-            try:
-                contexts[form] = super().fewshot_context(doc=doc, num_fewshot=0, **kwargs)
-            finally:
-                self._confidence_prompt = None
-        return contexts
+    def _confidence_context(self, doc: dict, prompt: Callable[[dict], str], rendering: dict) -> str:
+        """A confidence prompt (``ptrue.capability_prompt``, ``verbalized.capability_prompt``) as lm-eval's
+        ``fewshot_context`` renders it zero-shot with ``rendering`` (system instruction, chat template)."""
+        self._confidence_prompt = prompt
+        try:
+            return super().fewshot_context(
+                doc=doc, num_fewshot=0, gen_prefix=self.doc_to_prefix(doc), **rendering
+            )
+        finally:
+            self._confidence_prompt = None
 
-    def construct_requests(self, doc: dict, ctx: dict[str, Any], **kwargs) -> list[Instance]:
+    def construct_requests(self, doc: dict, ctx: Any, **kwargs) -> list[Instance]:
+        """The question's requests (see the module): ``ctx`` (the sampling prompt from ``fewshot_context``:
+        a str, or lm-eval's ``JsonChatStr`` for a chat API) k times, P(True)'s Yes and No and the verbalized
+        confidence, the last three rendered here with the settings of the ``build_all_requests`` under way
+        (outside one: ``apply_chat_template`` and ``chat_template`` as given, no system instruction).
+        lm-eval's ``metadata`` (task, doc_id, repeats) is optional, as lm-eval's own
+        ``construct_requests`` takes it."""
         apply_chat_template = kwargs.pop("apply_chat_template", False)
-        kwargs.pop("chat_template", None)
-        task, doc_id, _ = kwargs.pop("metadata")
+        chat_template = kwargs.pop("chat_template", None)
+        task, doc_id, _ = kwargs.pop("metadata", (self.config.task, None, None))
+        rendering = self._rendering
+        if rendering is None:
+            rendering = {"apply_chat_template": apply_chat_template, "chat_template": chat_template}
 
         def request(request_type: str, arguments: tuple, idx: int, repeats: int) -> Instance:
             return Instance(request_type, doc, arguments, idx, metadata=(task, doc_id, repeats), **kwargs)
@@ -203,7 +220,7 @@ class CalibrationTask(ConfigurableTask):
         requests = [
             request(
                 "generate_until",
-                (ctx["sampling"], deepcopy(self.config.generation_kwargs)),
+                (ctx, deepcopy(self.config.generation_kwargs)),
                 RequestIndex.SAMPLING,
                 int(self.config.repeats),
             )
@@ -215,14 +232,16 @@ class CalibrationTask(ConfigurableTask):
                 if not apply_chat_template or (gen_prefix and not ends_with_whitespace(gen_prefix))
                 else ""
             )
+            ptrue_context = self._confidence_context(doc, ptrue.capability_prompt, rendering)
             for idx, choice in zip(
                 (RequestIndex.PTRUE_YES, RequestIndex.PTRUE_NO), PTRUE_CHOICES, strict=True
             ):
-                requests.append(request("loglikelihood", (ctx["ptrue"], f"{delimiter}{choice}"), idx, 1))
+                requests.append(request("loglikelihood", (ptrue_context, f"{delimiter}{choice}"), idx, 1))
+        verbalized_context = self._confidence_context(doc, verbalized.capability_prompt, rendering)
         requests.append(
             request(
                 "generate_until",
-                (ctx["verbalized"], deepcopy(self._verbalized_kwargs)),
+                (verbalized_context, deepcopy(self._verbalized_kwargs)),
                 RequestIndex.VERBALIZED,
                 1,
             )

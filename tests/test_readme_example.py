@@ -184,3 +184,30 @@ def test_the_stock_lm_eval_command_runs_as_written(smollm2_path, tmp_path):
     assert len(lines) == 2 and all(len(line["resps"][0]) == 16 for line in lines), [
         len(line["resps"][0]) for line in lines
     ]
+
+
+def test_a_run_folder_moved_after_the_run_keeps_its_probe(worked_example, tmp_path):
+    """``mv we we_moved`` (out/ and acts/ together) after ``capcal eval`` recorded the absolute activations
+    folder: the report finds acts/ next to the moved run by the recorded path's tail and says so, so the
+    probe stays ranked (before: the probe disappeared and the verdict flipped, exit 0, nothing said)."""
+    folder, env, run = worked_example
+    assert run.returncode == 0, run.stderr[-3000:]
+    we = tmp_path / "we"
+    shutil.copytree(folder / "out", we / "out")
+    shutil.copytree(folder / "acts", we / "acts")
+    rewritten = 0
+    for results in (we / "out").glob("*/results_*.json"):
+        data = json.loads(results.read_text(encoding="utf-8"))
+        for config in data.get("configs", {}).values():
+            metadata = config.get("metadata") or {}
+            if "activations" in metadata:  # as capcal eval records it, run from we/
+                metadata["activations"] = str(we / "acts")
+                rewritten += 1
+        results.write_text(json.dumps(data), encoding="utf-8")
+    assert rewritten == 2
+    moved = tmp_path / "we_moved"
+    we.rename(moved)
+    report = _report(moved, env, moved / "out", moved / "r")
+    assert f"read from {moved / 'acts'}, its tail acts next to the run's folder {moved}" in report
+    assert "probe not computed" not in report
+    assert re.search(r"^\| \d+ \| probe \|", report, re.MULTILINE), "the probe is ranked"

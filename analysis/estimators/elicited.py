@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.runs.identity import UNRESOLVED
-from analysis.runs.joins import JoinReport, join_report
+from analysis.runs.joins import JoinReport, join_report, sampling_run_mismatch
 from analysis.runs.tables import CONFIDENCE_COLUMNS, load_table
 from capcal_tasks.confidence.records import CONFIDENCE_KINDS
 
@@ -76,7 +76,11 @@ def _join_columns(table: pd.DataFrame, elicited: pd.DataFrame, on: Sequence[str]
 
 
 def join_elicited(
-    table: pd.DataFrame, elicited: pd.DataFrame, *, on: Sequence[str] | None = None
+    table: pd.DataFrame,
+    elicited: pd.DataFrame,
+    *,
+    on: Sequence[str] | None = None,
+    on_mismatch: str = "raise",
 ) -> tuple[pd.DataFrame, list[JoinReport]]:
     """The per-question ``table`` with one column pair per elicited kind, and one ``JoinReport`` per kind.
 
@@ -92,8 +96,13 @@ def join_elicited(
     Raises ``ValueError`` when a (kind, key) occurs twice in ``elicited`` (use one run per task), or when a
     joined record contradicts the table: a response-form ``response_correct`` that differs from the table's
     first response, or selfcheck ``response_correctness`` that differs from the table's correctness vector
-    (the confidences then belong to another sampling run and would be misaligned).
+    (the confidences then belong to another sampling run and would be misaligned). With ``on_mismatch=
+    "leave_out"`` such a kind is not attached instead, and ``result.attrs["left_out"]`` maps it to that
+    one line (the report leaves the estimator out with a warning).
     """
+    if on_mismatch not in ("raise", "leave_out"):
+        raise ValueError(f"on_mismatch must be 'raise' or 'leave_out', got {on_mismatch!r}")
+    left_out: dict[str, str] = {}
     left_on, right_on, base_notes = _join_columns(table, elicited, on)
     _check_columns(table, [*left_on, "correctness"], "table")
     _check_columns(elicited, [*right_on, "kind", "confidence", "parse_success"], "elicited")
@@ -123,8 +132,14 @@ def join_elicited(
             )
         )
         matched = [records.get(key) for key in keys]
-        _check_same_sampling_run(kind, keys, list(table["correctness"]), matched)
+        mismatch = _mismatch(kind, keys, list(table["correctness"]), matched)
+        if mismatch is not None and on_mismatch == "raise":
+            raise ValueError(mismatch)
+        if mismatch is not None:
+            left_out[kind] = mismatch
+            continue
         _attach(out, kind, matched)
+    out.attrs["left_out"] = left_out
     return out, reports
 
 
@@ -156,28 +171,20 @@ def _join_notes(kind: str, group: pd.DataFrame, model_column: str) -> list[str]:
     return notes
 
 
-def _check_same_sampling_run(
-    kind: str, keys: list[tuple], correctness: list[list[int]], matched: list[dict | None]
-) -> None:
-    """``ValueError`` when a matched record scored other responses than the table's: a response form's
-    ``response_correct`` against the first response, selfcheck's ``response_correctness`` against the
-    whole correctness vector (the records then belong to another sampling run)."""
+def _mismatch(kind: str, keys: list[tuple], correctness: list, matched: list[dict | None]) -> str | None:
+    """The first joined record of ``kind`` that scored other responses than the table's
+    (``analysis.runs.joins.sampling_run_mismatch``), as one line naming its run, or None."""
     for key, vector, record in zip(keys, correctness, matched, strict=True):
         if record is None:
             continue
-        vector = list(vector)
-        if kind.endswith("_rc") and record["response_correct"] != vector[0]:
-            raise ValueError(
-                f"{kind} record for {key} scores a response with correctness "
-                f"{record['response_correct']}, "
-                f"but the table's first response has {vector[0]}: different sampling runs"
-            )
-        if kind == "selfcheck" and list(record["response_correctness"]) != vector:
-            raise ValueError(
-                f"selfcheck record for {key} has response correctness "
-                f"{record['response_correctness']}, the table {vector}: different sampling runs; "
+        why = sampling_run_mismatch(kind, record, list(vector))
+        if why is not None:
+            run = f" (run {record['run_id']})" if record.get("run_id") else ""
+            return (
+                f"{kind} record of {record.get('task', kind)}{run} for {key} {why}: different sampling runs; "
                 "per-response confidences would be misaligned"
             )
+    return None
 
 
 def _attach(out: pd.DataFrame, kind: str, matched: list[dict | None]) -> None:
@@ -197,10 +204,15 @@ def _attach(out: pd.DataFrame, kind: str, matched: list[dict | None]) -> None:
 
 
 def attach_elicited(
-    table: pd.DataFrame, elicited: pd.DataFrame, *, on: Sequence[str] | None = None
+    table: pd.DataFrame,
+    elicited: pd.DataFrame,
+    *,
+    on: Sequence[str] | None = None,
+    on_mismatch: str = "raise",
 ) -> pd.DataFrame:
-    """``join_elicited``'s table; its join reports are in ``result.attrs["joins"]``."""
-    out, reports = join_elicited(table, elicited, on=on)
+    """``join_elicited``'s table; its join reports are in ``result.attrs["joins"]``, the kinds it left out
+    (``on_mismatch="leave_out"``) in ``result.attrs["left_out"]``."""
+    out, reports = join_elicited(table, elicited, on=on, on_mismatch=on_mismatch)
     out.attrs["joins"] = reports
     return out
 

@@ -31,6 +31,7 @@ __all__ = [
     "accepted_model_arguments",
     "check_inputs",
     "data_dir_setting",
+    "earlier_run_model_problem",
     "evaluate",
     "format_results",
     "parse_key_values",
@@ -326,6 +327,50 @@ def _check_sampled_tasks(
     }
 
 
+# the confidence tasks that score the responses of an earlier sampling run (``samples_file``)
+EARLIER_RUN_KINDS = ("selfcheck", "verbalized_rc", "ptrue_rc")
+
+
+def _short(fingerprint: str) -> str:
+    """A checkpoint fingerprint as a message shows it: 12 hex digits, without ``sha256:``."""
+    return fingerprint.split(":")[-1][:12]
+
+
+def earlier_run_model_problem(
+    model: str, model_args: Mapping[str, Any], configs: Mapping[str, dict], metadata: Mapping[str, Any]
+) -> str | None:
+    """One line when a response-level task (``EARLIER_RUN_KINDS``) is given the samples file of another
+    model's run: the model the results file beside it records (``analysis.runs.identity.samples_file_model``)
+    is not the checkpoint ``model`` / ``model_args`` loads (both fingerprinted; an unresolved one is not
+    compared). A self-check or a response-level confidence scores the model's own responses."""
+    from analysis.runs.identity import UNRESOLVED, samples_file_model
+    from capcal_models.model_identity import model_fingerprint_from_args
+
+    ours: dict | None = None
+    for name, config in configs.items():
+        declared = config.get("metadata") or {}
+        if declared.get("capcal_task") not in EARLIER_RUN_KINDS:
+            continue
+        setting = metadata.get("samples_file")
+        if isinstance(setting, Mapping):
+            setting = setting.get(declared.get("capcal_dataset"))
+        if not isinstance(setting, str) or not setting:
+            continue
+        recorded = samples_file_model(setting)
+        if recorded is None or recorded[0].startswith(UNRESOLVED):
+            continue
+        ours = ours or model_fingerprint_from_args(model, dict(model_args))
+        if ours.get("fingerprint") and ours["fingerprint"] != recorded[0]:
+            target = declared.get("capcal_target_task") or "the sampling task"
+            return (
+                f"task {name}: samples_file {setting} is a run of {recorded[1]} (checkpoint "
+                f"{_short(recorded[0])}), not of the model this run loads ({ours['label']}, checkpoint "
+                f"{_short(ours['fingerprint'])}): {name} scores the model's own responses; pass the samples "
+                f"file of a {target} run of this model (capcal eval --tasks {target} ... --log_samples)"
+            )
+    return None
+
+
 def check_inputs(
     model: Any,
     tasks: str | Sequence[Any],
@@ -360,7 +405,8 @@ def check_inputs(
     or without one every hub dataset cached or reachable (the message suggests ``--data_dir bundled`` when
     capcal ships the dataset); a chat model (a chat template in its local tokenizer files, or on an ``LM``
     object's tokenizer) not run on capcal's chat prompts without ``apply_chat_template`` unless
-    ``plain_prompts`` (``analysis.checks.input_checks.chat_template_problem``); ``apply_chat_template`` only
+    ``plain_prompts`` (``analysis.checks.input_checks.chat_template_problem``); a response-level task not
+    given another model's samples file (``earlier_run_model_problem``); ``apply_chat_template`` only
     for a model whose local tokenizer has a chat template (``missing_chat_template_problem``). Raises
     ``EvaluationInputError`` (one line); ``repeats`` above ``MAX_REPEATS`` is refused without
     ``allow_large`` (``analysis.checks.input_checks.repeats_problem``). ``notices``: what a ``repeats``
@@ -443,6 +489,10 @@ def check_inputs(
     configs = task_manager.task_configs([entry for entry in resolved if isinstance(entry, (str, dict))])
     sampled = _check_sampled_tasks(task_manager, resolved, repeats, root, merged, num_fewshot)
     _check_data(task_manager, configs, root, merged)
+    if isinstance(model, str):
+        problem = earlier_run_model_problem(model, arguments, configs, merged)
+        if problem is not None:
+            raise EvaluationInputError(problem)
     problem = chat_template_problem(
         arguments if isinstance(model, str) else _lm_tokenizer_source(model),
         configs,

@@ -90,6 +90,8 @@ class ReportData:
         tuple[str, str], Path
     ]  # (model_id, task) -> activations folder named in the run's metadata, found (recorded_paths)
     path_notes: list[str] = field(default_factory=list)  # how a relative recorded path was resolved
+    # (model_id, task) -> the activations folder its run recorded, not found (the probe is left out)
+    lost_activations: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def questions(self) -> pd.DataFrame:
@@ -113,6 +115,7 @@ def load_report_data(output_dirs: Sequence[str | Path], select=None) -> ReportDa
     collection = load_runs(output_dirs, select)
     configs: dict[str, tuple[dict, str]] = {}
     activations: dict[tuple[str, str], Path] = {}
+    lost: dict[tuple[str, str], str] = {}
     notes: list[str] = []
     for file in collection.files:
         results = file.results_path
@@ -123,11 +126,15 @@ def load_report_data(output_dirs: Sequence[str | Path], select=None) -> ReportDa
         if isinstance(folder, str) and folder:
             recorded_in = results if results is not None else file.path
             found = resolve_recorded_path(folder, recorded_in, "activations")
-            if found.note is not None and found.note not in notes:
-                notes.append(found.note)
+            note = found.note
+            if found.path is None:
+                lost[(file.model_id, file.task)] = folder
+                note = f"{note}; the probe is left out: pass the folder with --activations DIR"
+            if note is not None and note not in notes:
+                notes.append(note)
             if found.path is not None:
                 activations[(file.model_id, file.task)] = found.path
-    return ReportData(collection, configs, activations, notes)
+    return ReportData(collection, configs, activations, notes, lost)
 
 
 def _join_row(report: JoinReport) -> dict:
@@ -155,9 +162,12 @@ def _with_confidences(
     targets: dict[str, str | None],
     joins: list[dict],
     notes: list[str],
+    left_out: list[str] | None = None,
 ) -> pd.DataFrame:
     """``table`` (questions of ``task``) with the confidences of the tasks that score ``task`` joined; an
-    undeclared confidence task is joined on question ids and said so."""
+    undeclared confidence task is joined on question ids and said so. A kind whose records scored another
+    sampling run's responses (``attach_elicited``'s ``on_mismatch="leave_out"``) is left out, one line
+    each in ``left_out``."""
     if own is None or own.empty or table.empty:
         return table
     scoring = [t for t, target in targets.items() if target == task]
@@ -177,7 +187,16 @@ def _with_confidences(
         )
         joins.append(_join_row(report))
     matched = chosen[chosen["question_id"].isin(set(table["question_id"]))]
-    return attach_elicited(table, matched, on=("model_id", "question_id")) if not matched.empty else table
+    if matched.empty:
+        return table
+    out = attach_elicited(table, matched, on=("model_id", "question_id"), on_mismatch="leave_out")
+    for kind, line in out.attrs.get("left_out", {}).items():
+        if left_out is not None:
+            left_out.append(
+                f"{kind} confidences not computed on {task}: {line}; re-run the {kind} task on the samples "
+                "file of the sampling run used here (the latest), or pick the matching runs with --run"
+            )
+    return out
 
 
 def calibration_data(
@@ -189,6 +208,7 @@ def calibration_data(
     targets: dict[str, str | None],
     joins: list[dict],
     notes: list[str],
+    left_out: list[str] | None = None,
 ) -> CalibrationData | None:
     """The questions of the calibration split(s) chosen for ``task`` (the model's rows in ``questions``), with
     their confidences joined; questions also in ``evaluation`` are dropped (counted); None when no split is
@@ -205,7 +225,7 @@ def calibration_data(
     parts = []
     for calibration_task in present:
         part = questions[questions["task"] == calibration_task].reset_index(drop=True)
-        parts.append(_with_confidences(part, calibration_task, own, targets, joins, notes))
+        parts.append(_with_confidences(part, calibration_task, own, targets, joins, notes, left_out))
     if not parts:
         return None
     table = pd.concat(parts, ignore_index=True)
@@ -264,8 +284,11 @@ def _section(
     joins: list[dict] = []
     notes: list[str] = []
     evaluation = questions[questions["task"] == task].reset_index(drop=True)
-    evaluation = _with_confidences(evaluation, task, own, targets, joins, notes)
-    calibration = calibration_data(questions, evaluation, task, relations, own, targets, joins, notes)
+    left_out: list[str] = []
+    evaluation = _with_confidences(evaluation, task, own, targets, joins, notes, left_out)
+    calibration = calibration_data(
+        questions, evaluation, task, relations, own, targets, joins, notes, left_out
+    )
     folder = activations_dir or data.activations.get((model, task))
     if folder is not None:
         frames = [evaluation] + ([calibration.table] if calibration is not None else [])
@@ -284,6 +307,13 @@ def _section(
     )
     computed = compute_estimators(context)
     computed.notes[:0] = notes
+    computed.not_computed.extend(left_out)
+    if folder is None and calibration is not None and (model, task) in data.lost_activations:
+        computed.not_computed.append(
+            f"probe not computed: the activations folder its run recorded "
+            f"({data.lost_activations[(model, task)]}) was not found (was the run's folder moved?); pass it "
+            "with --activations DIR"
+        )
     if not own.empty:
         failures = parse_failure_counts(own)
         scoring = [t for t, target in targets.items() if target == task]

@@ -98,8 +98,8 @@ def forest_figure(
     axis.set_xlabel(xlabel, fontsize=9)
     axis.tick_params(axis="x", labelsize=8)
     axis.grid(axis="x", alpha=0.3)
-    if axis.get_legend_handles_labels()[0]:
-        axis.legend(fontsize=7, loc="best")
+    if axis.get_legend_handles_labels()[0]:  # beside the axis: "best" inside it sat on the best row's dot
+        axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return _png(figure)
 
 
@@ -169,7 +169,8 @@ def target_scatter_figure(confidences: Mapping[str, np.ndarray], mu_hat: np.ndar
         axis.scatter(confidence, mu_hat, s=12, color="#4c72b0", alpha=0.7, label="mu_hat (capability)")
         axis.plot([0, 1], [0, 1], "k--", linewidth=0.8)
         axis.set(xlim=(-0.02, 1.02), ylim=(-0.06, 1.06), title=name, xlabel="confidence", ylabel="target")
-    axes[0].legend(fontsize=7, loc="upper left")
+    # one legend for the panels, above them (outside every axis: inside one it hid points)
+    figure.legend(*axes[0].get_legend_handles_labels(), fontsize=7, loc="outside upper center", ncols=2)
     return _png(figure)
 
 

@@ -279,6 +279,7 @@ class ComputedEstimators:
     extra: dict[str, pd.DataFrame]
     trained_questions: dict[str, int] = field(default_factory=dict)  # fitted column -> questions fitted on
     parse_failures: pd.DataFrame | None = None  # ``parse_failure_counts`` of the confidences scoring the task
+    not_computed: list[str] = field(default_factory=list)  # an estimator lost for want of an input, and why
 
     def in_section(self, section: str) -> list[str]:
         return [column for column, entry in self.columns.items() if section in entry.sections]

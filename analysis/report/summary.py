@@ -28,13 +28,24 @@ also define mu_hat, so it is scored partly against itself; it is never ranked. I
 ``consistency_lf_k{k}`` (drawn from a pool disjoint from the samples of its target mu_hat_lf) is ranked, its
 corrected Brier scored against mu_hat_lf: unbiased for the same population quantity, so it compares fairly.
 
+**Too little to conclude.** Below :data:`MIN_VERDICT_QUESTIONS` evaluation questions, or when mu_hat is the
+same on every question (nothing to discriminate, no Brier skill), the section gives a warning instead of a
+verdict and of a sentence on the best and the next: the ranking is shown for reference only. The threshold:
+a 95% percentile bootstrap interval of a mean over N questions covers the population value far less often
+than 95% at small N; for the corrected capability Brier of a confidence 0.2 (sd) off a U-shaped mu
+(Beta(0.5, 0.5), k = 10; 2,000 draws per N, 1,000 resamples each, seed 0) it covered 61% at N = 3, 70% at
+N = 5, 79% at N = 8, 81% at N = 10, 87% at N = 20 and 90% at N = 30. A best estimator whose Brier skill is
+unknown (not computed or undefined) is recommended tentatively at most.
+
 **Warnings** (thresholds below): fewer than :data:`MIN_QUESTIONS` evaluation questions, a fitted estimator
 fitted on fewer than :data:`MIN_TRAINING_QUESTIONS` questions, a confidence source that failed to parse on
 more than :data:`MAX_PARSE_FAILURE_RATE` of its questions (or on all), fewer than :data:`MIN_SAMPLES`
 samples per question (mu_hat coarse, consistency with small k only), a capability target that does not vary
 (the same mu_hat everywhere, or fewer than 10% of the questions with 0 < mu_hat < 1), a leakage-free
 consistency that cannot be ranked, an estimator ranked on fewer questions than the others, and an interval
-that could not be computed.
+that could not be computed. An estimator lost for want of an input (the probe, when the activations folder a
+run recorded is not found) is named in the warnings and after the verdict, so the verdict never silently
+ranks without it.
 """
 
 from __future__ import annotations
@@ -63,6 +74,7 @@ __all__ = [
     "MIN_QUESTIONS",
     "MIN_SAMPLES",
     "MIN_TRAINING_QUESTIONS",
+    "MIN_VERDICT_QUESTIONS",
     "PRIMARY_METRIC",
     "Ranking",
     "DIFFERENCE",
@@ -70,6 +82,7 @@ __all__ = [
     "conclusion",
     "forest_intervals",
     "measured",
+    "no_verdict_reason",
     "order_rankings",
     "rank_estimators",
     "summary_sections",
@@ -79,6 +92,7 @@ __all__ = [
 PRIMARY_METRIC = "corrected_capability_brier"
 PRIMARY_NAME = "corrected capability Brier"
 MIN_QUESTIONS = 100  # below: the intervals are wide, the ranking tentative
+MIN_VERDICT_QUESTIONS = 10  # below: a warning instead of a verdict (see "Too little to conclude")
 MIN_TRAINING_QUESTIONS = 50  # below: a fitted estimator (probe, isotonic) is fitted on too few questions
 MIN_SAMPLES = 10  # below: mu_hat moves in steps of 1/n and consistency has only small k
 MAX_PARSE_FAILURE_RATE = 0.2
@@ -245,19 +259,20 @@ def verdict(ranked: pd.DataFrame, skills: dict[str, tuple[float, float, float]],
     """The sentence that says which confidence to use and how sure, from the ranking alone: ``ranked`` (rows
     in rank order with each one's paired ``advantage_low``/``advantage_high`` against the best and
     ``paired_questions``) and ``skills`` (estimator -> Brier skill estimate, low, high, the skill over the
-    base rate, the mean target announced for every question). The best is recommended when its skill interval
-    lies above 0, tentatively when it contains 0, not at all when it lies below; then the estimators not
-    distinguishable from it (paired interval containing 0), those it beats (above 0), and those worse than
-    the base rate (skill interval below 0). E.g. "Use probe: best on corrected capability Brier, not
-    distinguishable from isotonic_p_true at N = 40, ahead of p_true (paired 95% interval above 0); it beats
-    the base rate, while p_true is worse"."""
+    base rate, the mean target announced for every question). The best is recommended when its skill
+    interval lies above 0, tentatively when it contains 0 or is unknown, not at all when it lies below; then
+    the estimators not distinguishable from it (paired interval containing 0), those it beats (above 0),
+    and those worse than the base rate (skill interval below 0). E.g. "Use probe: best on corrected
+    capability Brier, not distinguishable from isotonic_p_true at N = 40, ahead of p_true (paired 95%
+    interval above 0); it beats the base rate, while p_true is worse". A section too small to conclude
+    from gets no verdict at all (:func:`no_verdict_reason`, applied by :func:`rank_estimators`)."""
     if ranked.empty:
         return "No estimator could be ranked."
     best = str(ranked.iloc[0].estimator)
     side = _skill_side(skills.get(best))
     if side == "worse":
         text = f"Use none of them: {best} is best on {metric_name} but worse than the base rate"
-    elif side == "tied":
+    elif side in ("tied", ""):
         text = f"Use {best}, tentatively: best on {metric_name}"
     else:
         text = f"Use {best}: best on {metric_name}"
@@ -289,9 +304,29 @@ def verdict(ranked: pd.DataFrame, skills: dict[str, tuple[float, float, float]],
     elif side == "tied":
         text += "; but it is not distinguishable from the base rate (the mean mu_hat for every question)"
         text += f", and {_names(worse)} {_verb(worse)} worse than the base rate" if worse else ""
+    elif side == "":
+        text += "; whether it beats the base rate is unknown (its Brier skill is not available)"
+        text += f", and {_names(worse)} {_verb(worse)} worse than the base rate" if worse else ""
     elif worse:
         text += f"; {_names(worse)} {_verb(worse)} worse than the base rate"
     return text + "."
+
+
+def no_verdict_reason(questions: int, mu_hat: np.ndarray) -> str:
+    """Why a section is too little to conclude anything from (see "Too little to conclude" above), or ""
+    when it is not: fewer than :data:`MIN_VERDICT_QUESTIONS` questions, or the same mu_hat on every
+    question."""
+    if questions < MIN_VERDICT_QUESTIONS:
+        return (
+            f"N = {questions} evaluation questions, below {MIN_VERDICT_QUESTIONS}: too few to conclude "
+            "anything (a 95% percentile bootstrap over so few questions covers far less than 95%)"
+        )
+    if mu_hat.size and np.all(mu_hat == mu_hat[0]):
+        return (
+            f"mu_hat is {mu_hat[0]:g} on every question: nothing to tell estimators apart by (no Brier "
+            "skill, no AUROC)"
+        )
+    return ""
 
 
 def _adaptive_warnings(look: int, k_max: int, has_consistency: bool) -> list[str]:
@@ -324,7 +359,11 @@ def _warnings(inputs: SectionInputs, ranked: pd.DataFrame) -> list[str]:
     computed, evaluation = inputs.computed, inputs.evaluation
     out = []
     questions = len(evaluation)
-    if questions < MIN_QUESTIONS:
+    if questions < MIN_VERDICT_QUESTIONS:
+        out.append(
+            f"No verdict: {no_verdict_reason(questions, inputs.mu)}; the ranking is for reference only."
+        )
+    elif questions < MIN_QUESTIONS:
         out.append(
             f"N = {questions} evaluation questions, below {MIN_QUESTIONS}: the intervals are wide and the "
             "ranking is tentative."
@@ -334,7 +373,7 @@ def _warnings(inputs: SectionInputs, ranked: pd.DataFrame) -> list[str]:
     if mu.size and np.all(mu == mu[0]):
         out.append(
             f"mu_hat is {mu[0]:g} on every question: no estimator can be told apart by discrimination (soft "
-            "AUROC and the Brier skill are undefined); the ranking reflects calibration alone."
+            "AUROC and the Brier skill are undefined); the ranking reflects calibration alone: no verdict."
         )
     elif spread < 0.1:
         out.append(
@@ -384,6 +423,7 @@ def _warnings(inputs: SectionInputs, ranked: pd.DataFrame) -> list[str]:
                 f"{candidate.name} is not ranked: its target mu_hat_lf rests on {held_out} held-out "
                 "sample(s) per question (the corrected Brier needs 2); sample more responses per question."
             )
+    out.extend(computed.not_computed)
     if not ranked.empty:
         most = int(ranked["questions"].max())
         for row in ranked.itertuples():
@@ -479,17 +519,27 @@ def rank_estimators(inputs: SectionInputs, model: str, task: str) -> Ranking:
     if any(cell == "not computed" for cell in cells):
         footnotes.append("not computed: that metric is not computed for this estimator (see its section)")
     n = inputs.counts[0]
+    too_little = no_verdict_reason(len(inputs.evaluation), inputs.mu)
     return Ranking(
         model=model,
         task=task,
         questions=len(inputs.evaluation),
         samples=f"{n.min()}" if n.min() == n.max() else f"{n.min()}-{n.max()}",
         table=table,
-        sentence=conclusion(ranked, metric_name),
+        sentence=(
+            f"No conclusion: {too_little}."
+            if too_little and not ranked.empty
+            else conclusion(ranked, metric_name)
+        ),
         warnings=_warnings(inputs, ranked),
         unranked=leaky,
         long=ranked.assign(metric=metric),
-        verdict=verdict(ranked, skills, metric_name),
+        verdict=(
+            f"No verdict: {too_little}; the ranking is for reference only."
+            if too_little and not ranked.empty
+            else verdict(ranked, skills, metric_name)
+        )
+        + "".join(f" Left out: {line}." for line in inputs.computed.not_computed),
         footnotes=footnotes,
         base_rate=_base_rate(inputs.mu, n, metric),
     )

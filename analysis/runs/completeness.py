@@ -36,7 +36,8 @@ from analysis.checks.response_checks import (
 )
 from analysis.runs.files import iter_sample_records, read_results
 from analysis.runs.identity import SamplesFile
-from analysis.runs.joins import JoinReport, join_report
+from analysis.runs.joins import JoinReport, join_report, sampling_run_mismatch
+from analysis.runs.selection import run_order
 from analysis.runs.tables import load_runs
 from capcal_tasks.sampled_protocol import protocol_lines
 from capcal_tasks.sampling import is_sampling_config
@@ -94,12 +95,17 @@ def check_run(output_dir: str | Path | Sequence[str | Path]) -> pd.DataFrame:
         _sampling_row(by_run[run_key], task, run_id, group) for task, run_id, run_key, group in _runs(table)
     ]
     question_keys = set(zip(table["model_id"], table["task"], table["question_id"], strict=True))
+    used = _used_sampling_runs(table, by_run)
     joins = []
     notes: list[str] = []
     for task, run_id, run_key, group in _runs(elicited):
         report = _confidence_join(by_run[run_key], task, group, question_keys)
         joins.append(report)
-        rows.append(_confidence_row(by_run[run_key], task, run_id, group, report, notes))
+        row = _confidence_row(by_run[run_key], task, run_id, group, report, notes)
+        problem = _other_sampling_run(by_run[run_key], group, used)
+        if problem is not None:
+            row.update(complete=False, problems="; ".join(filter(None, [row["problems"], problem])))
+        rows.append(row)
     checks = pd.DataFrame(rows, columns=CHECK_COLUMNS)
     checks.attrs["joins"] = joins
     checks.attrs["notes"] = notes
@@ -222,6 +228,47 @@ def _sampling_row(file: SamplesFile, task: str, run_id: str, group: pd.DataFrame
         null_responses=null,
         empty_responses=empty,
     )
+
+
+def _used_sampling_runs(
+    table: pd.DataFrame, by_run: dict[str, SamplesFile]
+) -> dict[tuple[str, str], tuple[SamplesFile, dict[str, list[int]]]]:
+    """(model_id, task) -> the sampling run the report uses by default (the latest, ``run_order``) and its
+    questions' correctness vectors by question id."""
+    used = {}
+    for (model_id, task), group in table.groupby(["model_id", "task"], sort=False):
+        latest = max(set(group["run_key"]), key=lambda key: run_order(by_run[key]))
+        rows = group[group["run_key"] == latest]
+        vectors = {qid: list(c) for qid, c in zip(rows["question_id"], rows["correctness"], strict=True)}
+        used[(model_id, task)] = (by_run[latest], vectors)
+    return used
+
+
+def _other_sampling_run(
+    file: SamplesFile,
+    group: pd.DataFrame,
+    used: dict[tuple[str, str], tuple[SamplesFile, dict[str, list[int]]]],
+) -> str | None:
+    """A problem when a response-level confidence run (self-check, ``*_rc``) scored other responses than
+    the sampling run of its target task that the report uses (``sampling_run_mismatch``: another model's
+    run, or step 1 re-run with another k into the same folder); the report would leave it out. Names the
+    file, the run, and the fix."""
+    kind = str(group["kind"].iloc[0])
+    target = _target_task(group)
+    if not (kind == "selfcheck" or kind.endswith("_rc")) or (file.model_id, target) not in used:
+        return None
+    sampling, vectors = used[(file.model_id, target)]
+    for record in group.to_dict("records"):
+        vector = vectors.get(record["question_id"])
+        why = None if vector is None else sampling_run_mismatch(kind, record, vector)
+        if why is not None:
+            return (
+                f"{file.path} (run {file.run_id}) scored other responses than the {target} run the report "
+                f"uses, {sampling.path} (run {sampling.run_id}): question {record['question_id']} {why}; "
+                f're-run {file.task} with --metadata \'{{"samples_file": "{sampling.path}"}}\' (the '
+                "report leaves it out)"
+            )
+    return None
 
 
 def _target_task(group: pd.DataFrame) -> str | None:

@@ -10,11 +10,12 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis.runs.files import SAMPLES_NAME, read_results
 from analysis.runs.recorded_paths import resolve_recorded_path
 from capcal_models.model_identity import model_fingerprint_from_args, parse_model_args
 from capcal_tasks.checkers import describe_labels
 
-__all__ = ["UNRESOLVED", "ModelIdentities", "SamplesFile", "run_content_key"]
+__all__ = ["UNRESOLVED", "ModelIdentities", "SamplesFile", "run_content_key", "samples_file_model"]
 
 
 UNRESOLVED = "unresolved:"
@@ -128,3 +129,16 @@ def run_content_key(results_digest: str | None, samples: Path) -> str:
         while chunk := handle.read(1 << 22):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def samples_file_model(path: str | Path) -> tuple[str, str] | None:
+    """(model_id, label) of the run that wrote the samples file ``path``, read from the results file lm-eval
+    wrote beside it (``results_<date>.json`` with ``samples_<task>_<date>.jsonl``) as every run is read
+    (``ModelIdentities``); None when the name is not lm-eval's or there is no results file."""
+    path = Path(path).expanduser()
+    match = SAMPLES_NAME.match(path.name)
+    results_path = path.with_name(f"results_{match['date']}.json") if match else None
+    if results_path is None or not results_path.is_file():
+        return None
+    results, _ = read_results(results_path)
+    return ModelIdentities().of(results, path.parent)

@@ -8,12 +8,19 @@ the report (``summary()``) is shown in the report and by ``capcal check``.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 
-__all__ = ["FIRST_IDS", "JoinReport", "join_questions", "join_report", "pair_models"]
+__all__ = [
+    "FIRST_IDS",
+    "JoinReport",
+    "join_questions",
+    "join_report",
+    "pair_models",
+    "sampling_run_mismatch",
+]
 
 FIRST_IDS = 5
 
@@ -152,3 +159,20 @@ def pair_models(
     a = a[[key in common for key in a_keys]].sort_values(on).reset_index(drop=True)
     b = b[[key in common for key in b_keys]].sort_values(on).reset_index(drop=True)
     return a, b, report
+
+
+def sampling_run_mismatch(kind: str, record: Mapping, correctness: Sequence[int]) -> str | None:
+    """Why a confidence record scored other responses than the sampling run's question whose k-vector of
+    0/1 ``correctness`` it is joined to, or None: a response form (``*_rc``) whose ``response_correct``
+    differs from the first response's, a self-check whose ``response_correctness`` is not the whole vector
+    (it then belongs to another sampling run, another model's or one re-run with another k, and its
+    per-response confidences would be misaligned)."""
+    vector = [int(value) for value in correctness]
+    if kind.endswith("_rc") and record["response_correct"] != vector[0]:
+        return (
+            f"scores a response with correctness {int(record['response_correct'])}, but the sampling run's "
+            f"first response has {vector[0]}"
+        )
+    if kind == "selfcheck" and [int(v) for v in record["response_correctness"]] != vector:
+        return f"has response correctness {list(record['response_correctness'])}, the sampling run {vector}"
+    return None

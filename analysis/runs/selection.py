@@ -12,7 +12,7 @@ from pathlib import Path
 from analysis.runs.identity import SamplesFile
 from analysis.runs.records import RunRows
 
-__all__ = ["choose_runs"]
+__all__ = ["choose_runs", "run_order"]
 
 
 def _matches(selector: str, file: SamplesFile) -> bool:
@@ -40,6 +40,12 @@ def _selectors_for(
     return list(select)
 
 
+def run_order(file: SamplesFile) -> tuple[str, str]:
+    """How runs of one (model, task) are ordered: by run id (its time), then path; the greatest is the
+    latest, the run used unless ``select`` names another."""
+    return (file.run_id, str(file.path))
+
+
 def choose_runs(
     runs: list[RunRows], select: Mapping | Iterable[str] | str | None
 ) -> tuple[list[tuple[RunRows, bool, str]], set[str]]:
@@ -50,7 +56,7 @@ def choose_runs(
     decided = []
     matched: set[str] = set()
     for (model_id, task), group in groups.items():
-        group.sort(key=lambda r: (r.file.run_id, str(r.file.path)), reverse=True)
+        group.sort(key=lambda r: run_order(r.file), reverse=True)
         if select == "all":
             decided += [(run, True, "all runs kept (load_run)") for run in group]
             continue

@@ -36,14 +36,18 @@ RESPONSES_SPLIT = "responses"
 
 
 def _samples_file_for(metadata: Mapping, dataset: str) -> Path:
+    """The samples file ``metadata`` names for ``dataset``; missing, an error whose example names the file
+    lm-eval writes for the task's target (``samples_<capcal_target_task>_TIME.jsonl``: lm-eval names a
+    samples file after the task, ``samples_capcal_math500_...``, not after the dataset)."""
     setting = metadata.get("samples_file")
     if isinstance(setting, Mapping):
         setting = setting.get(dataset)
     if not setting:
+        target = metadata.get("capcal_target_task") or f"capcal_{dataset}"
         raise ValueError(
-            f"capcal's response-level {dataset} tasks score the responses of an earlier {dataset} run: "
+            f"capcal's response-level {dataset} tasks score the responses of an earlier {target} run: "
             "pass its samples file as task metadata, e.g. lm_eval/capcal eval ... "
-            '--metadata \'{"samples_file": "OUTPUT/MODEL/samples_capcal_' + dataset + "_TIME.jsonl\"}' "
+            '--metadata \'{"samples_file": "OUTPUT/MODEL/samples_' + target + "_TIME.jsonl\"}' "
             f'(or a mapping {{"{dataset}": FILE, ...}} for several datasets)'
         )
     return Path(str(setting)).expanduser()

@@ -147,15 +147,16 @@ def _write(
     path.write_text(json.dumps(results))
 
 
-def _runs(root, response: str = "", calibration: list[str] | None = None):
+def _runs(root, response: str = "", calibration: list[str] | None = None, activations: str | None = None):
     """Runs with non-suffix task names: ``toy_eval`` (12 questions, dataset ``toy``) declares ``toy_calib``
     (24 questions, 2 of them also evaluation questions) and ``other_calib`` (dataset ``other``); P(True)
-    tasks score each. A second, older run of toy_eval is left out."""
+    tasks score each. A second, older run of toy_eval is left out. ``activations``: the folder the sampling
+    runs record (capcal-hf's ``activations=DIR``)."""
     rng = np.random.default_rng(0)
     evaluation = [f"toy/e{i}" for i in range(12)]
     calib = [f"toy/c{i}" for i in range(22)] + evaluation[:2]
     other = [f"other/c{i}" for i in range(20)]
-    sampling = {"capcal_task": "sampling"}
+    sampling = {"capcal_task": "sampling", **({"activations": activations} if activations else {})}
     role = {
         "capcal_role": "evaluation",
         "capcal_calibration_tasks": ["toy_calib"] if calibration is None else calibration,
@@ -186,6 +187,28 @@ def _runs(root, response: str = "", calibration: list[str] | None = None):
     return root
 
 
+def test_report_says_when_a_moved_run_loses_its_probe(tmp_path):
+    """A run that recorded an activations folder no longer there (the folder moved without acts/, or acts/
+    removed): the first screen's warning suggests --activations, and the section says the probe is left out,
+    in its warnings and after its verdict (before: the ranking went on without it, nothing said)."""
+    from analysis.report import build_report
+    from analysis.report.input_notices import report_notices
+
+    gone = tmp_path / "old" / "we" / "acts"
+    runs = _runs(tmp_path / "runs", activations=str(gone))
+    notices = [notice for notice in report_notices([runs]) if str(gone) in notice]  # capcal report's
+    assert len(notices) == 1 and notices[0].startswith(f"activations {gone} recorded in ")
+    assert notices[0].endswith("; the probe is left out: pass the folder with --activations DIR")
+    markdown = build_report([runs], tmp_path / "report", options=_options()).markdown.read_text()
+    head = markdown.split("\n### ", 1)[0]
+    lost = (
+        f"probe not computed: the activations folder its run recorded ({gone}) was not found (was the run's "
+        "folder moved?); pass it with --activations DIR"
+    )
+    assert f"- warning: {lost}" in markdown
+    assert f"Left out: {lost}." in head
+
+
 def _options(**kwargs):
     from analysis.report import ReportOptions
 
@@ -204,12 +227,12 @@ def test_report_follows_declared_relations_not_names(tmp_path):
     )
     assert "| toy_calib | calibration |  |  | toy-model/results_2026-01-02T03-04-05.000001.json |" in text
     assert "| toy_eval_ptrue | confidence |  | toy_eval |" in text
-    assert "| isotonic_p_true | toy_calib \\(22 questions, in-domain, declared in" in text
-    assert "2 question\\(s\\) also in the evaluation set dropped" in text
+    assert "| isotonic_p_true | toy_calib (22 questions, in-domain, declared in" in text
+    assert "2 question(s) also in the evaluation set dropped" in text
     assert "| p_true |" in text and "| isotonic_p_true |" in text
     # runs used and left out, and the join that found a record without a sampled question
     assert "older than the used run 2026-01-02T03-04-05.000001" in text
-    assert "1 toy_eval_ptrue records without toy_eval questions \\(first: toy/not-sampled\\)" in text
+    assert "1 toy_eval_ptrue records without toy_eval questions (first: toy/not-sampled)" in text
 
 
 def test_report_calibration_override_cross_and_mixed_domain(tmp_path):
@@ -220,11 +243,11 @@ def test_report_calibration_override_cross_and_mixed_domain(tmp_path):
         [runs], tmp_path / "cross", options=_options(calibration={"toy_eval": ["other_calib"]})
     )
     text = cross.markdown.read_text()
-    assert "| isotonic_p_true | other_calib \\(20 questions, cross-domain, override" in text
+    assert "| isotonic_p_true | other_calib (20 questions, cross-domain, override" in text
     mixed = build_report(
         [runs], tmp_path / "mixed", options=_options(calibration={"toy_eval": ["toy_calib", "other_calib"]})
     )
-    assert "toy_calib + other_calib \\(42 questions, mixed-domain, override" in mixed.markdown.read_text()
+    assert "toy_calib + other_calib (42 questions, mixed-domain, override" in mixed.markdown.read_text()
 
 
 def test_report_says_when_no_calibration_split_is_declared(tmp_path):
@@ -284,6 +307,75 @@ def test_markdown_text_leaves_no_markup(attack):
     assert not GFM_AUTOLINK.search(markdown_text(attack))
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # the report's own text: left as it is (no \\(, \\[, &lt; or -&gt;)
+        ("toy_calib (22 questions, in-domain)", "toy_calib (22 questions, in-domain)"),
+        ("0.119 [0.080, 0.162]", "0.119 [0.080, 0.162]"),
+        ("Routing: smollm2 -> qwen, a < b, p >= 0.5, Q&A", "Routing: smollm2 -> qwen, a < b, p >= 0.5, Q&A"),
+        ("consistency_lf_k5 (leaky)", "consistency_lf_k5 (leaky)"),
+        # what would open markup: one backslash each, no entity
+        ("<b>x</b> &amp; &#60;", "\\<b>x\\</b> \\&amp; \\&\\#60;"),
+        ("[a](b) [c][d] [e]: f", "[a\\](b) [c\\][d] [e\\]: f"),
+        ("*x* _y_ `z` ~w~ a|b #1 $2$", "\\*x\\* \\_y\\_ \\`z\\` \\~w\\~ a\\|b \\#1 \\$2\\$"),
+        ("\\(x\\) \\alpha \\", "\\\\(x\\\\) \\alpha \\\\"),
+    ],
+)
+def test_markdown_text_escapes_only_what_markdown_reads(text, expected):
+    """report.md stays plain readable Markdown: a character is escaped only where a Markdown renderer would
+    read markup there (raw HTML, an entity, a link, emphasis, code, a table cell, math), and then with one
+    backslash, never as an HTML entity; parentheses and brackets that open nothing stay bare (a backslash
+    before them is a math delimiter to Jupyter and pandoc)."""
+    from analysis.report import markdown_text
+
+    assert markdown_text(text) == expected
+    # and a CommonMark renderer shows exactly the text
+    from markdown_it import MarkdownIt
+
+    rendered = MarkdownIt("commonmark").render(f"x {expected}")
+    import html
+
+    assert html.unescape(re.sub(r"</?p>|\n", "", rendered)) == f"x {text}"
+
+
+def test_report_markdown_is_plain_readable_text(tmp_path):
+    """A sentence, fact, warning, note, table and figure caption holding parentheses, brackets, ``->``, ``<``
+    and ``&``: report.md shows them bare; a sentence starting like a list item or quote stays a paragraph;
+    the figure's image link holds its caption as it is."""
+    text = "a (b) [0.1, 0.2] -> c < d & e"
+    png = target_scatter_figure({"p": np.array([0.5])}, np.array([0.5]), np.array([1.0]))
+    section = ReportSection(
+        title=f"t {text}",
+        sentences=[f"s {text}", "- not a list", "1. not a list", "> not a quote"],
+        facts={f"k {text}": f"v {text}"},
+        warnings=[f"w {text}"],
+        notes=[f"n {text}"],
+        tables=[(f"c {text}", pd.DataFrame({"x (y)": [f"cell {text}"]}))],
+        figures=[Figure(f"f {text}", png)],
+    )
+    markdown = write_report([section], tmp_path / "r", title="t").markdown.read_text()
+    # the title, sentence, fact key and value, warning, note, table caption, cell, figure heading, alt
+    assert markdown.count(text) == 10
+    for raw in ("\\(", "\\[", "&lt;", "&gt;", "&amp;"):
+        assert raw not in markdown, raw
+    from markdown_it import MarkdownIt
+
+    page = MarkdownIt("commonmark").render(markdown)
+    for sentence in ("- not a list", "1. not a list", "&gt; not a quote"):
+        assert f"<p>{sentence}</p>" in page
+    assert "<ol" not in page and "<blockquote" not in page and page.count("<img") == 1
+
+
+def test_figure_caption_with_an_unmatched_bracket_still_makes_the_image(tmp_path):
+    png = target_scatter_figure({"p": np.array([0.5])}, np.array([0.5]), np.array([1.0]))
+    for caption in ("f ] x", "f [ x", "f ] [ x"):
+        section = ReportSection(title="t", figures=[Figure(caption, png)])
+        markdown = write_report([section], tmp_path / "r", title="t").markdown.read_text()
+        images = [attrs for tag, attrs in _rendered_tags(markdown) if tag == "img"]
+        assert [(image["alt"], image["src"]) for image in images] == [(caption, "figures/s1-t-1.png")]
+
+
 def test_html_tables_wrap_names_at_underscores_and_keep_model_text_escaped(tmp_path):
     """Headers and name cells get a line-break opportunity after each underscore (a ranking table of long
     metric names fits the page); model text stays escaped text, and the Markdown is unchanged."""
@@ -309,7 +401,8 @@ def test_report_markdown_escapes_hostile_model_text(tmp_path):
         [_runs(tmp_path / "runs", response=response)], tmp_path / "report", options=_options()
     )
     markdown = files.markdown.read_text()
-    assert "alert(5)" not in markdown and "<script" not in markdown  # escaped: alert\(5\), &lt;script
+    # escaped only where Markdown reads markup: \<script, no entity, no \( (a math delimiter to Jupyter)
+    assert "\\<script>alert(5)\\</script>" in markdown and "&lt;" not in markdown and "\\(" not in markdown
     tags = _rendered_tags(markdown)
     images = [attrs for tag, attrs in tags if tag == "img"]
     assert images and all(
@@ -365,7 +458,7 @@ def test_report_opens_with_a_summary_that_ranks_concludes_and_warns(tmp_path, re
     rows = report_markdown.ranking_rows(markdown, "toy-model", "toy_eval")
     ranked = [row["estimator"] for row in rows]
     assert "consistency_k2" not in ranked and "consistency_lf_k2" in ranked
-    assert "Not ranked \\(leaky\\): consistency_k2" in markdown
+    assert "Not ranked (leaky): consistency_k2" in markdown
     brier = "corrected_capability_brier ↓"
     section = report_markdown.tables(report_markdown.section_of(markdown, "## toy-model · toy_eval"))
     (capability,) = [t for c, t in section.items() if c.startswith("Capability calibration")]
@@ -407,7 +500,7 @@ def test_report_opens_with_a_summary_that_ranks_concludes_and_warns(tmp_path, re
 
     assert len(rows) >= 3 and rows[0][markdown_text(DIFFERENCE)] == "best"
     for row, name in zip(rows[1:], names[1:], strict=True):  # every row, not the second alone
-        expected = format_interval(*differences[name]).replace("[", "\\[").replace("]", "\\]")
+        expected = format_interval(*differences[name])  # brackets left as they are: no link can form
         assert row[markdown_text(DIFFERENCE)] == expected, name
     difference = differences[names[1]]
     summary = report_markdown.section_of(markdown, "### Summary · toy-model · toy_eval")
@@ -488,7 +581,7 @@ def test_grid_of_two_tasks_matches_every_section_cell_and_exports(tmp_path, repo
         "toy_eval",
         "toy_eval_b",
     ]
-    assert "consistency_k2 \\(leaky\\)" in {r["estimator"] for r in grids[f"soft_auroc ↑{bootstrap}"]}
+    assert "consistency_k2 (leaky)" in {r["estimator"] for r in grids[f"soft_auroc ↑{bootstrap}"]}
     # each grid names the method of its intervals: the debiased ECE's are the jackknife's
     assert "capability_ece_debiased ↓: estimators x tasks, each cell with its 95% jackknife interval" in grids
     assert not [title for title in grids if "ece_debiased" in title and "bootstrap" in title]
@@ -572,7 +665,7 @@ def test_files_are_named_relative_to_the_folder_given(tmp_path):
     markdown = build_report([runs], tmp_path / "report", options=_options()).markdown.read_text()
     assert str(tmp_path) not in markdown
     assert f"read once: runs/{MODEL_FOLDER}/samples_toy_eval_ptrue_" in markdown
-    assert "\\(same content as runs/copy/toy-model/samples_toy_eval_ptrue_" in markdown
+    assert "(same content as runs/copy/toy-model/samples_toy_eval_ptrue_" in markdown
 
 
 @pytest.mark.parametrize(
@@ -653,11 +746,11 @@ def test_summary_opens_with_a_verdict_per_model_and_the_section_that_compares_fi
     assert headings.index("Summary · toy-model · toy_eval") < headings.index("Summary · a-model · toy_eval")
     assert headings.index("toy-model · toy_eval") < headings.index("a-model · toy_eval")
     head = markdown.split("## Summary\n", 1)[1].split("\n### Summary · ", 1)[0]
-    forest = "### Corrected capability Brier of each estimator \\(toy-model · toy_eval\\)"
+    forest = "### Corrected capability Brier of each estimator (toy-model · toy_eval)"
     assert forest in head and head.index(verdicts[-1]) < head.index(forest) < head.index("- models:")
-    assert "each estimator \\(a-model" not in markdown  # one estimator: nothing to plot against
+    assert "each estimator (a-model" not in markdown  # one estimator: nothing to plot against
     assert "its intervals cover" not in markdown and "best's advantage" not in markdown
-    assert "- primary metric: corrected capability Brier \\(lower is better\\): a proper score" in markdown
+    assert "- primary metric: corrected capability Brier (lower is better): a proper score" in markdown
 
 
 RANKED = pd.DataFrame(
@@ -701,7 +794,8 @@ RANKED = pd.DataFrame(
         (
             RANKED.head(2).assign(advantage_low=[np.nan, -0.05], advantage_high=[np.nan, -0.01]),
             {},
-            "Use a: best on corrected capability Brier; b is better than it on the questions both have.",
+            "Use a, tentatively: best on corrected capability Brier; b is better than it on the questions "
+            "both have; whether it beats the base rate is unknown (its Brier skill is not available).",
         ),
     ],
 )
@@ -867,9 +961,9 @@ def test_routing_and_budget_captions_name_the_lines_their_legends_show(tmp_path)
     markdown = build_report(
         [_runs(tmp_path / "runs")], tmp_path / "report", options=_options()
     ).markdown.read_text()
-    assert "grey dotted line with squares \\(uniform allocation\\)" in markdown
-    assert "black dashed line with triangles \\(the oracle, allocating by mu_hat itself\\)" in markdown
-    assert "black dashed line with circles \\(actual \\(unbiased pass@k\\)\\)" in markdown
+    assert "grey dotted line with squares (uniform allocation)" in markdown
+    assert "black dashed line with triangles (the oracle, allocating by mu_hat itself)" in markdown
+    assert "black dashed line with circles (actual (unbiased pass@k))" in markdown
 
 
 @pytest.mark.slow

@@ -652,6 +652,33 @@ def test_forest_figure_draws_the_best_in_red_the_others_in_blue_and_the_floor(mo
     assert not any(line.get_visible() for line in axis.yaxis.get_gridlines())
 
 
+def _overlaps(box, other) -> bool:
+    """Whether two display-space boxes share any area."""
+    return box.x0 < other.x1 and other.x0 < box.x1 and box.y0 < other.y1 and other.y0 < box.y1
+
+
+@pytest.mark.parametrize("best", [0, 1, 2])
+def test_forest_figure_legend_lies_beside_the_axes_hiding_no_dot(monkeypatch, best):
+    """The legend (base rate, floor) is drawn right of the axes' data area, for whichever row is best (placed
+    "best" inside the axes it sat on a row's dot, the first screen's best among them)."""
+    rows = [Interval(name, 0.1 * (i + 1), -0.05, 0.3, highlight=i == best) for i, name in enumerate("abc")]
+    axis = _axis_of(monkeypatch, rows, "Brier", ("base rate", 0.25), zero_floor=True)
+    legend, data_area = axis.get_legend().get_window_extent(), axis.get_window_extent()
+    assert legend.x0 >= data_area.x1 and not _overlaps(legend, data_area)
+
+
+def test_target_scatter_legend_lies_outside_every_panel(drawn):
+    """The scatter's legend sits above the panels, on none of them (inside the first it covered points)."""
+    confidence = np.array([0.05, 0.1, 0.5, 0.95])
+    figures.target_scatter_figure({"p_true": confidence, "probe": confidence}, confidence, np.ones(4))
+    (figure,) = drawn
+    (legend,) = figure.legends
+    box = legend.get_window_extent()
+    for axis in figure.axes:
+        if axis.get_visible():
+            assert not _overlaps(box, axis.get_window_extent()), axis.get_title()
+
+
 def test_forest_figure_draws_no_floor_for_an_interval_that_only_reaches_0(monkeypatch):
     rows = [Interval("probe", 0.10, 0.0, 0.2, highlight=True), Interval("p_true", 0.2, 0.05, 0.4)]
     axis = _axis_of(monkeypatch, rows, "Brier", None, zero_floor=True)
@@ -871,9 +898,10 @@ def test_target_scatter_draws_orange_crosses_blue_dots_and_the_diagonal_in_each_
         )
         assert axis.get_xlim() == (-0.02, 1.02) and axis.get_ylim() == (-0.06, 1.06)
         assert (axis.get_title(), axis.get_xlabel(), axis.get_ylabel()) == (name, "confidence", "target")
-    assert [t.get_text() for t in first.get_legend().get_texts()] == ["z (response)", "mu_hat (capability)"]
-    assert [t.get_fontsize() for t in first.get_legend().get_texts()] == [7.0, 7.0]  # small: hides no point
-    assert second.get_legend() is None
+    (legend,) = figure.legends  # one legend for the figure, on no panel
+    assert [t.get_text() for t in legend.get_texts()] == ["z (response)", "mu_hat (capability)"]
+    assert [t.get_fontsize() for t in legend.get_texts()] == [7.0, 7.0]
+    assert first.get_legend() is None and second.get_legend() is None
 
 
 def test_curves_figure_draws_each_line_band_and_axis_as_asked(drawn):
@@ -1511,9 +1539,12 @@ def test_activations_folder_recorded_in_a_run_is_resolved_against_its_results_fi
             f"activations acts (relative) recorded in results_{DATE}.json: read from {run_folder / 'acts'}, "
             f"relative to the run's folder {run_folder}",
             f"activations {missing} recorded in {tmp_path / f'{MODEL}_toy_other' / f'results_{DATE}.json'}: "
-            "no such file or folder",
+            f"no such file or folder, nor any tail of it (down to nowhere) next to the run's folders "
+            f"({tmp_path / f'{MODEL}_toy_other'} and above); the probe is left out: pass the folder with "
+            "--activations DIR",
         ]
     )
+    assert data.lost_activations == {(model_id, "toy_other"): str(missing)}
 
 
 def test_bookkeeping_states_the_model_identity_and_why_it_is_not_a_checkpoint(tmp_path):

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 import capcal_metrics as cm
+from analysis.report import summary
 from analysis.report.metric_ranges import REASONS
 from analysis.report.registry import ComputedEstimators
 from analysis.report.sections import SectionInputs
@@ -249,11 +250,13 @@ def test_ranking_keeps_the_ranked_rows_with_their_paired_advantages():
     assert set(long["metric"]) == {BRIER}
 
 
-def test_ranking_says_what_to_use_and_warns_of_every_weakness():
+def test_ranking_says_what_to_use_and_warns_of_every_weakness(monkeypatch):
     """The verdict and the sentence from the paired intervals and the skills; the warnings: N, k with the
     consistency, the fitted estimator below 50 questions (not the one at 50), the confidences that failed
     to parse (above 20%, never, or on no questions; not the one at 17%), the estimator ranked on fewer
-    questions and without an interval; the base rate the corrected variance of mu_hat."""
+    questions and without an interval; the base rate the corrected variance of mu_hat. (The 6 questions
+    are below the verdict's threshold, lowered here to read the verdict the ranking would give.)"""
+    monkeypatch.setattr(summary, "MIN_VERDICT_QUESTIONS", 1)
     ranking = rank_estimators(_section_inputs(), "toy-model", "toy_eval")
     assert ranking.verdict == (
         "Use p_true: best on corrected capability Brier, not distinguishable from isotonic_p_true at N = 6, "
@@ -282,10 +285,12 @@ def test_ranking_says_what_to_use_and_warns_of_every_weakness():
     assert ranking.base_rate == pytest.approx(0.1875 - (5 / 6) * (0.375 / 3) / 6)
 
 
-def test_ranking_falls_back_to_the_plain_capability_brier():
+def test_ranking_falls_back_to_the_plain_capability_brier(monkeypatch):
     """Without corrected Brier rows the plain capability Brier ranks (its paired difference the plain Brier's:
     0.04 - 0.01), named so in the sentence and the verdict; no other summary metric computed: no column;
-    k from 3 to 4 without consistency; the base rate the plain variance of mu_hat."""
+    k from 3 to 4 without consistency; the base rate the plain variance of mu_hat. (The verdict's threshold
+    lowered below the 6 questions, as above; no skill computed: the verdict is tentative.)"""
+    monkeypatch.setattr(summary, "MIN_VERDICT_QUESTIONS", 1)
     evaluation = _evaluation([4, 4, 4, 4, 4, 3], p_true=_off(0.1), verbalized_confidence=_off(0.2))
     metrics = _metric_rows(
         {"capability_brier": {"verbalized_confidence": (0.3, 0.2, 0.4, 6), "p_true": (0.1, 0.05, 0.2, 6)}}
@@ -304,7 +309,8 @@ def test_ranking_falls_back_to_the_plain_capability_brier():
         "N = 6): the best is distinguishable from the next."
     )
     assert ranking.verdict == (
-        "Use p_true: best on capability Brier, ahead of verbalized_confidence (paired 95% interval above 0)."
+        "Use p_true, tentatively: best on capability Brier, ahead of verbalized_confidence (paired 95% "
+        "interval above 0); whether it beats the base rate is unknown (its Brier skill is not available)."
     )
     assert ranking.samples == "3-4" and ranking.footnotes == [] and ranking.unranked == []
     assert set(ranking.long["metric"]) == {"capability_brier"}
@@ -355,7 +361,7 @@ def test_warnings_of_a_target_that_does_not_vary():
     inputs = _inputs(evaluation, ["p_true"], _metric_rows({}))
     assert _warnings(inputs, _ranked(("p_true", 100, 0.1))) == [
         "mu_hat is 0.5 on every question: no estimator can be told apart by discrimination (soft AUROC and "
-        "the Brier skill are undefined); the ranking reflects calibration alone."
+        "the Brier skill are undefined); the ranking reflects calibration alone: no verdict."
     ]
 
 
@@ -418,7 +424,8 @@ def test_warnings_of_an_adaptive_run_name_k_max_and_the_first_look():
     ]
     enough = _inputs(_adaptive([10, 20], "p_true", "consistency_k2"), ["p_true"], _metric_rows({}))
     assert _warnings(enough, _ranked(("p_true", 4, 0.1))) == [
-        "N = 4 evaluation questions, below 100: the intervals are wide and the ranking is tentative."
+        "No verdict: N = 4 evaluation questions, below 10: too few to conclude anything (a 95% percentile "
+        "bootstrap over so few questions covers far less than 95%); the ranking is for reference only."
     ]
 
 
@@ -568,19 +575,20 @@ def test_verdict_names_every_group_with_its_verb_and_the_range_of_paired_sizes()
 
 
 def test_verdict_without_the_best_skill_names_those_worse_than_the_base_rate():
-    """The best's skill unknown (NaN): no word on it, but one estimator worse than the base rate ("is"), or
-    two ("are"); no skill at all: nothing on the base rate; none ranked: said."""
+    """The best's skill unknown (NaN, or not computed): tentatively, saying so, and one estimator worse than
+    the base rate ("is"), or two ("are"); none ranked: said."""
     ranked = _pairs(("b", 0.1, 0.05, 0.2, 40), ("c", 0.1, 0.05, 0.2, 40))
     worse = (-0.5, -0.9, -0.1)
     one = verdict(ranked, {"a": (NAN, NAN, NAN), "b": worse}, "Brier")
+    unknown = "whether it beats the base rate is unknown (its Brier skill is not available)"
     assert one == (
-        "Use a: best on Brier, ahead of b and c (paired 95% intervals above 0); b is worse than the base "
-        "rate."
+        f"Use a, tentatively: best on Brier, ahead of b and c (paired 95% intervals above 0); {unknown}, and "
+        "b is worse than the base rate."
     )
     two = verdict(ranked, {"b": worse, "c": worse}, "Brier")
-    assert two.endswith("; b and c are worse than the base rate.")
+    assert two.endswith(f"; {unknown}, and b and c are worse than the base rate.")
     assert verdict(ranked, {}, "Brier") == (
-        "Use a: best on Brier, ahead of b and c (paired 95% intervals above 0)."
+        f"Use a, tentatively: best on Brier, ahead of b and c (paired 95% intervals above 0); {unknown}."
     )
     assert verdict(ranked.iloc[:0], {}, "Brier") == "No estimator could be ranked."
     assert verdict(ranked, {"a": (-0.2, -0.3, -0.1), "c": worse}, "Brier") == (
@@ -786,3 +794,93 @@ def test_summary_of_a_ranking_without_its_long_rows_draws_nothing_and_notes_only
     )
     assert detail.notes == [RANKED_NOTE]
     assert detail.tables[0][0] == "Estimators ranked by corrected capability Brier (N = 3, k = 2)"
+
+
+# ------------------------------------------------------------------ too little to conclude
+
+
+def _constant(questions: int, estimators: int = 1) -> SectionInputs:
+    """``questions`` questions of mu_hat 0.5 (k = 10), confidences at 0.5 + 0.1 i (each its own Brier)."""
+    names = ["p_true", "verbalized_confidence", "probe"][:estimators]
+    evaluation = pd.DataFrame(
+        {
+            "correctness": [[1] * 5 + [0] * 5] * questions,
+            "n": 10,
+            "expected_accuracy": 0.5,
+            **{name: 0.5 + 0.1 * i for i, name in enumerate(names)},
+        }
+    )
+    corrected = {name: ((0.1 * i) ** 2 - 0.25 / 9, -0.1, 0.1, questions) for i, name in enumerate(names)}
+    return _inputs(evaluation, names, _metric_rows({BRIER: corrected}))
+
+
+@pytest.mark.parametrize("questions", [3, 5, 6])
+def test_too_few_questions_give_a_warning_not_a_verdict(questions):
+    """Below 10 questions a 95% percentile bootstrap covers far less than 95% (summary's docstring): no
+    "Use X" and no "beats", a warning instead; the ranking itself is still there."""
+    evaluation = _evaluation(p_true=_off(0.1), verbalized_confidence=_off(0.2)).iloc[:questions]
+    metrics = _metric_rows(
+        {
+            BRIER: {
+                "p_true": (0.01, 0.0, 0.02, questions),
+                "verbalized_confidence": (0.04, 0.03, 0.05, questions),
+            }
+        }
+    )
+    ranking = rank_estimators(_inputs(evaluation, ["p_true", "verbalized_confidence"], metrics), "m", "t")
+    reason = (
+        f"N = {questions} evaluation questions, below 10: too few to conclude anything (a 95% percentile "
+        "bootstrap over so few questions covers far less than 95%)"
+    )
+    assert ranking.verdict == f"No verdict: {reason}; the ranking is for reference only."
+    assert ranking.sentence == f"No conclusion: {reason}."
+    assert ranking.warnings[0] == f"No verdict: {reason}; the ranking is for reference only."
+    assert not any("below 100" in warning for warning in ranking.warnings)
+    assert list(ranking.table["estimator"]) == ["p_true", "verbalized_confidence"]
+
+
+def test_ten_questions_get_a_verdict():
+    """At the threshold (10 questions) the verdict is given, with the below-100 warning."""
+    ranking = rank_estimators(_constant(10, 2), "m", "t")
+    varied = _inputs(
+        pd.concat([_evaluation(p_true=_off(0.1))] * 2, ignore_index=True).iloc[:10],
+        ["p_true"],
+        _metric_rows({BRIER: {"p_true": (0.01, 0.0, 0.02, 10)}}),
+    )
+    assert rank_estimators(varied, "m", "t").verdict.startswith("Use p_true, tentatively: best on")
+    assert ranking.verdict.startswith("No verdict: mu_hat is 0.5 on every question")
+
+
+@pytest.mark.parametrize("estimators", [1, 2])
+def test_a_constant_target_gives_a_warning_not_a_verdict(estimators):
+    """mu_hat the same on every question (here 6 and 100 questions): nothing to discriminate, no Brier
+    skill; one estimator alone said "Use p_true" with no "tentatively" before."""
+    for questions in (6, 100):
+        ranking = rank_estimators(_constant(questions, estimators), "m", "t")
+        assert not ranking.verdict.startswith("Use"), ranking.verdict
+        assert ranking.verdict.startswith("No verdict: "), ranking.verdict
+    assert ranking.verdict == (
+        "No verdict: mu_hat is 0.5 on every question: nothing to tell estimators apart by (no Brier skill, "
+        "no AUROC); the ranking is for reference only."
+    )
+    assert ranking.warnings[0].endswith("the ranking reflects calibration alone: no verdict.")
+
+
+def test_an_estimator_lost_for_want_of_its_input_is_named_in_the_warnings_and_after_the_verdict(monkeypatch):
+    """A run folder moved after the run: the probe's activations are not found. Before, the verdict ranked
+    the others as if there were no probe ("Use probe" flipped to "Use p_true" with nothing said); now the
+    loss is a warning and follows the verdict."""
+    monkeypatch.setattr(summary, "MIN_VERDICT_QUESTIONS", 1)
+    evaluation = _evaluation(p_true=_off(0.1), verbalized_confidence=_off(0.2))
+    metrics = _metric_rows(
+        {BRIER: {"p_true": (0.01, 0.0, 0.02, 6), "verbalized_confidence": (0.04, 0.03, 0.05, 6)}}
+    )
+    inputs = _inputs(evaluation, ["p_true", "verbalized_confidence"], metrics)
+    lost = "probe not computed: the activations folder its run recorded (/old/we/acts) was not found"
+    inputs.computed.not_computed.append(lost)
+    ranking = rank_estimators(inputs, "m", "t")
+    assert lost in ranking.warnings
+    assert ranking.verdict.startswith("Use p_true, tentatively: best on corrected capability Brier")
+    assert ranking.verdict.endswith(f". Left out: {lost}.")
+    inputs.computed.not_computed.clear()
+    assert "Left out" not in rank_estimators(inputs, "m", "t").verdict

@@ -4,10 +4,12 @@ error naming the file (and line)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from capcal_tasks.confidence.earlier_run import load_earlier_responses, read_earlier_responses
+from capcal_tasks.relations import TASKS_DIR, read_task_yaml
 
 
 def _line(question_id="gsm8k/abc", responses=("\\boxed{1}", "no"), correctness=(1, 0), **extra) -> str:
@@ -81,3 +83,30 @@ def test_missing_file_is_named(tmp_path):
     missing = tmp_path / "nowhere.jsonl"
     with pytest.raises(FileNotFoundError, match="nowhere.jsonl"):
         load_earlier_responses(samples_file=str(missing), capcal_dataset="gsm8k")
+
+
+def _response_level_tasks() -> dict[str, dict]:
+    """Every capcal task YAML that reads an earlier run's samples file, with its (included) config."""
+    configs = {}
+    for path in sorted(TASKS_DIR.glob("*/*.yaml")):
+        config = read_task_yaml(path)
+        if "load_earlier_responses" in str(config.get("custom_dataset", "")):
+            configs[config["task"]] = config
+    return configs
+
+
+def test_missing_samples_file_message_names_the_file_lm_eval_writes_for_every_task():
+    """lm-eval writes ``samples_<task name>_<time>.jsonl``: the example in the error names the sampling
+    task (``capcal_math500``, ``capcal_aime25``), not the dataset (``capcal_math``, ``capcal_aime``). The
+    sampling task is read off the response-level task's own name here (``capcal_math500_ptrue_rc`` ->
+    ``capcal_math500``), apart from the metadata the message uses."""
+    configs = _response_level_tasks()
+    assert len(configs) >= 20 and {"capcal_math500_selfcheck", "capcal_aime25_ptrue_rc"} <= set(configs)
+    all_tasks = {path.stem for path in TASKS_DIR.glob("*/*.yaml")}
+    for task, config in configs.items():
+        sampling_task = re.sub(r"_(verbalized_rc|ptrue_rc|selfcheck)$", "", task)
+        assert sampling_task != task and sampling_task in all_tasks, task
+        with pytest.raises(ValueError) as error:
+            load_earlier_responses(**config["metadata"])
+        assert f'"OUTPUT/MODEL/samples_{sampling_task}_TIME.jsonl"' in str(error.value), task
+        assert f"an earlier {sampling_task} run" in str(error.value), task

@@ -6,9 +6,11 @@ path."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+from itertools import islice
 from pathlib import Path
 
 import pytest
@@ -159,6 +161,21 @@ def _load(name: str, metadata: dict | None = None):
     return CapcalTaskManager(include_defaults=False, metadata=metadata).load([name])["tasks"][name]
 
 
+_LOADED: dict[str, object] = {}
+
+
+def _task(name: str, earlier_samples_file) -> object:
+    """Task ``name`` as lm-eval loads it (a response-level task given an earlier run's samples file), loaded
+    once for this module's per-task tests (each builds its own requests; none changes the config)."""
+    if _sampling_task_of(name) in NOT_IN_SHARED_DATA:
+        pytest.skip("split not in ../shared/data: see test_hub_and_local_sources")
+    if name not in _LOADED:
+        earlier_task = _earlier_sampling_task(name)
+        metadata = {"samples_file": earlier_samples_file(earlier_task)} if earlier_task else None
+        _LOADED[name] = _load(name, metadata)
+    return _LOADED[name]
+
+
 def test_every_capcal_task_and_group_is_indexed():
     # lm-eval skips a YAML it cannot parse without an error: check that none went missing.
     expected = SAMPLING_TASKS + CAPABILITY_CONFIDENCE_TASKS + RESPONSE_TASKS
@@ -168,11 +185,7 @@ def test_every_capcal_task_and_group_is_indexed():
 
 @pytest.mark.parametrize("name", CAPCAL_TASKS)
 def test_task_config(name, earlier_samples_file):
-    if _sampling_task_of(name) in NOT_IN_SHARED_DATA:
-        pytest.skip("split not in ../shared/data: see test_hub_and_local_sources")
-    earlier_task = _earlier_sampling_task(name)
-    metadata = {"samples_file": earlier_samples_file(earlier_task)} if earlier_task else None
-    task = _load(name, metadata)
+    task = _task(name, earlier_samples_file)
     docs = list(task.eval_docs)
     assert len(docs) > 0
     for doc in docs[:20]:
@@ -201,6 +214,90 @@ def test_task_config(name, earlier_samples_file):
         per_doc = 2 * 2  # two earlier responses, Yes and No for each
     assert len(task.instances) == 3 * per_doc
     assert all(instance.repeats == task.config.repeats for instance in task.instances)
+
+
+LM_EVAL_LIMIT = 10  # the ``limit`` fixture of lm-eval's tests/test_tasks.py
+
+
+def _first_docs(task) -> list:
+    """The documents lm-eval's task tests read: the first ``LM_EVAL_LIMIT`` test docs, else validation."""
+    docs = task.test_docs() if task.has_test_docs() else task.validation_docs()
+    return list(islice(docs, LM_EVAL_LIMIT))
+
+
+@pytest.mark.parametrize("name", CAPCAL_TASKS)
+def test_lm_eval_task_tests_and_write_out(name, earlier_samples_file):
+    """Mirrors lm-eval 0.4.13's own task tests (``tests/test_tasks.py``, class ``BaseTasks``, not in the
+    installed wheel) on every capcal task, check by check: test_download, test_has_training_docs,
+    test_check_training_docs, test_has_validation_docs, test_check_validation_docs, test_has_test_docs,
+    test_check_test_docs, test_should_decontaminate, test_doc_to_text, test_create_choices,
+    test_doc_to_target, test_build_all_requests (rank 1, limit 10, world size 1) and test_construct_requests
+    (``ctx`` from ``doc_to_text``, no ``metadata``); then ``construct_requests`` as lm-eval's evaluator calls
+    it (``ctx`` from ``fewshot_context``, with ``metadata``), and lm-eval's ``scripts/write_out.py``'s use:
+    ``ctx = task.fewshot_context(doc=doc, num_fewshot=0)``, then ``ctx + task.doc_to_target(doc)``. The
+    capcal_*_calibration tasks failed the last three (their ``fewshot_context`` returned a dict)."""
+    task = _task(name, earlier_samples_file)
+    config = task._config
+    # test_download
+    task.download()
+    assert task.dataset is not None
+    # test_has_/test_check_training_docs, validation docs, test docs
+    for has, split in (
+        (task.has_training_docs, "training_split"),
+        (task.has_validation_docs, "validation_split"),
+        (task.has_test_docs, "test_split"),
+    ):
+        assert has() in [True, False]
+        if has():
+            assert config[split] is not None
+    # test_should_decontaminate
+    assert task.should_decontaminate() in [True, False]
+    if task.should_decontaminate():
+        assert config["doc_to_decontamination_query"] is not None
+    docs = _first_docs(task)
+    assert docs
+    # test_doc_to_text: a str, not ending in white space when the target delimiter is white space
+    delimiter: str = task.config.target_delimiter
+    if not task.multiple_input:
+        for text in (task.doc_to_text(doc) for doc in docs):
+            assert isinstance(text, str)
+            assert (text[-1].isspace() is False if len(text) > 0 else True) if delimiter.isspace() else True
+    # test_create_choices
+    if "multiple_choice" in config.output_type:
+        choices = [task.doc_to_choice(doc) for doc in docs]
+        assert all(isinstance(x, list) for x in choices) and all(isinstance(x[0], str) for x in choices)
+    # test_doc_to_target
+    targets = [task.doc_to_target(doc) for doc in docs]
+    if config.output_type == "multiple_choice":
+        assert all(isinstance(label, (int, str)) for label in targets)
+    # test_build_all_requests
+    task.build_all_requests(rank=1, limit=LM_EVAL_LIMIT, world_size=1)
+    assert task.instances is not None
+    # test_construct_requests
+    requests = [
+        task.construct_requests(doc=doc, ctx="" if task.multiple_input else task.doc_to_text(doc))
+        for doc in docs
+    ]
+    assert len(requests) == len(docs)
+    # as the evaluator's build_all_requests calls it, and scripts/write_out.py
+    several = RELATIONS.get(name).kind == "selfcheck"  # one context per earlier response
+    for doc_id, doc in enumerate(docs):
+        ctx = task.fewshot_context(doc=doc, num_fewshot=0)
+        if several:  # a list of contexts, as lm-eval's own multiple-input tasks give (write_out cannot)
+            assert isinstance(ctx, list) and all(isinstance(c, str) for c in ctx)
+            assert len(ctx) == len(doc["responses"])
+        else:
+            assert isinstance(ctx, str), type(ctx)
+            written = ctx + "\n"  # what write_out.py writes
+            target = task.doc_to_target(doc)
+            if isinstance(target, str):  # a float target (gsm8k's) is not a str to add (issue 47 item 3)
+                written = ctx + target
+            assert written.startswith(ctx)
+        requests = task.construct_requests(doc=doc, ctx=ctx, metadata=(name, doc_id, task.config.repeats))
+        first = requests[0] if isinstance(requests, list) else requests
+        assert first.doc_id == doc_id and first.task_name == name
+        if config.output_type == "generate_until":
+            assert first.arguments[0] == ctx
 
 
 @pytest.mark.parametrize("name", sorted(HUB_SOURCES))
@@ -418,3 +515,25 @@ def test_response_tasks_need_a_samples_file():
     with pytest.raises(ValueError, match="samples_file"):
         _load("capcal_gsm8k_ptrue_rc")
     assert Path(tasks_dir(), "capcal_core.yaml").is_file()
+
+
+@pytest.mark.parametrize("name", ["capcal_arithmetic", "capcal_arithmetic_train"])
+def test_limit_draws_graded_arithmetic_across_its_levels(name):
+    """lm-eval's ``--limit N`` builds requests for the first N documents: graded arithmetic lists its
+    questions in rounds of one per level, so N = 5 asks one question of each of the five levels and N = 10
+    two of each (listed level by level, the first 5 were all 1-digit additions); the question set and ids
+    are those of the level-by-level order (the sorted ids' digest pinned from it)."""
+    from capcal_tasks.arithmetic.task import LEVELS
+
+    task = _load(name)
+    for limit in (5, 10):
+        task.build_all_requests(limit=limit, rank=0, world_size=1)
+        docs = [instance.doc for instance in task.instances]
+        levels = [doc["level"] for doc in {doc["question_id"]: doc for doc in docs}.values()]
+        assert sorted(levels) == sorted(list(LEVELS) * (limit // 5)), (name, limit, levels)
+    ids = "\n".join(sorted(doc["question_id"] for doc in task.eval_docs))
+    expected = {
+        "capcal_arithmetic": "b1345cf2ba786c40bef0f576c9fec5402ce3f0c91b55de033618012224a47226",
+        "capcal_arithmetic_train": "1c8d3c74979fc85bc70fbdaeae726a4eb629066af91e51847e496a3c3b5bced5",
+    }
+    assert hashlib.sha256(ids.encode()).hexdigest() == expected[name]

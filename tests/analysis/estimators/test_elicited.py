@@ -273,5 +273,69 @@ def test_each_response_level_confidence_is_refused_from_another_sampling_run(run
     row = int(np.flatnonzero(table["question_id"] == QUESTIONS[3])[0])
     other = table.copy()
     other.at[row, "correctness"] = [1 - other.at[row, "correctness"][0], *other.at[row, "correctness"][1:]]
-    with pytest.raises(ValueError, match=rf"^{kind} record for .*{QUESTIONS[3]}.*different sampling runs"):
+    with pytest.raises(ValueError, match=rf"^{kind} record of .*{QUESTIONS[3]}.*different sampling runs"):
         attach_elicited(other, records)
+
+
+def test_mismatched_sampling_run_is_left_out_when_asked(run_folder):
+    """``on_mismatch="leave_out"`` (the report's): the kinds whose records scored other responses are not
+    attached and each is named in one line; the others are attached as before."""
+    table = load_run(run_folder)
+    elicited = read_elicited(run_folder)
+    other = table.copy()
+    other.at[0, "correctness"] = [1 - z for z in other.at[0, "correctness"]]
+    out = attach_elicited(other, elicited, on_mismatch="leave_out")
+    assert sorted(out.attrs["left_out"]) == ["selfcheck", "verbalized_rc"]
+    assert "selfcheck_p_yes" not in out.columns and "verbalized_rc_confidence" not in out.columns
+    assert "verbalized_confidence" in out.columns and "p_true" in out.columns
+    line = out.attrs["left_out"]["selfcheck"]
+    assert line.startswith(f"selfcheck record of capcal_toy_selfcheck (run {DATE}) for (")
+    assert line.endswith("different sampling runs; per-response confidences would be misaligned")
+    assert attach_elicited(table, elicited, on_mismatch="leave_out").attrs["left_out"] == {}
+    with pytest.raises(ValueError, match="on_mismatch must be"):
+        attach_elicited(table, elicited, on_mismatch="ignore")
+
+
+def _rerun_sampling(run_folder: Path) -> None:
+    """The sampling run written again into the same folder with other responses on the first question (as
+    step 1 re-run with another k, or another model's run): the self-check now scores responses it is not."""
+    lines = _sampling_lines()
+    responses = [r"\boxed{5}", r"\boxed{5}", r"\boxed{4}"]
+    record = score_responses(responses, extract=lambda r: r[7:-1], judge=lambda a: a == "4")
+    lines[0] = {**_line(0, lines[0]["doc"], record), "resps": [responses]}
+    _write(run_folder / MODEL, "capcal_toy", lines, "sampling")
+
+
+def test_check_catches_a_self_check_of_another_sampling_run_and_the_report_leaves_it_out(
+    run_folder, tmp_path
+):
+    """What the report used to refuse as a whole (exit 2, "different sampling runs", no file, no fix):
+    ``capcal check`` exits 1 naming the file, the run and the fix; ``capcal report`` leaves the self-check
+    (and the response-form confidence) out with a warning and reports the rest."""
+    from analysis.cli.main import main
+    from analysis.report import build_report
+
+    _rerun_sampling(run_folder)
+    folder = run_folder / MODEL
+    selfcheck = folder / f"samples_capcal_toy_selfcheck_{DATE}.jsonl"
+    sampling = folder / f"samples_capcal_toy_{DATE}.jsonl"
+    from analysis.runs.completeness import check_run
+
+    checks = check_run(run_folder).set_index("task")
+    assert not checks.at["capcal_toy_selfcheck", "complete"]
+    assert checks.at["capcal_toy_selfcheck", "problems"] == (
+        f"{selfcheck} (run {DATE}) scored other responses than the capcal_toy run the report uses, "
+        f"{sampling} (run {DATE}): question toy/0000 has response correctness [1, 1, 0], the sampling run "
+        f'[0, 0, 1]; re-run capcal_toy_selfcheck with --metadata \'{{"samples_file": "{sampling}"}}\' '
+        "(the report leaves it out)"
+    )
+    assert "scored other responses" in checks.at["capcal_toy_verbalized_rc", "problems"]
+    assert checks.at["capcal_toy_verbalized", "complete"] and checks.at["capcal_toy", "complete"]
+    assert main(["check", str(run_folder)]) == 1
+    markdown = build_report([run_folder], tmp_path / "report").markdown.read_text()
+    assert (
+        "selfcheck confidences not computed on capcal_toy: selfcheck record of capcal_toy_selfcheck"
+        in markdown
+    )
+    assert "re-run the selfcheck task on the samples file of the sampling run used here" in markdown
+    assert "| p_true |" in markdown or "p_true" in markdown

@@ -56,7 +56,7 @@ def test_demo_runs_every_step_and_writes_the_report(small_demo, tmp_path, browse
     assert "parse failures:" in report
     routing = report[report.index("Routing · capcal_arithmetic") :]
     # the second model is far more accurate on these questions (0.75 against 0.16 at the full demo's size)
-    assert f"Routing · capcal_arithmetic: smollm2 -&gt; {DEFAULT_STRONG_MODEL}" in routing  # ">" escaped
+    assert f"Routing · capcal_arithmetic: smollm2 -> {DEFAULT_STRONG_MODEL}" in routing  # plain: no "-&gt;"
     assert "Not routed" not in routing
 
     engines = {}  # task -> the lm-eval model of the run that wrote it
@@ -91,7 +91,7 @@ def test_demo_runs_every_step_and_writes_the_report(small_demo, tmp_path, browse
     assert report.index("### Summary · smollm2") < report.index(f"### Summary · {DEFAULT_STRONG_MODEL}")
     summary = report[report.index(f"### Summary · {DEFAULT_STRONG_MODEL}") :].split("\n### ")[0]
     if failed == 10:
-        assert "verbalized confidence \\(capcal_arithmetic_verbalized\\) never parsed \\(10/10" in summary
+        assert "verbalized confidence (capcal_arithmetic_verbalized) never parsed (10/10" in summary
     elif failed > 2:
         assert f"failed to parse on {failed}/10 questions" in summary
     else:
@@ -135,8 +135,7 @@ def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browse
     parsed_strong = _strong_verbalized_failures(output) < 10  # its verbalized confidence, 32 tokens
     if not parsed_strong:
         assert (
-            f"{DEFAULT_STRONG_MODEL} · capcal_arithmetic: N = 10, k = 4 \\(no confidence estimator"
-            in markdown
+            f"{DEFAULT_STRONG_MODEL} · capcal_arithmetic: N = 10, k = 4 (no confidence estimator" in markdown
         )
 
     analysis = analyze_runs([runs], activations, options)
@@ -165,7 +164,7 @@ def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browse
         assert row[markdown_text(DIFFERENCE)] == markdown_text(format_interval(*difference)), name
     summary = report_markdown.section_of(markdown, "### Summary · smollm2 · capcal_arithmetic")
     second = rows[1][markdown_text(DIFFERENCE)]
-    low = float(second.split("\\[")[1].split(",")[0])
+    low = float(second.split("[")[1].split(",")[0])
     expected = "beats" if low > 0 else "are not distinguishable"
     assert f"{markdown_text(best)} {'beats' if low > 0 else 'and'}" in summary and expected in summary
     # the first screen: SmolLM2's verdict first, naming the best and what it is not distinguishable from,
@@ -178,7 +177,7 @@ def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browse
     assert markdown_text(best) in verdict.split(" on corrected capability Brier")[0]  # the best is named
     if low <= 0:
         assert f"not distinguishable from {markdown_text(ranked[1])}" in verdict
-    assert "### Corrected capability Brier of each estimator \\(smollm2 · capcal_arithmetic\\)" in head
+    assert "### Corrected capability Brier of each estimator (smollm2 · capcal_arithmetic)" in head
     for warning in (
         "- warning: N = 10 evaluation questions, below 100",
         "- warning: k = 6 samples per question, below 10",
@@ -192,7 +191,7 @@ def test_real_demo_report_summary_grid_and_chromium(small_demo, tmp_path, browse
     assert failures is not None
     for kind, failed, total in re.findall(r"(\w+) (\d+)/(\d+)", failures.group(1)):
         if int(failed) == int(total):
-            assert f"{kind} confidence" in summary and f"never parsed \\({failed}/{total}" in summary
+            assert f"{kind} confidence" in summary and f"never parsed ({failed}/{total}" in summary
         elif int(failed) > 0.2 * int(total):
             assert f"failed to parse on {failed}/{total} questions" in summary
 

@@ -93,6 +93,59 @@ def test_check_inputs_runs_the_loader_of_a_response_level_task():
         check_inputs("hf", "capcal_gsm8k_selfcheck")
 
 
+def _earlier_run(folder: Path, fingerprint: str, label: str) -> Path:
+    """A capcal_arithmetic samples file (two real questions, scored) and the results file lm-eval writes
+    beside it, recording the run's model as capcal eval does (``capcal_model``): a stand-in for a finished
+    run of the model ``fingerprint``."""
+    from capcal_tasks.arithmetic.task import load_test, process_docs, process_results
+
+    folder.mkdir(parents=True)
+    date = "2026-01-02T03-04-05.000001"
+    lines = []
+    for doc_id, doc in enumerate(list(process_docs(load_test()["test"]))[:2]):
+        responses = [f"{int(doc['gold_answer'])}", "0"]
+        metrics = process_results(doc, [responses])
+        lines.append({"doc_id": doc_id, "doc": doc, "resps": [responses], "filtered_resps": [responses],
+                      "filter": "all_responses", "metrics": list(metrics), **metrics})  # fmt: skip
+    samples = folder / f"samples_capcal_arithmetic_{date}.jsonl"
+    samples.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    results = {"results": {"capcal_arithmetic": {}}, "configs": {}, "config": {"model": "capcal-hf"},
+               "capcal_model": {"fingerprint": fingerprint, "label": label}}  # fmt: skip
+    (folder / f"results_{date}.json").write_text(json.dumps(results), encoding="utf-8")
+    return samples
+
+
+def test_check_inputs_refuses_another_models_samples_file_for_a_self_check(tmp_path, smollm2_path):
+    """A self-check (or a response-level confidence) scores the model's own responses: given the samples
+    file of another checkpoint's run it is refused in one line, before any model loads (before: the run
+    went through, and the report failed as a whole); the model's own run passes."""
+    from capcal_models.model_identity import model_fingerprint_from_args
+
+    ours = model_fingerprint_from_args("capcal-hf", {"pretrained": str(smollm2_path)})["fingerprint"]
+    other = _earlier_run(tmp_path / "qwen", "f" * 64, "qwen2.5-coder-0.5b")
+    own = _earlier_run(tmp_path / "smollm2", ours, "smollm2")
+    task, model_args = "capcal_arithmetic_selfcheck", f"pretrained={smollm2_path}"
+    with pytest.raises(EvaluationInputError) as error:
+        check_inputs("capcal-hf", task, model_args=model_args, metadata={"samples_file": str(other)})
+    assert str(error.value) == (
+        f"task {task}: samples_file {other} is a run of qwen2.5-coder-0.5b (checkpoint ffffffffffff), not "
+        f"of the model this run loads ({smollm2_path}, checkpoint {ours.split(':')[-1][:12]}): {task} scores "
+        "the model's own responses; pass the samples file of a capcal_arithmetic run of this model (capcal "
+        "eval --tasks capcal_arithmetic ... --log_samples)"
+    )
+    mapping = {"samples_file": {"arithmetic": str(other)}}
+    with pytest.raises(EvaluationInputError, match="is a run of qwen2.5-coder-0.5b"):
+        check_inputs("capcal-hf", task, model_args=model_args, metadata=mapping)
+    checked = check_inputs(
+        "capcal-hf",
+        "capcal_arithmetic_selfcheck",
+        model_args=f"pretrained={smollm2_path}",
+        metadata={"samples_file": str(own)},
+        apply_chat_template=True,
+    )
+    assert checked.tasks == ["capcal_arithmetic_selfcheck"]
+
+
 def test_check_inputs_resolves_patterns_and_merges_model_args_into_the_task_metadata(smollm2_path):
     checked = check_inputs(
         "capcal-hf",

@@ -372,10 +372,10 @@ def test_capcal_table_rows_and_the_report_say_how_the_run_was_sampled(
     assert report.returncode == 0, report.stderr[-3000:]
     markdown = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
     assert LABEL.replace("(", r"\(").replace(")", r"\)") in markdown
-    saved = f"{drawn} of {fixed} \\(fixed k\\), {fixed - drawn} saved \\({1 - drawn / fixed:.0%}\\)"
+    saved = f"{drawn} of {fixed} (fixed k), {fixed - drawn} saved ({1 - drawn / fixed:.0%})"
     assert f"samples drawn: {saved}" in markdown, markdown[:3000]
     # the few-samples texts speak of the first look and k_max, not of "k = n_min samples per question" (no
     # estimator here, so no ranking and none of its warnings: those are in the fast test above)
     assert "k = 2 samples per question" not in markdown
-    assert f"\\(adaptive, k_max = {K_MAX}\\)" in markdown
+    assert f"(adaptive, k_max = {K_MAX})" in markdown
     assert "was sampled adaptively with a first look of 2 responses" in report.stderr

@@ -257,7 +257,10 @@ def test_confidence_rows_count_what_did_not_parse(tmp_path: Path) -> None:
     _confidence_run(folder, "capcal_toy_verbalized", "verbalized", [parsed, unparsed, parsed, parsed])
 
     def selfcheck(p_yes: list[float | None]) -> dict:
-        return {"p_yes": p_yes, "p_yes_normalized": p_yes, "response_correctness": [1] * len(p_yes)}
+        """A self-check of the K responses (all correct, as the sampling run's): ``p_yes`` padded with its
+        last value."""
+        p_yes = p_yes + p_yes[-1:] * (K - len(p_yes))
+        return {"p_yes": p_yes, "p_yes_normalized": p_yes, "response_correctness": [1] * K}
 
     records = [
         selfcheck([0.5, 0.25]),

@@ -48,11 +48,40 @@ def test_the_current_folder_is_the_fallback_and_a_missing_path_is_named(tmp_path
     )
     absolute = resolve_recorded_path(str(tmp_path / "project" / "acts"), results)
     assert (absolute.path, absolute.note) == (tmp_path / "project" / "acts", None)
-    gone = resolve_recorded_path("/no/such/acts", results)  # named "path" unless told what it is
+    gone = resolve_recorded_path("/no/such/gone", results)  # named "path" unless told what it is
     assert (gone.path, gone.note) == (
         None,
-        f"path /no/such/acts recorded in {results}: no such file or folder",
+        f"path /no/such/gone recorded in {results}: no such file or folder, nor any tail of it (down to "
+        f"gone) next to the run's folders ({results.parent} and above)",
     )
+
+
+def test_an_absolute_path_of_a_moved_run_folder_is_found_by_its_tail(tmp_path, monkeypatch):
+    """``mv we we_moved`` (out/ and acts/ together) after a run that recorded ``/.../we/acts``: the recorded
+    path is gone, its tail ``acts`` is next to the moved run (found from any working folder, and said so),
+    also when the folder was moved elsewhere under its own name; a tail is not looked for at the file
+    system's root."""
+    results = _layout(tmp_path / "we")
+    recorded = str(tmp_path / "we" / "acts")
+    (tmp_path / "we").rename(tmp_path / "we_moved")
+    moved = tmp_path / "we_moved" / "out" / "model" / results.name
+    for cwd in (tmp_path, Path("/")):
+        monkeypatch.chdir(cwd)
+        found = resolve_recorded_path(recorded, moved, "activations")
+        assert found.path == tmp_path / "we_moved" / "acts", cwd
+        assert found.note == (
+            f"activations {recorded} recorded in {moved.name}: no such file or folder (was the run's folder "
+            f"moved?); read from {tmp_path / 'we_moved' / 'acts'}, its tail acts next to the run's folder "
+            f"{tmp_path / 'we_moved'}"
+        )
+    # moved as a whole into another folder, name kept: the tail we/acts is found from new/
+    (tmp_path / "new").mkdir()
+    (tmp_path / "we_moved").rename(tmp_path / "new" / "we")
+    again = resolve_recorded_path(recorded, tmp_path / "new" / "we" / "out" / "model" / results.name)
+    assert again.path == tmp_path / "new" / "we" / "acts" and "(was the run's folder moved?)" in again.note
+    # a bare name is not taken from the root: /tmp exists, but a recorded /gone/tmp is not found there
+    root = resolve_recorded_path("/gone/tmp", moved)
+    assert Path("/tmp").exists() and root.path is None
 
 
 def test_a_stock_run_with_a_relative_checkpoint_has_one_identity_from_any_folder(

@@ -38,7 +38,7 @@ def test_report_shows_the_comparison_of_a_loop_folder(selfcal_runs, tmp_path):
 
     files = build_report([tmp_path / "outer"], tmp_path / "report", options=ReportOptions(n_resamples=50))
     text = files.markdown.read_text()
-    assert "## Self-Calibration training: before vs after \\(loop\\)" in text
+    assert "## Self-Calibration training: before vs after (loop)" in text
     assert text.index("## Summary") < text.index("Self-Calibration training") < text.index("## Appendix")
 
 
