@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import argparse
 import ast
+import difflib
 import json
 import math
 import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -615,6 +617,19 @@ def all_mutants(repo: Path = REPO, packages: Iterable[str] = PACKAGES) -> list[M
     return [mutant for path in files for mutant in mutants_of_source(texts[path], str(path), index)]
 
 
+def diff(mutant: Mutant, repo: Path = REPO) -> str:
+    """The mutant as a unified diff against the file in ``repo``."""
+    original = (repo / mutant.path).read_text(encoding="utf-8")
+    lines = difflib.unified_diff(
+        original.splitlines(keepends=True),
+        mutant.source.splitlines(keepends=True),
+        mutant.path,
+        mutant.path,
+        n=1,
+    )
+    return "".join(lines)
+
+
 def draw(mutants: list[Mutant], size: int, seed: int) -> list[Mutant]:
     """A uniform sample without replacement (``random.Random(seed)`` over the mutants sorted by name)."""
     ordered = sorted(mutants, key=lambda mutant: mutant.name)
@@ -692,7 +707,8 @@ def verdict(returncode: int | None) -> str:
 
 
 def copy_repository(repo: Path = REPO) -> Path:
-    """A copy of the repository's tracked and untracked, not ignored files, under a new temporary folder."""
+    """A copy of the repository's tracked and untracked, not ignored files, under a new temporary folder,
+    committed to a git repository of its own."""
     target = Path(tempfile.mkdtemp(prefix="capcal-mutops-")) / "repo"
     listed = (
         subprocess.run(
@@ -709,6 +725,10 @@ def copy_repository(repo: Path = REPO) -> Path:
         if source.is_file():
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name)
+    # a git work tree of its own: lm-eval's git call (and the tests that check it) look for one
+    git = ["git", "-c", "user.name=mutation", "-c", "user.email=mutation@localhost"]
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-q", "--no-verify", "-m", "the copy"]):
+        subprocess.run(git + command, cwd=target, capture_output=True, check=True)
     return target
 
 
@@ -744,9 +764,12 @@ def run_tests(copy: Path, tests: list[str], timeout: float) -> tuple[int | None,
     try:
         returncode: int | None = process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, 9)
+        os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         returncode = None
+    except BaseException:  # the driver stopped (Ctrl-C, SIGTERM): its tests end with it
+        os.killpg(process.pid, signal.SIGKILL)
+        raise
     return returncode, time.monotonic() - start
 
 
@@ -787,11 +810,17 @@ def main(argv: list[str] | None = None) -> int:
         "--survivors", type=Path, help="where to write the survivors, each with its diff line"
     )
     parser.add_argument(
-        "--timeout-factor", type=float, default=3.0, help="timeout: this times the clean run, + 30 s"
+        "--timeout-factor", type=float, default=2.0, help="timeout: this times the clean run, + 30 s"
     )
+    parser.add_argument("--show", nargs="+", help="print these mutants (by name) as diffs, and stop")
     arguments = parser.parse_args(argv)
 
     mutants = all_mutants()
+    if arguments.show:
+        for mutant in mutants:
+            if mutant.name in arguments.show:
+                print(mutant.name, diff(mutant), sep="\n")
+        return 0
     per = Counter((mutant.package, mutant.operator) for mutant in mutants)
     print("| package | " + " | ".join(OPERATORS) + " | all |")
     print("|---|" + "---:|" * (len(OPERATORS) + 1))
@@ -807,6 +836,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in arguments.log.read_text(encoding="utf-8").splitlines():
             record = json.loads(line)
             done[record["name"]] = record
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # a stopped run removes its copy
     copy = copy_repository()
     clean: dict[tuple[str, ...], tuple[int | None, float]] = {}
     results = []
@@ -857,9 +887,12 @@ def main(argv: list[str] | None = None) -> int:
             f"| {package} | {row['killed']} | {row['timeout']} | {row['survived']} | {row['no tests']} | "
             f"{row['error']} | {100 * row['score']:.1f}% ({100 * row['low']:.1f}-{100 * row['high']:.1f}) |"
         )
-    survivors = [result["name"] for result in results if result["verdict"] in ("survived", "no tests")]
+    survivors = {result["name"] for result in results if result["verdict"] in ("survived", "no tests")}
     if arguments.survivors:
-        arguments.survivors.write_text("".join(f"{name}\n" for name in survivors), encoding="utf-8")
+        arguments.survivors.write_text(
+            "".join(f"{mutant.name}\n{diff(mutant)}\n" for mutant in sample if mutant.name in survivors),
+            encoding="utf-8",
+        )
     return 0
 
 

@@ -17,6 +17,7 @@ from tests.mutation_operators import (
     ProjectIndex,
     copy_repository,
     covering_test_files,
+    diff,
     draw,
     mutants_of_source,
     run_tests,
@@ -416,6 +417,8 @@ def test_a_mutant_is_run_in_a_copy_killed_by_a_failing_test_and_survives_a_blind
     copy = copy_repository(tmp_path)
     try:
         assert (copy / "pkg" / "look.py").read_text() == module
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=copy, capture_output=True, text=True)
+        assert head.returncode == 0  # a work tree of its own, committed (lm-eval's git call finds it)
         (copy / "pkg" / "look.py").write_text(mutant.source)
         assert verdict(run_tests(copy, ["tests/test_pinned.py"], timeout=120)[0]) == "killed"
         assert verdict(run_tests(copy, ["tests/test_blind.py"], timeout=120)[0]) == "survived"
@@ -423,3 +426,12 @@ def test_a_mutant_is_run_in_a_copy_killed_by_a_failing_test_and_survives_a_blind
     finally:
         shutil.rmtree(copy.parent)
     assert (tmp_path / "pkg" / "look.py").read_text() == module
+
+
+def test_a_mutant_is_shown_as_the_diff_of_its_one_line(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text("a = 1\nb = x < y\nc = 3\n")
+    (mutant,) = mutants_of_source("a = 1\nb = x < y\nc = 3\n", "pkg/m.py", operators=["boundary"])
+    assert diff(mutant, tmp_path) == (
+        "--- pkg/m.py\n+++ pkg/m.py\n@@ -1,3 +1,3 @@\n a = 1\n-b = x < y\n+b = (x <= y)\n c = 3\n"
+    )
