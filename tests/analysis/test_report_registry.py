@@ -20,8 +20,10 @@ from analysis.estimators.recalibration import fit_isotonic
 from analysis.report.registry import (
     MIN_RECALIBRATION_QUESTIONS,
     CalibrationData,
+    Estimator,
     EstimatorContext,
     EstimatorResult,
+    compute_estimators,
     consistency,
     elicited,
     isotonic,
@@ -293,3 +295,23 @@ def test_consistency_scores_each_k_below_the_smallest_n_and_says_when_none_is() 
     assert list(result.extra) == ["leakage_free"]
     none = consistency(dataclasses.replace(context, consistency_ks=(4,)))
     assert none.columns == {} and none.notes == ["consistency: no k in [4] is below n"]
+
+
+def test_compute_estimators_keeps_each_entrys_training_label_and_size_as_the_entry_gave_them() -> None:
+    """A training label without a size (or a size without a label) is kept as given, not read from the
+    other field: the report's label and its question count are two facts."""
+    evaluation = pd.DataFrame({"question_id": ["a", "b"]})
+
+    def labelled(context: EstimatorContext) -> EstimatorResult:
+        return EstimatorResult(columns={"labelled": np.array([0.2, 0.4])}, trained_on="split x")
+
+    def sized(context: EstimatorContext) -> EstimatorResult:
+        return EstimatorResult(columns={"sized": np.array([0.6, 0.8])}, trained_questions=7)
+
+    computed = compute_estimators(
+        _context(evaluation, None),
+        (Estimator("labelled", labelled, "capability"), Estimator("sized", sized, "capability")),
+    )
+    assert computed.trained_on == {"labelled": "split x"}
+    assert computed.trained_questions == {"sized": 7}
+    assert list(computed.evaluation["sized"]) == [0.6, 0.8]

@@ -35,6 +35,21 @@ def test_alias_process_results_scores_the_docs_aliases():
     assert record["correctness"] == [1, 0, 1] and record["extracted_answers"][2] == "Paris"
 
 
+def test_alias_scoring_majority_vote_groups_every_alias_of_the_answer_and_wrong_answers_by_normalised_text():
+    """Two correct answers in two alias forms outvote a wrong one given twice (2 against 2 would tie: the
+    tie's accuracy is 1/2); a wrong answer in two spellings is one class."""
+    aliases = ["The Penguin", "Oswald Cobblepot"]
+    record = score_alias_responses(
+        [r"\boxed{The Penguin}", r"\boxed{Oswald Cobblepot}", r"\boxed{Joker}"], aliases
+    )
+    assert record["correctness"] == [1, 1, 0] and record["majority_vote_accuracy"] == 1.0
+    # grouped: {correct: 2, joker: 2} tie -> 1/2; by raw text the two spellings of Joker would not add up
+    tied = score_alias_responses(
+        [r"\boxed{The Penguin}", r"\boxed{Oswald Cobblepot}", r"\boxed{Joker}", r"\boxed{the joker}"], aliases
+    )
+    assert tied["correctness"] == [1, 1, 0, 0] and tied["majority_vote_accuracy"] == 0.5
+
+
 def test_an_alias_named_in_the_question_counts_only_when_stated_alone():
     """Issue 34: "Oswald Chesterfield Cobblepot" is an alias of the answer and part of the question."""
     question = "By what name is comic book villain Oswald Chesterfield Cobblepot better known?"

@@ -104,8 +104,12 @@ def test_load_isotonic_refuses_mismatched_fitted_points(tmp_path):
     recalibrator = fit_isotonic([0.1, 0.4, 0.8], [0.2, 0.5, 0.9], ["a", "b", "c"])
     path = recalibrator.save(tmp_path / "iso.json")
     payload = json.loads(path.read_text())
-    for x, y in [([0.1, 0.5], [0.2, 0.3, 0.4]), ([0.5, 0.1], [0.2, 0.3]), ([0.1, 0.5], [0.3, 0.2])]:
+    refused = [([0.1, 0.5], [0.2, 0.3, 0.4]), ([0.5, 0.1], [0.2, 0.3]), ([0.1, 0.5], [0.3, 0.2])]
+    refused.append(([0.1, 0.1], [0.2, 0.3]))  # a repeated x: strictly ascending is the boundary
+    for x, y in refused:
         path.write_text(json.dumps({**payload, "x": x, "y": y}))
         with pytest.raises(ValueError) as error:
             load_isotonic(path)
         assert str(error.value) == f"{path}: fitted points must be ascending x with non-decreasing y"
+    path.write_text(json.dumps({**payload, "x": [0.1, 0.5], "y": [0.3, 0.3]}))  # a flat y is non-decreasing
+    assert list(load_isotonic(path).y) == [0.3, 0.3]

@@ -66,6 +66,14 @@ def test_identical_runs_differ_by_zero_and_oracle_confidence_is_perfect(tmp_path
     files = write_comparison(oracle, tmp_path)
     text = files["markdown"].read_text()
     assert "before" in text and "after - before" in text and files["html"].is_file()
+    # the operating-point table shows the accuracy itself with its interval (not a bound in its place)
+    accuracy, low, high = (
+        (z.sum(axis=1) > 0).mean(),
+        early["accuracy_low"].iloc[0],
+        early["accuracy_high"].iloc[0],
+    )
+    assert round(low, 3) < round(accuracy, 3)  # the bound and the value differ where the table shows them
+    assert f"| {accuracy:.3f} \\[{low:.3f}, {high:.3f}\\] |" in text  # markdown escapes the brackets
 
 
 def test_refuses_training_questions_and_counts_missing_selfchecks():

@@ -184,6 +184,29 @@ def test_an_epoch_is_cut_to_whole_optimisation_steps_and_its_cosine_counts_micro
         plan_epoch(examples, training[:3], TrainConfig(**{**vars(config), "examples_per_epoch": 4}))
 
 
+def test_an_epochs_causal_lm_rows_carry_the_lm_parts_own_ids_and_labels():
+    """A causal-LM row is the tuple's ``lm`` part (its ids, its labels masking the prompt), the tuple's
+    ``yes_id``, target -1 and no confidence; a confidence row is the tuple itself."""
+    from analysis.self_calibration.example_draw import plan_epoch
+
+    examples = _synthetic_examples(60, lm_every=2)
+    examples[0]["lm"] = {"input_ids": [7, 8, 9], "labels": [-100, -100, 9]}  # labels differ from the ids
+    config = TrainConfig(train_batch_size=1, gradient_accumulation_steps=1, examples_per_epoch=120, seed=3)
+    plan = plan_epoch(examples, list(range(60)), config)
+    lm_rows = [row for row in plan.epoch if not row["confidence"]]
+    assert lm_rows
+    assert all(row["target"] == -1.0 and row["lm"] is None and row["yes_id"] == 5 for row in lm_rows)
+    assert {(tuple(row["input_ids"]), tuple(row["labels"])) for row in lm_rows} <= {
+        ((1, 2, 3), (-100, 2, 3)),
+        ((7, 8, 9), (-100, -100, 9)),
+    }
+    assert 0 in plan.drawn["lm"] and ((7, 8, 9), (-100, -100, 9)) in {
+        (tuple(row["input_ids"]), tuple(row["labels"])) for row in lm_rows
+    }
+    confidence_rows = [row for row in plan.epoch if row["confidence"]]
+    assert all(row["input_ids"] == [1, 2] and row["lm"] is None for row in confidence_rows)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("accumulation", "max_grad_norm"), [(1, 0.0), (4, 0.0), (4, 1.0)])
 def test_backward_gets_the_mean_over_the_accumulation_window(
