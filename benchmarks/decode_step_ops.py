@@ -17,9 +17,9 @@ capcal-hf (``sample_cache=False``), on a random-weight model of a real architect
   differences are divided by the difference in decode steps (model calls with one token per row), so the
   prefill, loading and setup cancel out. ``decode_steps``: the model calls of the longer run.
 
-Times are wall seconds of the sampling phase without the profiler, per decode step likewise (difference of
-two runs). capcal-hf runs with ``attention=batched``, what it uses on a GPU, unless ``--capcal-attention
-exact`` (its CPU default).
+Times are wall seconds of the sampling phase of a third run, without the profiler; per decode step: that
+time over its decode steps (prefills included). capcal-hf runs with ``attention=batched``, what it uses on
+a GPU, unless ``--capcal-attention exact`` (its CPU default).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/decode_step_ops.py --batch-sizes 64 256
 """
@@ -202,11 +202,9 @@ def per_step(engine: str, model_path: str | Path, batch_size: int, max_new_token
     if kwargs.get("profile", True):
         result["operators_per_step"] = (long["operators"] - short["operators"]) / steps
         result["host_reads_per_step"] = (long["host_reads"] - short["host_reads"]) / steps
-    timed = dict(kwargs, profile=False)
-    long_time = run_once(engine, model_path, batch_size, max_new_tokens, **timed)
-    short_time = run_once(engine, model_path, batch_size, short_tokens, **timed)
-    result["seconds"] = long_time["seconds"]
-    result["seconds_per_step"] = (long_time["seconds"] - short_time["seconds"]) / steps
+    timed = run_once(engine, model_path, batch_size, max_new_tokens, **dict(kwargs, profile=False))
+    result["seconds"] = timed["seconds"]
+    result["seconds_per_step"] = timed["seconds"] / timed["decode_steps"]
     return result
 
 
