@@ -47,31 +47,38 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jin
 
 
 def tiny_model(
-    source: str | Path, target: str | Path, layers: int = 2, hidden: int = 64, seed: int = 0
+    source: str | Path,
+    target: str | Path,
+    layers: int | None = 2,
+    hidden: int | None = 64,
+    seed: int = 0,
+    dtype: str = "float32",
 ) -> Path:
-    """A random-weight model with ``source``'s architecture and tokenizer, shrunk to ``layers`` layers of
-    width ``hidden`` (head dimension 16, two key/value heads, MLP 4 x hidden), saved (safetensors) in
-    ``target``. The same seed gives the same weights."""
+    """A random-weight model with ``source``'s architecture and tokenizer, saved (safetensors) in ``target``:
+    shrunk to ``layers`` layers of width ``hidden`` (head dimension 16, two key/value heads, MLP 4 x hidden),
+    or at full size when both are None. ``source`` needs only the config and tokenizer files. The same seed
+    gives the same weights."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     source, target = Path(source), Path(target)
     config = AutoConfig.from_pretrained(source)
-    heads = max(2, hidden // 16)
-    config.update(
-        {
-            "num_hidden_layers": layers,
-            "hidden_size": hidden,
-            "intermediate_size": 4 * hidden,
-            "num_attention_heads": heads,
-            "num_key_value_heads": 2 if heads % 2 == 0 else 1,
-            "head_dim": hidden // heads,
-        }
-    )
-    if getattr(config, "layer_types", None):
-        config.layer_types = config.layer_types[:layers]
+    if layers is not None and hidden is not None:
+        heads = max(2, hidden // 16)
+        config.update(
+            {
+                "num_hidden_layers": layers,
+                "hidden_size": hidden,
+                "intermediate_size": 4 * hidden,
+                "num_attention_heads": heads,
+                "num_key_value_heads": 2 if heads % 2 == 0 else 1,
+                "head_dim": hidden // heads,
+            }
+        )
+        if getattr(config, "layer_types", None):
+            config.layer_types = config.layer_types[:layers]
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
     target.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(target)
     for name in TOKENIZER_FILES:
