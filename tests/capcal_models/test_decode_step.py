@@ -209,3 +209,26 @@ def test_a_planted_per_row_loop_fails_the_check(tiny, monkeypatch):
     monkeypatch.setattr(decoding._Sampler, "_step", step_with_row_loop)
     with pytest.raises(AssertionError, match="operators grow with the rows"):
         check_decode_step(model)
+
+
+@pytest.mark.parametrize("attention", ["exact", "batched"])
+def test_sliding_window_layers_match_the_reference_decoder(tmp_path, attention):
+    """Gemma-3's architecture (2 layers, hidden 64: one sliding-window layer of 6 positions, one full one):
+    prompts longer than the window and samples that outgrow it give the reference decoder's tokens."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from capcal_models.prepare import prepare_model
+
+    path = decode_step_ops.tiny_model(prepare_model("gemma3-270m").path, tmp_path / "gemma", seed=5)
+    config = AutoConfig.from_pretrained(path)
+    config.update({"sliding_window": 6, "layer_types": ["sliding_attention", "full_attention"]})
+    torch.manual_seed(5)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    jobs = [
+        PromptJob(list(range(100 + 5 * i, 108 + 9 * i)), [10 * i + j for j in range(3)]) for i in range(4)
+    ]
+    expected = [[_reference(model, job, s, 10, set(), None) for s in range(3)] for job in jobs]
+    for rows in (2, 12):
+        fresh = [PromptJob(job.token_ids, job.seeds) for job in jobs]
+        sample_continuations(model, fresh, PARAMS, 10, None, set(), rows, attention=attention)
+        assert [job.outputs for job in fresh] == expected, rows
