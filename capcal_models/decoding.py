@@ -256,7 +256,9 @@ def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     by_block = probs.view(rows, blocks, CDF_BLOCK)
     block_cdf = by_block.sum(dim=-1).to(torch.float64).cumsum(dim=-1)
     totals = block_cdf[:, -1:]
-    targets = uniforms.to(block_cdf.device, torch.float64)[:, None] * totals
+    if uniforms.dtype != torch.float64 or uniforms.device != block_cdf.device:
+        uniforms = uniforms.to(block_cdf.device, torch.float64)
+    targets = uniforms[:, None] * totals
     last_block = (block_cdf < totals).sum(dim=-1, keepdim=True)  # the last block with probability mass
     block = torch.searchsorted(block_cdf, targets, right=True).minimum(last_block)
     start = torch.where(block > 0, block_cdf.gather(-1, (block - 1).clamp(min=0)), 0.0)
@@ -575,8 +577,8 @@ class _Sampler:
         cache.attention_calls = 0
         with decoding_attention(self.model):
             output = self.model(
-                input_ids=batch.step_tokens.narrow(1, step, 1),
-                position_ids=batch.positions.narrow(1, step, 1),
+                input_ids=batch.step_tokens[:, step : step + 1],
+                position_ids=batch.positions[:, step : step + 1],
                 past_key_values=cache,
                 use_cache=True,
                 capcal_cache=cache,

@@ -121,9 +121,10 @@ class PrefixStack:
 class _GeneratedLayer(DynamicLayer):
     """One layer's generated-token keys and values in preallocated buffers; ``update`` writes in place.
 
-    The generated columns start at column ``offset`` of the buffers (``batched_attention``'s caches keep
-    each row's padded prompt in the columns before); ``keys``/``values`` are the buffers up to the last
-    generated column."""
+    The generated columns start at column ``offset`` of the buffers (``batched_attention``'s caches keep each
+    row's padded prompt in the columns before, and attend over the whole buffers, masked: ``keys``/``values``
+    are then the buffers themselves, no view per step); otherwise ``keys``/``values`` are the buffers up to
+    the last generated column."""
 
     def __init__(
         self, key_buffer: torch.Tensor, value_buffer: torch.Tensor, length: int, offset: int = 0
@@ -137,18 +138,22 @@ class _GeneratedLayer(DynamicLayer):
 
     def _set_length(self, length: int) -> None:
         self.length = length
-        self.keys = self.key_buffer.narrow(2, 0, self.offset + length)
-        self.values = self.value_buffer.narrow(2, 0, self.offset + length)
+        if self.offset:
+            self.keys, self.values = self.key_buffer, self.value_buffer
+        else:
+            self.keys = self.key_buffer[:, :, :length]
+            self.values = self.value_buffer[:, :, :length]
 
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        added = key_states.shape[-2]
-        if self.offset + self.length + added > self.key_buffer.shape[-2]:
+        start = self.offset + self.length
+        end = start + key_states.shape[-2]
+        if end > self.key_buffer.shape[-2]:
             raise RuntimeError(f"SharedPrefixCache: capacity {self.key_buffer.shape[-2]} exceeded")
-        self.key_buffer.narrow(2, self.offset + self.length, added).copy_(key_states)
-        self.value_buffer.narrow(2, self.offset + self.length, added).copy_(value_states)
-        self._set_length(self.length + added)
+        self.key_buffer[:, :, start:end] = key_states
+        self.value_buffer[:, :, start:end] = value_states
+        self._set_length(end - self.offset)
         return self.keys, self.values
 
     def get_seq_length(self) -> int:
@@ -193,6 +198,7 @@ class SharedPrefixCache(Cache):
         self.full_mask: torch.Tensor | None = None
         self.positions: torch.Tensor | None = None
         self.current_position: torch.Tensor | None = None
+        self.column_index: torch.Tensor | None = None
 
     @property
     def rows(self) -> int:
@@ -411,8 +417,9 @@ def batched_attention(
     its generated ones (``SharedPrefixCache.assemble``), and one ``scaled_dot_product_attention`` call with a
     mask attends to exactly the row's prompt positions (``< prompt length``), its own generated columns (the
     last ``generated`` ones) and, on a sliding-window layer, only the positions after
-    ``query position - sliding_window``. The mask over the whole capacity is built once per batch, a step
-    takes its first columns.
+    ``query position - sliding_window``. The products run over the buffers' whole capacity (columns not yet
+    written are masked): the mask over the whole capacity is built once per batch, a step adds which
+    columns are written, and no per-step view of the buffers is needed.
 
     The same set of keys and weights as ``shared_prefix_attention``, in a number of operators that does not
     depend on the rows or prompts of the batch. The costs: each row holds a copy of its prompt's keys and
@@ -423,25 +430,28 @@ def batched_attention(
     stack = cache.prefix
     heads = query.shape[1]
     longest = cache.prompt_columns
-    length = key.shape[-2] - longest
+    length = cache.layers[module.layer_idx].length  # generated columns, this step's included
     if cache.full_mask is None:  # once per batch: which columns each row attends to, at full capacity
-        capacity = cache.layers[0].key_buffer.shape[-2] - longest
+        capacity = key.shape[-2] - longest
         prompt_lengths = stack.lengths[cache.prompt_index][:, None]
         start = (cache._length_at_start - cache._generated_at_start)[:, None]  # the row's first column
         prompt_positions = torch.arange(longest, device=query.device).expand(len(start), -1)
         columns = torch.arange(capacity, device=query.device).expand(len(start), -1)
-        cache.full_mask = torch.cat([prompt_positions < prompt_lengths, columns >= start], dim=-1)
-        cache.positions = torch.cat([prompt_positions, prompt_lengths + columns - start], dim=-1)
-        cache.current_position = prompt_lengths - start - 1  # + this step's length
+        cache.full_mask = torch.cat([prompt_positions < prompt_lengths, columns >= start], dim=-1)[
+            :, None, None
+        ]
+        cache.positions = torch.cat([prompt_positions, prompt_lengths + columns - start], dim=-1)[
+            :, None, None
+        ]
+        cache.current_position = (prompt_lengths - start - 1)[:, None, None]  # + this step's length
+        cache.column_index = torch.arange(key.shape[-2], device=query.device)
     if cache.attention_calls == 1:  # a new step: new masks
         cache.step_masks.clear()
     mask = cache.step_masks.get(sliding_window)
-    if mask is None:
-        mask = cache.full_mask.narrow(-1, 0, longest + length)
+    if mask is None:  # the columns written so far, the row's own, and inside the window
+        mask = cache.full_mask & (cache.column_index < longest + length)
         if sliding_window is not None:
-            current = cache.current_position + length
-            mask = mask & (cache.positions.narrow(-1, 0, longest + length) > current - sliding_window)
-        mask = mask[:, None, None, :]
+            mask &= cache.positions > cache.current_position + (length - sliding_window)
         cache.step_masks[sliding_window] = mask
     output = torch.nn.functional.scaled_dot_product_attention(
         query, key, value, attn_mask=mask, scale=scaling, enable_gqa=key.shape[1] != heads
