@@ -201,6 +201,8 @@ def per_step(engine: str, model_path: str | Path, batch_size: int, max_new_token
     """Operators, host reads and seconds per decode step: runs of ``max_new_tokens`` and half as many,
     differenced (see the module docstring), with the longer run's totals."""
     short_tokens = max(1, max_new_tokens // 2)
+    # a warm-up run: one-time work (capcal-hf's batch-invariant row floor probe) is not a step's
+    run_once(engine, model_path, batch_size, 2, **dict(kwargs, profile=False, questions=1, k=1))
     long = run_once(engine, model_path, batch_size, max_new_tokens, **kwargs)
     short = run_once(engine, model_path, batch_size, short_tokens, **kwargs)
     steps = long["decode_steps"] - short["decode_steps"]
