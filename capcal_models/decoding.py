@@ -480,7 +480,9 @@ class _Sampler:
         first = prefill.next_sample
         prefill.next_sample = min(len(prefill.job.seeds), first + free)
         rows = [_Row(prefill, sample, length=1) for sample in range(first, prefill.next_sample)]
-        seeds = torch.tensor(prefill.job.seeds[first : prefill.next_sample], device=self.device)
+        seeds = torch.tensor(
+            prefill.job.seeds[first : prefill.next_sample], dtype=torch.long, device=self.device
+        )
         steps = torch.arange(self.max_new_tokens + 1, device=self.device)
         tables = sample_uniforms(seeds[:, None], steps[None, :])
         tokens = self._next_tokens(prefill.first_logits.expand(len(rows), -1), tables[:, 0])

@@ -126,6 +126,22 @@ def test_samples_are_the_reference_decoders_at_every_batch_size(tiny, attention)
         assert sorted(handed) == sorted(expected), rows
 
 
+def test_a_prompt_without_samples_is_only_prefilled(tiny):
+    """A job without seeds (capcal-hf: a question whose samples are all cached, prefilled for its
+    activations) beside jobs with samples: its hook runs, the others' samples are the usual ones."""
+    model, _ = tiny
+    prefilled = []
+    jobs = _jobs(3, 4)
+    jobs.insert(
+        1, PromptJob(list(range(40, 50)), [], on_prefill=lambda states: prefilled.append(len(states)))
+    )
+    sample_continuations(model, jobs, PARAMS, 6, None, set(), 5, attention="batched")
+    alone = _jobs(3, 4)
+    sample_continuations(model, alone, PARAMS, 6, None, set(), 5, attention="batched")
+    assert prefilled == [model.config.num_hidden_layers + 1] and jobs[1].outputs == []
+    assert [job.outputs for job in jobs[:1] + jobs[2:]] == [job.outputs for job in alone]
+
+
 def _operators(model, run) -> tuple[int, int, int]:
     """(operators, host reads, decode steps) of ``run()``: ``decode_step_ops``' counts."""
     counter = {"decode_steps": 0}
