@@ -5,17 +5,26 @@
 - each unique prompt is prefilled once (batch of one, no padding); the rows that sample from it share its
   keys and values (``SharedPrefixCache``: stored once, not copied per row; each row's own tokens in
   preallocated buffers, no per-step concatenation) and decode in one batch with the rows of other prompts;
-- a row's randomness comes only from its own seed: it draws one uniform number per generated token from a
-  ``torch.Generator`` seeded with that seed and picks the token by inverse-CDF sampling from the filtered
-  distribution, so a sample does not depend on what else is in the batch (the logits do not either, to the
-  last bit: attention products in ``kv_cache`` whose shapes do not depend on the other rows, and every step
-  runs at least ``batch_invariant_rows(model)`` rows, the fewest from which the machine's matrix products
-  give every row the same bits; on Intel CPUs the layers multiply with MKL-packed weights, which give the
-  same bits: ``packed_linear``);
-- a row stops at an EOS token, at ``max_new_tokens`` or when a stop sequence appears in its last tokens;
-  finished rows leave the batch and queued rows take their place (between steps, when at least an eighth of
-  the rows have finished); ``on_samples_done`` receives the samples that finished at each step (capcal-hf
-  commits them to its on-disk cache there, one transaction per step);
+- a row's randomness comes only from its own seed: the uniform number of its t-th generated token is
+  ``capcal_models.seeding.sample_uniforms(seed, t)`` (a counter-based stream, computed for every row of the
+  batch in one set of device operators) and the token is picked by inverse-CDF sampling from the filtered
+  distribution, so a sample does not depend on what else is in the batch. With ``attention="exact"`` (the
+  CPU's default) the logits do not either, to the last bit: attention products in ``kv_cache`` whose shapes
+  do not depend on the other rows, and every step runs at least ``batch_invariant_rows(model)`` rows, the
+  fewest from which the machine's matrix products give every row the same bits; on Intel CPUs the layers
+  multiply with MKL-packed weights, which give the same bits: ``packed_linear``. With
+  ``attention="batched"`` (a GPU's default: ``kv_cache.batched_attention``; on the CPU without MKL-packed
+  weights, as a GPU runs) a step dispatches the same operators whatever the batch holds, and a row's logits
+  may differ in the last bits with the batch;
+- a decode step is device work only: the next input tokens, the sampled tokens, each row's token buffer,
+  length and finished flag stay on the device; the host reads them once every ``SYNC_STEPS`` steps (or
+  when a row reaches ``max_new_tokens``, which the host knows in advance), in one copy;
+- a row stops at an EOS token, at ``max_new_tokens`` or when a stop sequence appears in its last tokens
+  (checked at each host read for every token since the last one, so the row ends at the same token as if
+  checked after each step); finished rows leave the batch and queued rows take their place (at a host
+  read, when at least an eighth of the rows have finished); ``on_samples_done`` receives the samples that
+  finished since the last host read (capcal-hf commits them to its on-disk cache there, one transaction per
+  read);
 - a job without samples but with an ``on_prefill`` hook is only prefilled (capcal-hf: the activations of a
   question whose samples are all cached).
 
@@ -35,8 +44,11 @@ from transformers import DynamicCache
 
 from capcal_models.kv_cache import PrefixStack, PromptPrefix, SharedPrefixCache, decoding_attention
 from capcal_models.packed_linear import packed_linears, packing_pays, row_buckets
+from capcal_models.seeding import sample_uniforms
 
 __all__ = [
+    "ATTENTION_MODES",
+    "SYNC_STEPS",
     "TRANSFORMERS_SAMPLING_DEFAULTS",
     "PromptJob",
     "SamplingParams",
@@ -52,6 +64,12 @@ __all__ = [
 # transformers' generate fills unset sampling parameters from the model's generation_config, then from
 # these global defaults (GenerationConfig._get_default_generation_params); note top_k = 50.
 TRANSFORMERS_SAMPLING_DEFAULTS = {"temperature": 1.0, "top_k": 50, "top_p": 1.0, "min_p": None}
+
+# How a decode step computes attention (``sample_continuations``).
+ATTENTION_MODES = ("exact", "batched")
+
+# Decode steps between two host reads of a batch's state (finished rows, stop sequences).
+SYNC_STEPS = 8
 
 # Entries per block of ``inverse_cdf``'s two-level search.
 CDF_BLOCK = 256
@@ -177,10 +195,12 @@ def _candidate_scores(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Filtered scores, and the token ids they belong to (None: the whole vocabulary in order).
 
-    With top-k, only the k best tokens can survive the filters, so they are filtered alone (in token-id order,
-    so that a sample does not depend on how near-equal scores happen to be ordered); the result equals
-    ``filter_logits`` restricted to them. When scores tie at the k-th place (transformers then keeps more than
-    k tokens) the whole vocabulary is filtered instead.
+    With top-k and top-p on the CPU, only the k best tokens can survive the filters, so they are filtered
+    alone (in token-id order, so that a sample does not depend on how near-equal scores happen to be ordered;
+    sorting k tokens instead of the vocabulary); the result equals ``filter_logits`` restricted to them. When
+    scores tie at the k-th place (transformers then keeps more than k tokens) the whole vocabulary is filtered
+    instead; that check reads one value on the host. Elsewhere (no top-p, or a GPU) the top-k mask is applied
+    to the whole vocabulary, without a host read.
     """
     vocabulary = logits.shape[-1]
     if not params.top_k or params.top_k >= vocabulary:
@@ -189,11 +209,21 @@ def _candidate_scores(
     if params.temperature != 1.0:
         scores = scores / params.temperature
     best, token_ids = torch.topk(scores, params.top_k, dim=-1)
+    # the tie check reads a value on the host: only where it pays (the CPU, sorting the vocabulary for top-p)
+    if logits.device.type != "cpu" or params.top_p >= 1.0:
+        return _top_k_only(scores, best[:, -1:], params), None
     if bool(((scores >= best[:, -1:]).sum(dim=-1) > params.top_k).any()):
         return filter_logits(logits, params), None
     token_ids, order = token_ids.sort(dim=-1)
     rest = SamplingParams(do_sample=True, top_p=params.top_p, min_p=params.min_p)
     return filter_logits(best.gather(-1, order), rest), token_ids
+
+
+def _top_k_only(scores: torch.Tensor, kth_best: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """``filter_logits`` of temperature-scaled ``scores`` whose k-th best values are ``kth_best``: the
+    top-k mask (ties at the k-th place kept, as transformers), then top-p and min-p over the vocabulary."""
+    rest = SamplingParams(do_sample=True, top_p=params.top_p, min_p=params.min_p)
+    return filter_logits(scores.masked_fill(scores < kth_best, -math.inf), rest)
 
 
 def sample_tokens(logits: torch.Tensor, params: SamplingParams, uniforms: torch.Tensor) -> torch.Tensor:
@@ -226,7 +256,9 @@ def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     by_block = probs.view(rows, blocks, CDF_BLOCK)
     block_cdf = by_block.sum(dim=-1).to(torch.float64).cumsum(dim=-1)
     totals = block_cdf[:, -1:]
-    targets = uniforms.to(block_cdf.device, torch.float64)[:, None] * totals
+    if uniforms.dtype != torch.float64 or uniforms.device != block_cdf.device:
+        uniforms = uniforms.to(block_cdf.device, torch.float64)
+    targets = uniforms[:, None] * totals
     last_block = (block_cdf < totals).sum(dim=-1, keepdim=True)  # the last block with probability mass
     block = torch.searchsorted(block_cdf, targets, right=True).minimum(last_block)
     start = torch.where(block > 0, block_cdf.gather(-1, (block - 1).clamp(min=0)), 0.0)
@@ -254,10 +286,30 @@ class StopSequences:
         )
 
     def found(self, token_lists: Sequence[Sequence[int]]) -> list[bool]:
+        """Per row, whether its last tokens hold a stop string."""
         if not self.stops or not token_lists:
             return [False] * len(token_lists)
         tails = self.tokenizer.batch_decode([list(tokens[-self.window :]) for tokens in token_lists])
         return [any(stop in tail for stop in self.stops) for tail in tails]
+
+    def first_stops(self, token_lists: Sequence[Sequence[int]], checked: Sequence[int]) -> list[int | None]:
+        """Per row, the fewest of its tokens, more than ``checked``, whose last tokens hold a stop string
+        (``found`` after each of those tokens in turn, in one ``batch_decode``); None when there is none."""
+        ends = [
+            (row, end)
+            for row, tokens in enumerate(token_lists)
+            for end in range(checked[row] + 1, len(tokens) + 1)
+        ]
+        first: list[int | None] = [None] * len(token_lists)
+        if not self.stops or not ends:
+            return first
+        tails = self.tokenizer.batch_decode(
+            [list(token_lists[row][max(0, end - self.window) : end]) for row, end in ends]
+        )
+        for (row, end), tail in zip(ends, tails, strict=True):
+            if first[row] is None and any(stop in tail for stop in self.stops):
+                first[row] = end
+        return first
 
 
 @dataclass
@@ -331,22 +383,51 @@ def batch_invariant_rows(model) -> int:
 
 @dataclass(eq=False)
 class _Row:
+    """A row of the batch, as the host knows it: its sample and its tokens as of the last host read."""
+
     prefill: _Prefill
     sample: int
-    uniforms: list[float]
-    tokens: list[int]
+    tokens: list[int] = field(default_factory=list)
     done: bool = False
     padding: bool = False  # a stand-in that only fills the batch to its row floor; its output is ignored
+    length: int = 0  # its tokens when the batch was assembled (a new row: 1, its first token)
+    read: int = 0  # columns of the batch's ``step_tokens`` read so far
+    checked: int = 0  # tokens checked for stop sequences
+
+
+@dataclass(eq=False)
+class _Batch:
+    """The rows decoding together: host bookkeeping (``rows``, ``steps``) and the device state of the steps.
+
+    Step j (from 0, since the batch was assembled) feeds ``step_tokens[:, j]`` at ``positions[:, j]`` and
+    writes its tokens to ``step_tokens[:, j + 1]``, drawn with ``uniforms[:, j]``; column 0 holds each row's
+    last token when the batch was assembled (a new row: its first token, drawn from the prefill's logits).
+    ``tables[b, t]``: the uniform of token t of row b's sample (``seeding.sample_uniforms``)."""
+
+    rows: list[_Row]
+    cache: SharedPrefixCache
+    step_tokens: torch.Tensor
+    positions: torch.Tensor
+    uniforms: torch.Tensor
+    tables: torch.Tensor
+    steps: int = 0
 
 
 class _Sampler:
     """The decoding loop of ``sample_continuations``: prefill a prompt, start its samples as rows, step every
     row one token, drop the finished rows and refill the batch from the queue (continuous batching).
 
+    A decode step is device work only, the same operators whatever the batch holds (``_Batch``): no per-row
+    work, no host read. The host reads the batch's new tokens once every ``SYNC_STEPS`` steps (or when a row
+    reaches the token limit, which the host knows in advance), in one copy; then it finds the rows that ended
+    (EOS, token limit, stop sequences: each row ends at the same token as if checked after every step), hands
+    the finished samples to ``on_samples_done`` and refills the batch. Rows that ended keep being stepped
+    until then; their tokens are not read.
+
     One class because its methods share one batch's state (the rows, the prompt stack, the shared prefix
     cache) through every step; the concepts under it are already modules of their own (``kv_cache``: the
-    cache; ``packed_linear``: the row-count buckets; the sampling rule: ``sample_tokens``; stop sequences:
-    ``StopSequences``)."""
+    cache; ``packed_linear``: the row-count buckets; the sampling rule: ``sample_tokens``; the random
+    stream: ``seeding``; stop sequences: ``StopSequences``)."""
 
     def __init__(
         self,
@@ -357,16 +438,20 @@ class _Sampler:
         eos_token_ids: set[int],
         max_rows: int,
         on_samples_done: Callable[[list[tuple[PromptJob, int]]], None] | None,
+        exact: bool = True,
     ) -> None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be positive, got {max_new_tokens}")
         self.model, self.params, self.max_new_tokens = model, params, max_new_tokens
-        self.stop, self.eos_token_ids = stop, eos_token_ids
+        self.stop = stop if stop is not None and stop.stops else None
+        self.eos_token_ids = set(eos_token_ids)
         self.max_rows = max(1, int(max_rows))
         self.on_samples_done = on_samples_done
         self.device = next(model.parameters()).device
-        # two rows at least: shared_prefix_attention computes a lone row together with a neighbour (row_runs)
-        self.min_rows = max(2, batch_invariant_rows(model))
+        self.exact = exact
+        # exact: two rows at least (shared_prefix_attention computes a lone row together with a neighbour,
+        # row_runs), and the machine's batch-invariant row floor
+        self.min_rows = max(2, batch_invariant_rows(model)) if exact else 1
 
     def _prefill(self, job: PromptJob) -> _Prefill:
         input_ids = torch.tensor([job.token_ids], device=self.device)
@@ -383,105 +468,119 @@ class _Sampler:
         prefix = PromptPrefix([layer.keys for layer in layers], [layer.values for layer in layers])
         return _Prefill(job, prefix, first_logits=output.logits[:, -1].float())
 
-    def _new_row(self, prefill: _Prefill, sample: int) -> _Row:
-        if self.params.do_sample:
-            generator = torch.Generator().manual_seed(prefill.job.seeds[sample])
-            uniforms = torch.rand(self.max_new_tokens, generator=generator, dtype=torch.float64).tolist()
-        else:
-            uniforms = [0.0] * self.max_new_tokens
-        return _Row(prefill, sample, uniforms, tokens=[])
+    def _next_tokens(self, logits: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+        """Each row's next token from its logits and its uniform."""
+        if not self.params.do_sample:
+            return logits.argmax(dim=-1)
+        return sample_tokens(logits, self.params, uniforms)
 
-    def _finish_if_done(self, rows: list[_Row]) -> None:
-        """Mark rows done after their newest token: EOS, the token limit, or a stop sequence."""
-        open_rows = []
-        for row in rows:
-            if row.tokens[-1] in self.eos_token_ids or len(row.tokens) >= self.max_new_tokens:
-                row.done = True
-            else:
-                open_rows.append(row)
-        if self.stop is not None:
-            for row, found in zip(open_rows, self.stop.found([row.tokens for row in open_rows]), strict=True):
-                row.done = found
-        finished = []
-        for row in rows:
-            if row.done:
-                row.prefill.job.outputs[row.sample] = row.tokens
-                finished.append((row.prefill.job, row.sample))
-        if finished and self.on_samples_done is not None:
-            self.on_samples_done(finished)
-
-    def _start_samples(self, prefill: _Prefill, free: int) -> list[_Row]:
-        """Start up to ``free`` samples of a prefilled prompt, first tokens drawn from the prefill's logits;
-        return those that continue."""
-        started: list[_Row] = []
-        while prefill.next_sample < len(prefill.job.seeds) and len(started) < free:
-            started.append(self._new_row(prefill, prefill.next_sample))
-            prefill.next_sample += 1
-        if not started:
-            return []
-        uniforms = torch.tensor([row.uniforms[0] for row in started], dtype=torch.float64)
-        first_tokens = sample_tokens(prefill.first_logits.expand(len(started), -1), self.params, uniforms)
-        for row, token in zip(started, first_tokens.tolist(), strict=True):
-            row.tokens.append(token)
-        self._finish_if_done(started)
-        return [row for row in started if not row.done]
+    def _start_samples(self, prefill: _Prefill, free: int) -> tuple[list[_Row], torch.Tensor, torch.Tensor]:
+        """Up to ``free`` new rows of a prefilled prompt, their uniforms (``_Batch.tables``) and their first
+        tokens (drawn from the prefill's logits, on the device)."""
+        first = prefill.next_sample
+        prefill.next_sample = min(len(prefill.job.seeds), first + free)
+        rows = [_Row(prefill, sample, length=1) for sample in range(first, prefill.next_sample)]
+        seeds = torch.tensor(
+            prefill.job.seeds[first : prefill.next_sample], dtype=torch.long, device=self.device
+        )
+        steps = torch.arange(self.max_new_tokens + 1, device=self.device)
+        tables = sample_uniforms(seeds[:, None], steps[None, :])
+        tokens = self._next_tokens(prefill.first_logits.expand(len(rows), -1), tables[:, 0])
+        return rows, tables, tokens
 
     def run(self, jobs: Sequence[PromptJob]) -> None:
         samples = sum(len(job.seeds) for job in jobs)
         rows = max(self.min_rows, min(self.max_rows, samples))
-        if not packing_pays():
+        if not packing_pays() or self.device.type != "cpu" or not self.exact:
             self._run(jobs)
             return
         with packed_linears(self.model, row_buckets(rows, self.min_rows), self.min_rows):
             self._run(jobs)
 
     def _run(self, jobs: Sequence[PromptJob]) -> None:
-        queue = deque(job for job in jobs if job.seeds or job.on_prefill is not None)
-        waiting: _Prefill | None = None  # prefilled, with samples not started yet
-        cache: SharedPrefixCache | None = None
-        rows: list[_Row] = []
+        self.queue = deque(job for job in jobs if job.seeds or job.on_prefill is not None)
+        self.waiting: _Prefill | None = None  # prefilled, with samples not started yet
+        batch: _Batch | None = None
         while True:
-            real = [row for row in rows if not row.padding]
+            batch = self._refill(batch)
+            if batch is None:
+                return
+            open_lengths = [row.length + batch.steps for row in batch.rows if not row.done]
+            steps = min(SYNC_STEPS, self.max_new_tokens - max(open_lengths)) if open_lengths else 0
+            for _ in range(steps):
+                self._step(batch)
+            self._read_back(batch)
+
+    def _refill(self, batch: _Batch | None) -> _Batch | None:
+        """The batch for the next steps: the same one while fewer than an eighth of its rows have finished,
+        else its open rows followed by new rows from the queue (None when nothing is left to decode)."""
+        if batch is not None:
+            real = [row for row in batch.rows if not row.padding]
             finished = sum(row.done for row in real)
-            if cache is None or finished >= max(1, math.ceil(len(real) / 8)):
-                kept_indices = [index for index, row in enumerate(rows) if not row.done]
-                kept = None
-                if kept_indices and cache is not None:
-                    kept = cache.kept_rows(torch.tensor(kept_indices, device=self.device))
-                rows = [rows[index] for index in kept_indices]
-                while len(rows) < self.max_rows and (queue or waiting is not None):
-                    if waiting is None:
-                        waiting = self._prefill(queue.popleft())
-                    rows.extend(self._start_samples(waiting, self.max_rows - len(rows)))
-                    if waiting.next_sample == len(waiting.job.seeds):
-                        waiting = None
-                if not rows:
-                    return
-                rows += [
-                    _Row(rows[0].prefill, -1, [], [rows[0].tokens[-1]], done=True, padding=True)
-                    for _ in range(self.min_rows - len(rows))
-                ]
-                cache = self._assemble(cache, rows, kept)
-            self._step(cache, rows)
+            if finished < max(1, math.ceil(len(real) / 8)):
+                return batch
+        kept_indices = [] if batch is None else [i for i, row in enumerate(batch.rows) if not row.done]
+        rows = [batch.rows[i] for i in kept_indices] if batch is not None else []
+        width = self.max_new_tokens + 1
+        kept_rows = torch.tensor(kept_indices, dtype=torch.long, device=self.device)
+        tables = [] if batch is None else [batch.tables[kept_rows]]
+        last_tokens = [torch.tensor([row.tokens[-1] for row in rows], dtype=torch.long, device=self.device)]
+        while len(rows) < self.max_rows and (self.queue or self.waiting is not None):
+            if self.waiting is None:
+                self.waiting = self._prefill(self.queue.popleft())
+            started, started_tables, first_tokens = self._start_samples(
+                self.waiting, self.max_rows - len(rows)
+            )
+            rows += started
+            tables.append(started_tables)
+            last_tokens.append(first_tokens)
+            if self.waiting.next_sample == len(self.waiting.job.seeds):
+                self.waiting = None
+        if not rows:
+            return None
+        padding = self.min_rows - len(rows)
+        if padding > 0:
+            rows += [_Row(rows[0].prefill, -1, done=True, padding=True, length=1) for _ in range(padding)]
+            tables.append(torch.zeros(padding, width, dtype=torch.float64, device=self.device))
+            last_tokens.append(torch.zeros(padding, dtype=torch.long, device=self.device))
+        for row in rows:
+            row.length, row.read = max(1, len(row.tokens)), 0 if not row.tokens else 1
+        step_tokens = torch.zeros(len(rows), self.max_new_tokens, dtype=torch.long, device=self.device)
+        step_tokens[:, 0] = torch.cat(last_tokens)
+        tables = torch.cat(tables)
+        lengths = torch.tensor([row.length for row in rows], dtype=torch.long, device=self.device)
+        columns = lengths[:, None] + torch.arange(self.max_new_tokens, device=self.device)[None, :]
+        uniforms = tables.gather(1, columns.clamp(max=width - 1))
+        previous = None if batch is None else batch.cache
+        kept = None
+        if previous is not None and kept_indices:
+            kept = previous.kept_rows(kept_rows)
+        cache = self._assemble(previous, rows, kept)
+        positions = cache.position_ids() + torch.arange(self.max_new_tokens, device=self.device)[None, :]
+        return _Batch(rows, cache, step_tokens, positions, uniforms, tables)
 
     def _assemble(self, previous: SharedPrefixCache | None, rows: list[_Row], kept) -> SharedPrefixCache:
         """The cache for the new set of rows; the prompt stack is rebuilt only when its prompts change."""
         prefills = list(dict.fromkeys(row.prefill for row in rows))
         stack = previous.prefix if previous is not None else None
         if stack is None or [p.prefix for p in prefills] != stack.prefixes:
-            stack = PrefixStack([p.prefix for p in prefills])
+            stack = PrefixStack([p.prefix for p in prefills], padded=not self.exact)
         position = {id(prefix): index for index, prefix in enumerate(stack.prefixes)}
-        prompt_index = torch.tensor([position[id(row.prefill.prefix)] for row in rows], device=self.device)
-        extra_columns = max(self.max_new_tokens - len(row.tokens) for row in rows)
-        return SharedPrefixCache.assemble(stack, prompt_index, kept, extra_columns)
+        prompt_rows = [position[id(row.prefill.prefix)] for row in rows]
+        prompt_index = torch.tensor(prompt_rows, device=self.device)
+        # a kept row has fed all its tokens but the last one to the cache; a new row none
+        generated = [row.length - 1 for row in rows]
+        extra_columns = max(self.max_new_tokens - row.length for row in rows)
+        return SharedPrefixCache.assemble(stack, prompt_index, kept, extra_columns, (prompt_rows, generated))
 
-    def _step(self, cache: SharedPrefixCache, rows: list[_Row]) -> None:
-        input_ids = torch.tensor([[row.tokens[-1]] for row in rows], device=self.device)
+    def _step(self, batch: _Batch) -> None:
+        """One token for every row, on the device (rows that ended run too; their tokens are not read)."""
+        cache, step = batch.cache, batch.steps
         cache.attention_calls = 0
         with decoding_attention(self.model):
             output = self.model(
-                input_ids=input_ids,
-                position_ids=cache.position_ids(),
+                input_ids=batch.step_tokens[:, step : step + 1],
+                position_ids=batch.positions[:, step : step + 1],
                 past_key_values=cache,
                 use_cache=True,
                 capcal_cache=cache,
@@ -492,15 +591,38 @@ class _Sampler:
                 f"AttentionInterface ({cache.attention_calls} of {len(cache.layers)} layers); capcal-hf "
                 "cannot decode it"
             )
-        uniforms = torch.tensor(
-            [0.0 if row.done else row.uniforms[len(row.tokens)] for row in rows], dtype=torch.float64
-        )
-        next_tokens = sample_tokens(output.logits[:, -1].float(), self.params, uniforms).tolist()
-        open_rows = [row for row in rows if not row.done]
-        for row, token in zip(rows, next_tokens, strict=True):
-            if not row.done:
+        uniforms = batch.uniforms.select(1, step) if self.params.do_sample else None
+        batch.step_tokens.select(1, step + 1).copy_(self._next_tokens(output.logits[:, -1], uniforms))
+        batch.steps += 1
+
+    def _read_back(self, batch: _Batch) -> None:
+        """The host read of the batch's new tokens (one copy): rows that ended, finished samples."""
+        columns = batch.step_tokens.narrow(1, 0, batch.steps + 1).tolist()
+        finished: list[tuple[PromptJob, int]] = []
+        active = [index for index, row in enumerate(batch.rows) if not row.done]
+        for index in active:
+            row = batch.rows[index]
+            for token in columns[index][row.read :]:
                 row.tokens.append(token)
-        self._finish_if_done(open_rows)
+                if token in self.eos_token_ids or len(row.tokens) >= self.max_new_tokens:
+                    row.done = True
+                    break
+            row.read = batch.steps + 1
+        if self.stop is not None:
+            rows = [batch.rows[index] for index in active]
+            stops = self.stop.first_stops([row.tokens for row in rows], [row.checked for row in rows])
+            for row, stop in zip(rows, stops, strict=True):
+                if stop is not None:
+                    del row.tokens[stop:]
+                    row.done = True
+                row.checked = len(row.tokens)
+        for index in active:
+            row = batch.rows[index]
+            if row.done:
+                row.prefill.job.outputs[row.sample] = row.tokens
+                finished.append((row.prefill.job, row.sample))
+        if finished and self.on_samples_done is not None:
+            self.on_samples_done(finished)
 
 
 @torch.inference_mode()
@@ -513,11 +635,19 @@ def sample_continuations(
     eos_token_ids: set[int],
     max_rows: int,
     on_samples_done: Callable[[list[tuple[PromptJob, int]]], None] | None = None,
+    attention: str = "exact",
 ) -> None:
     """Draw every job's samples (see the module docstring); fills ``job.outputs``.
 
     ``max_rows``: the most samples decoded at once (the batch size). Jobs are prefilled in the given order.
-    ``on_samples_done([(job, i), ...])`` runs after each step with the samples it finished (``job.outputs[i]``
-    set).
+    ``on_samples_done([(job, i), ...])`` runs at each host read of the batch with the samples finished since
+    the last one (``job.outputs[i]`` set). ``attention``: ``"exact"`` (``shared_prefix_attention``: a row's
+    logits do not depend on the batch, to the last bit) or ``"batched"`` (``batched_attention``: a step's
+    operators do not depend on the batch; a GPU's choice).
     """
-    _Sampler(model, params, max_new_tokens, stop, eos_token_ids, max_rows, on_samples_done).run(jobs)
+    if attention not in ATTENTION_MODES:
+        raise ValueError(f"attention={attention!r}: use one of {', '.join(ATTENTION_MODES)}")
+    sampler = _Sampler(
+        model, params, max_new_tokens, stop, eos_token_ids, max_rows, on_samples_done, attention == "exact"
+    )
+    sampler.run(jobs)

@@ -10,8 +10,10 @@ whose ``generate_until``
   ``capcal_models.kv_cache``);
 - seeds each sample from (run seed, task, stable question id, request index, repeat index)
   (``capcal_models.seeding``), so a sample does not change with the batch size, ``--limit`` or the other
-  questions in the run. The run seed is the model argument ``seed``, else a ``seed`` in the task's generation
-  kwargs, else lm-eval's torch seed (``--seed``; lm-eval's default is 1234);
+  questions in the run; its random numbers are a counter-based stream of that seed, computed on the device
+  for the whole batch (``seeding.sample_uniforms``). The run seed is the model argument ``seed``, else a
+  ``seed`` in the task's generation kwargs, else lm-eval's torch seed (``--seed``; lm-eval's default is
+  1234);
 - samples like transformers' ``generate`` (temperature, top-k, top-p, min-p; unset values from the model's
   generation config, then transformers' defaults, which include top_k=50), honours ``until`` per row, EOS and
   ``max_gen_toks``, and returns the texts in lm-eval's request order, post-processed like stock ``hf``;
@@ -27,12 +29,13 @@ whose ``generate_until``
   repeat 0, without the run seed in the key). The key (``sample_identity``) covers the model
   (``model_identity``: name or resolved path, revision, loaded commit, dtype, and the name, size and mtime
   of every file of a local model, tokenizer, PEFT or delta folder), the prompt's token ids, the resolved
-  sampling parameters, ``max_gen_toks``, stop sequences, EOS ids, run seed, task, question id and request
-  index; not k (a run with more repeats reuses the cached ones), the device or the batch size. The value is
-  the sample's generated token ids (JSON), decoded and post-processed as a fresh sample is. A model passed
-  as an object has no stable identity and is never cached. Samples decoded after a restart share batches
-  with other rows than before and still equal an uninterrupted run's: decoding is batch-invariant
-  (docs/model-wrappers.md).
+  sampling parameters, the random stream (``seeding.RANDOM_STREAM``), ``max_gen_toks``, stop sequences,
+  EOS ids, run seed, task, question id and request index; not k (a run with more repeats reuses the cached
+  ones), the device or the batch size. The value is the sample's generated token ids (JSON), decoded and
+  post-processed as a fresh sample is. A model passed as an object has no stable identity and is never
+  cached. Samples decoded after a restart share batches with other rows than before and still equal an
+  uninterrupted run's: decoding is batch-invariant (docs/model-wrappers.md; with ``attention=batched``, a
+  GPU's default, in distribution only).
 
 ``--batch_size`` is the most samples (rows) decoded at once, as for stock ``hf``. Log-likelihood requests
 (P(True), self-check) are scored by ``capcal_models.loglikelihood``: one forward pass per context for all its
@@ -57,6 +60,7 @@ from tqdm import tqdm
 
 from capcal_models.activations import ActivationWriter
 from capcal_models.decoding import (
+    ATTENTION_MODES,
     TRANSFORMERS_SAMPLING_DEFAULTS,
     PromptJob,
     SamplingParams,
@@ -68,6 +72,7 @@ from capcal_models.kv_cache import unsupported_attention
 from capcal_models.loglikelihood import encode_requests, score_loglikelihoods
 from capcal_models.sample_cache import open_sample_cache, request_key
 from capcal_models.sampling_plan import RepeatGroup, SamplingPlan, SamplingSetting
+from capcal_models.seeding import RANDOM_STREAM
 
 __all__ = ["CapcalHFLM"]
 
@@ -79,8 +84,9 @@ class CapcalHFLM(HFLM):
     """``HFLM`` with shared-prefill, per-sample-seeded repeated sampling (see the module docstring).
 
     Extra model arguments: ``seed`` (the run seed for sampling), ``activations`` (a folder for prompt
-    activations), ``cache_path`` and ``sample_cache`` (the on-disk sample cache). Everything else is
-    ``HFLM``'s.
+    activations), ``cache_path`` and ``sample_cache`` (the on-disk sample cache), ``attention``
+    (``capcal_models.decoding.sample_continuations``: ``exact``, ``batched``, or ``auto``, the default:
+    exact on the CPU, batched on a GPU). Everything else is ``HFLM``'s.
 
     Why one class of about 260 lines: it is lm-eval's ``LM`` interface for a Hugging Face model, and each
     concept it uses has its own module (``decoding``: the shared-prefill decode loop; ``kv_cache``;
@@ -97,9 +103,15 @@ class CapcalHFLM(HFLM):
         activations: str | None = None,
         cache_path: str | None = None,
         sample_cache: bool = True,
+        attention: str = "auto",
         **kwargs,
     ) -> None:
         super().__init__(*args, **kwargs)
+        if attention not in ("auto", *ATTENTION_MODES):
+            raise ValueError(f"capcal-hf: attention={attention!r}; use auto, {', '.join(ATTENTION_MODES)}")
+        if attention == "auto":
+            attention = "exact" if self.model.device.type == "cpu" else "batched"
+        self.attention = attention
         if self.backend != "causal":
             raise ValueError("capcal-hf supports decoder-only (causal) models; use hf for seq2seq models")
         unsupported = unsupported_attention(self.config)
@@ -279,6 +291,7 @@ class CapcalHFLM(HFLM):
             eos_token_ids=eos_token_ids,
             max_rows=self._rows_per_batch(),
             on_samples_done=samples_done,
+            attention=self.attention,
         )
         for group, found, entry in jobs:
             tokens = dict(found)
@@ -307,6 +320,7 @@ class CapcalHFLM(HFLM):
             "model": self.model_key,
             "prompt_token_ids": token_ids,
             "sampling": dataclasses.asdict(params),
+            "random_stream": RANDOM_STREAM if params.do_sample else None,
             "max_gen_toks": max_gen_toks,
             "until": until,
             "eos_token_ids": sorted(eos_token_ids),
@@ -334,7 +348,8 @@ class CapcalHFLM(HFLM):
 
     def get_model_info(self) -> dict:
         info = super().get_model_info()
-        info["capcal_sampler"] = "capcal-hf: shared prefill, per-sample seeds"
+        info["capcal_sampler"] = f"capcal-hf: shared prefill, per-sample seeds ({RANDOM_STREAM})"
+        info["capcal_attention"] = self.attention
         if self.run_seed is not None:
             info["capcal_run_seed"] = self.run_seed
         info["capcal_sample_cache"] = str(self.cache.path) if self.cache is not None else None

@@ -24,6 +24,7 @@ not implement. Use ``decoding_attention`` to switch a model to it for a forward 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ __all__ = [
     "SharedPrefixCache",
     "RowRun",
     "attention_implementation",
+    "batched_attention",
     "decoding_attention",
     "fixed_rows_bmm",
     "row_runs",
@@ -86,40 +88,72 @@ class PromptPrefix:
 
 
 class PrefixStack:
-    """The prompts of a batch (each kept at its exact length) and their lengths."""
+    """The prompts of a batch (each kept at its exact length) and their lengths; with ``padded``, also each
+    layer's keys and values of all prompts in one ``(prompts, kv_heads, longest, head_dim)`` tensor (zeros
+    after a prompt's end), for ``batched_attention``."""
 
-    def __init__(self, prefixes: list[PromptPrefix]) -> None:
+    def __init__(self, prefixes: list[PromptPrefix], padded: bool = False) -> None:
         if not prefixes:
             raise ValueError("PrefixStack: no prompts")
         self.prefixes = list(prefixes)
         reference = prefixes[0].keys[0]
         self.lengths = torch.tensor([prefix.length for prefix in prefixes], device=reference.device)
+        self.padded_keys: list[torch.Tensor] = []
+        self.padded_values: list[torch.Tensor] = []
+        if padded:
+            longest = max(prefix.length for prefix in prefixes)
+            for layer in range(len(reference_keys := prefixes[0].keys)):
+                shape = (
+                    len(prefixes),
+                    *reference_keys[layer].shape[1:2],
+                    longest,
+                    reference_keys[layer].shape[3],
+                )
+                keys = reference_keys[layer].new_zeros(shape)
+                values = prefixes[0].values[layer].new_zeros(shape)
+                for index, prefix in enumerate(prefixes):
+                    keys[index, :, : prefix.length] = prefix.keys[layer][0]
+                    values[index, :, : prefix.length] = prefix.values[layer][0]
+                self.padded_keys.append(keys)
+                self.padded_values.append(values)
 
 
 class _GeneratedLayer(DynamicLayer):
-    """One layer's generated-token keys and values in preallocated buffers; ``update`` writes in place."""
+    """One layer's generated-token keys and values in preallocated buffers; ``update`` writes in place.
 
-    def __init__(self, key_buffer: torch.Tensor, value_buffer: torch.Tensor, length: int) -> None:
+    The generated columns start at column ``offset`` of the buffers (``batched_attention``'s caches keep each
+    row's padded prompt in the columns before, and attend over the whole buffers, masked: ``keys``/``values``
+    are then the buffers themselves, no view per step); otherwise ``keys``/``values`` are the buffers up to
+    the last generated column."""
+
+    def __init__(
+        self, key_buffer: torch.Tensor, value_buffer: torch.Tensor, length: int, offset: int = 0
+    ) -> None:
         super().__init__()
         self.key_buffer, self.value_buffer = key_buffer, value_buffer
         self.dtype, self.device = key_buffer.dtype, key_buffer.device
         self.is_initialized = True
+        self.offset = offset
         self._set_length(length)
 
     def _set_length(self, length: int) -> None:
         self.length = length
-        self.keys = self.key_buffer[:, :, :length]
-        self.values = self.value_buffer[:, :, :length]
+        if self.offset:
+            self.keys, self.values = self.key_buffer, self.value_buffer
+        else:
+            self.keys = self.key_buffer[:, :, :length]
+            self.values = self.value_buffer[:, :, :length]
 
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        end = self.length + key_states.shape[-2]
+        start = self.offset + self.length
+        end = start + key_states.shape[-2]
         if end > self.key_buffer.shape[-2]:
             raise RuntimeError(f"SharedPrefixCache: capacity {self.key_buffer.shape[-2]} exceeded")
-        self.key_buffer[:, :, self.length : end] = key_states
-        self.value_buffer[:, :, self.length : end] = value_states
-        self._set_length(end)
+        self.key_buffer[:, :, start:end] = key_states
+        self.value_buffer[:, :, start:end] = value_states
+        self._set_length(end - self.offset)
         return self.keys, self.values
 
     def get_seq_length(self) -> int:
@@ -141,16 +175,30 @@ class SharedPrefixCache(Cache):
         generated_values: list[torch.Tensor],
         generated: torch.Tensor,
         length: int,
+        runs: list[RowRun] | None = None,
     ) -> None:
         pairs = zip(generated_keys, generated_values, strict=True)
-        layers = [_GeneratedLayer(keys, values, length) for keys, values in pairs]
+        # a padded stack: each row's prompt is in its buffers' first columns (``batched_attention``)
+        self.prompt_columns = prefix.padded_keys[0].shape[-2] if prefix.padded_keys else 0
+        layers = [_GeneratedLayer(keys, values, length, self.prompt_columns) for keys, values in pairs]
         super().__init__(layers=layers)
         self.prefix = prefix
         self.prompt_index = prompt_index
         self._generated_at_start = generated.clone()
         self._length_at_start = length
         self.attention_calls = 0
+        # the runs of rows as assembled (``row_runs``, generated counts as of ``length``): every row gains one
+        # token per step, so the runs stay the same until the batch is assembled again. None: read from the
+        # device at each step's first layer.
+        self._runs_at_start = runs
         self.row_runs: list[RowRun] = []  # this step's runs of rows (``row_runs``)
+        # ``batched_attention``'s masks of this step, by sliding window (None: full attention)
+        self.step_masks: dict[int | None, torch.Tensor] = {}
+        # ``batched_attention``'s columns over the whole capacity: attended to, positions, position offset
+        self.full_mask: torch.Tensor | None = None
+        self.positions: torch.Tensor | None = None
+        self.current_position: torch.Tensor | None = None
+        self.column_index: torch.Tensor | None = None
 
     @property
     def rows(self) -> int:
@@ -173,7 +221,7 @@ class SharedPrefixCache(Cache):
         """The generated keys/values (trimmed to their longest) and counts of the given rows (indices)."""
         generated = self.generated[rows]
         first = self.length - int(generated.max())
-        columns = slice(first, self.length)
+        columns = slice(self.prompt_columns + first, self.prompt_columns + self.length)
         keys = [layer.key_buffer[:, :, columns].index_select(0, rows) for layer in self.layers]
         values = [layer.value_buffer[:, :, columns].index_select(0, rows) for layer in self.layers]
         return keys, values, generated
@@ -185,26 +233,36 @@ class SharedPrefixCache(Cache):
         prompt_index: torch.Tensor,
         kept: tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor] | None,
         extra_columns: int,
+        host_rows: tuple[list[int], list[int]] | None = None,
     ) -> SharedPrefixCache:
         """A cache whose first rows are ``kept`` (from ``kept_rows``) and whose other rows start with no
-        generated tokens; room for ``extra_columns`` more tokens per row."""
+        generated tokens; room for ``extra_columns`` more tokens per row. ``host_rows``: the rows' prompt
+        indices and generated counts as host lists (the same values as ``prompt_index`` and ``kept``'s
+        counts), from which the runs of rows are computed once instead of read from the device every step.
+        With a padded ``prefix`` (``batched_attention``), each row's buffers begin with its prompt's keys and
+        values, padded to the longest prompt: copied once here, a step attends over one tensor per layer."""
         rows = len(prompt_index)
         kept_rows = 0 if kept is None else len(kept[2])
         width = 0 if kept is None else kept[0][0].shape[-2]
         generated = torch.zeros(rows, dtype=torch.long, device=prompt_index.device)
+        prompt = prefix.padded_keys[0].shape[-2] if prefix.padded_keys else 0
         keys, values = [], []
         for layer, sample in enumerate(prefix.prefixes[0].keys):
-            shape = (rows, sample.shape[1], width + extra_columns, sample.shape[3])
+            shape = (rows, sample.shape[1], prompt + width + extra_columns, sample.shape[3])
             key_buffer = torch.zeros(shape, dtype=sample.dtype, device=sample.device)
             value_buffer = torch.zeros(shape, dtype=sample.dtype, device=sample.device)
+            if prompt:
+                key_buffer[:, :, :prompt] = prefix.padded_keys[layer].index_select(0, prompt_index)
+                value_buffer[:, :, :prompt] = prefix.padded_values[layer].index_select(0, prompt_index)
             if kept is not None:
-                key_buffer[:kept_rows, :, :width] = kept[0][layer]
-                value_buffer[:kept_rows, :, :width] = kept[1][layer]
+                key_buffer[:kept_rows, :, prompt : prompt + width] = kept[0][layer]
+                value_buffer[:kept_rows, :, prompt : prompt + width] = kept[1][layer]
             keys.append(key_buffer)
             values.append(value_buffer)
         if kept is not None:
             generated[:kept_rows] = kept[2]
-        return cls(prefix, prompt_index, keys, values, generated, width)
+        runs = None if host_rows is None else row_runs(*host_rows)
+        return cls(prefix, prompt_index, keys, values, generated, width, runs)
 
 
 @dataclass(frozen=True)
@@ -299,6 +357,8 @@ def shared_prefix_attention(
         raise RuntimeError(f"capcal_shared_prefix attention does not implement {', '.join(unsupported)}")
     cache = capcal_cache
     cache.attention_calls += 1
+    if cache.prefix.padded_keys:
+        return batched_attention(module, query, key, value, scaling, cache, sliding_window)
     rows, heads, _, head_dim = query.shape
     kv_heads = key.shape[1]
     group = heads // kv_heads
@@ -307,7 +367,13 @@ def shared_prefix_attention(
     prefixes, layer = cache.prefix.prefixes, module.layer_idx
     length = key.shape[-2]
     if cache.attention_calls == 1:  # the first layer: the batch's runs of rows, for every layer
-        cache.row_runs = row_runs(cache.prompt_index.tolist(), cache.generated.tolist())
+        if cache._runs_at_start is None:
+            cache.row_runs = row_runs(cache.prompt_index.tolist(), cache.generated.tolist())
+        else:
+            cache.row_runs = [
+                dataclasses.replace(run, generated=run.generated + length - cache._length_at_start)
+                for run in cache._runs_at_start
+            ]
     output = torch.empty_like(query)
     for run in cache.row_runs:
         prefix = prefixes[run.prompt]
@@ -335,6 +401,62 @@ def shared_prefix_attention(
         output.narrow(0, run.start, run.rows).copy_(result.narrow(0, run.start - run.compute_start, run.rows))
     output = output.reshape(rows, heads, 1, head_dim).transpose(1, 2).contiguous()
     return output, None
+
+
+def batched_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    scaling: float | None,
+    cache: SharedPrefixCache,
+    sliding_window: int | None,
+) -> tuple[torch.Tensor, None]:
+    """``shared_prefix_attention`` for the whole batch in one product (a cache whose ``PrefixStack`` is
+    ``padded``): each row's buffers hold its prompt's keys and values (padded to the longest prompt) before
+    its generated ones (``SharedPrefixCache.assemble``), and one ``scaled_dot_product_attention`` call with a
+    mask attends to exactly the row's prompt positions (``< prompt length``), its own generated columns (the
+    last ``generated`` ones) and, on a sliding-window layer, only the positions after
+    ``query position - sliding_window``. The products run over the buffers' whole capacity (columns not yet
+    written are masked): the mask over the whole capacity is built once per batch, a step adds which
+    columns are written, and no per-step view of the buffers is needed.
+
+    The same set of keys and weights as ``shared_prefix_attention``, in a number of operators that does not
+    depend on the rows or prompts of the batch. The costs: each row holds a copy of its prompt's keys and
+    values (as stock transformers' cache does), and the products run over the batch's longest prompt and
+    generated width, so a row's result can differ in the last bits with the batch it is in (a sample is then
+    batch-invariant only in distribution: docs/model-wrappers.md). Returns ``(rows, 1, heads, head_dim)``.
+    """
+    stack = cache.prefix
+    heads = query.shape[1]
+    longest = cache.prompt_columns
+    length = cache.layers[module.layer_idx].length  # generated columns, this step's included
+    if cache.full_mask is None:  # once per batch: which columns each row attends to, at full capacity
+        capacity = key.shape[-2] - longest
+        prompt_lengths = stack.lengths[cache.prompt_index][:, None]
+        start = (cache._length_at_start - cache._generated_at_start)[:, None]  # the row's first column
+        prompt_positions = torch.arange(longest, device=query.device).expand(len(start), -1)
+        columns = torch.arange(capacity, device=query.device).expand(len(start), -1)
+        cache.full_mask = torch.cat([prompt_positions < prompt_lengths, columns >= start], dim=-1)[
+            :, None, None
+        ]
+        cache.positions = torch.cat([prompt_positions, prompt_lengths + columns - start], dim=-1)[
+            :, None, None
+        ]
+        cache.current_position = (prompt_lengths - start - 1)[:, None, None]  # + this step's length
+        cache.column_index = torch.arange(key.shape[-2], device=query.device)
+    if cache.attention_calls == 1:  # a new step: new masks
+        cache.step_masks.clear()
+    mask = cache.step_masks.get(sliding_window)
+    if mask is None:  # the columns written so far, the row's own, and inside the window
+        mask = cache.full_mask & (cache.column_index < longest + length)
+        if sliding_window is not None:
+            mask &= cache.positions > cache.current_position + (length - sliding_window)
+        cache.step_masks[sliding_window] = mask
+    output = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, scale=scaling, enable_gqa=key.shape[1] != heads
+    )
+    return output.transpose(1, 2), None
 
 
 def _no_mask(*args, **kwargs) -> None:

@@ -10,6 +10,9 @@
 - ``run_settings_problem``: settings lm-eval would take and fail on only after the model is loaded (or,
   for an output folder that cannot be written, after the whole run): ``output_path``, ``gen_kwargs``
   (``max_gen_toks``, ``temperature``, ``top_p``, ``until``), ``num_fewshot``, ``batch_size``.
+- ``device_problem``: a CUDA device for a Hugging Face model (``hf``, ``capcal-hf``) on a machine without it:
+  ``cuda`` is refused (lm-eval would fail on loading the model), ``cuda:N`` falls back to the CPU (lm-eval's
+  own fallback) and says so.
 - ``repeats_notices``: what a ``repeats`` (k) below what capcal's analyses need leaves out: with k = 1
   mu_hat is 0 or 1, so capability calibration is response calibration; the consistency estimator uses
   k' in (5, 10, 20) responses below k, so it needs k >= ``CONSISTENCY_MIN_K``. These are warnings: the run
@@ -42,6 +45,7 @@ __all__ = [
     "CONSISTENCY_MIN_K",
     "chat_template_problem",
     "checkpoint_has_chat_template",
+    "device_problem",
     "expects_chat_template",
     "fewshot_problem",
     "log_samples_notice",
@@ -417,3 +421,35 @@ def log_samples_notice(
         f"no --log_samples: the responses of {_shown(tasks)} will not be saved, and capcal check, analyze "
         f"and report read nothing but them; {fix} to keep this run for them"
     )
+
+
+#: lm-eval's Hugging Face model names, whose ``--device`` ``device_problem`` checks.
+HF_MODEL_NAMES = frozenset({"hf", "hf-auto", "huggingface", "capcal-hf"})
+
+
+def device_problem(model: Any, device: str | None) -> tuple[str | None, str | None]:
+    """(refusal, notice) for ``--device`` of a Hugging Face model given by name; (None, None) otherwise.
+
+    Without a usable CUDA device (torch without CUDA, or no GPU): ``cuda`` is refused in one line (lm-eval's
+    ``HFLM`` takes it as given and fails on loading the model: "Torch not compiled with CUDA enabled");
+    ``cuda:N`` is kept, and the notice says that lm-eval runs the model on the CPU instead (``HFLM`` falls
+    back to the CPU for a device it does not list). With CUDA, ``cuda:N`` beyond the GPUs falls back to
+    ``cuda`` (the notice says so). Imports torch (not lm-eval).
+    """
+    if not isinstance(model, str) or model not in HF_MODEL_NAMES or not isinstance(device, str):
+        return None, None
+    name = device.strip().lower()
+    if name != "cuda" and not re.fullmatch(r"cuda:\d+", name):
+        return None, None
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if name == "cuda":
+        if count:
+            return None, None
+        version = torch.__version__
+        return f"--device {device}: this machine has no CUDA device (torch {version}); use --device cpu", None
+    if int(name.split(":")[1]) < count:
+        return None, None
+    fallback = "cuda" if count else "the CPU"
+    return None, f"--device {device}: no such CUDA device here; the model runs on {fallback}"

@@ -39,6 +39,7 @@ from typing import Any
 from analysis.checks.input_checks import repeats_notices
 from analysis.evaluation.harness import (
     EvaluationInputError,
+    _checked_device,
     _choose_batch_size,
     check_inputs,
     evaluate,
@@ -289,6 +290,9 @@ def evaluate_adaptive(
         if message not in per_look:
             notify(message)
 
+    device_notice = _checked_device(model, device)
+    if device_notice is not None:
+        notify(device_notice)
     batch_size_record = _choose_batch_size(model, checked.model_args, device, evaluate_kwargs)
     lm = _load_model(model, checked.model_args, evaluate_kwargs, device)
     # lm-eval logs a question's doc_id as its index among the task's evaluation documents, also under

@@ -581,6 +581,17 @@ def _capcal_model(model: Any, model_args: dict[str, Any]) -> dict[str, Any]:
     return model_fingerprint_from_args(type(model).__name__, arguments)
 
 
+def _checked_device(model: Any, device: str | None) -> str | None:
+    """Raise ``EvaluationInputError`` for a CUDA ``device`` this machine lacks; the fallback notice, or None
+    (``analysis.checks.input_checks.device_problem``)."""
+    from analysis.checks.input_checks import device_problem
+
+    problem, notice = device_problem(model, device)
+    if problem is not None:
+        raise EvaluationInputError(problem)
+    return notice
+
+
 def _choose_batch_size(model: Any, model_args: dict[str, Any], device: str | None, kwargs: dict) -> dict:
     """Without a ``batch_size`` (argument or model argument), set ``kwargs["batch_size"]`` to
     ``capcal_models.batch_size.default_batch_size`` and log it; return the results' ``capcal_batch_size``."""
@@ -677,6 +688,7 @@ def evaluate(
         allow_large=allow_large,
         log_samples=log_samples,
     )
+    device_notice = _checked_device(model, device)
     batch_size_record = _choose_batch_size(model, checked.model_args, device, simple_evaluate_kwargs)
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
@@ -686,7 +698,7 @@ def evaluate(
     from analysis.evaluation.lm_eval_messages import filtered_lm_eval_logs, git_notice
 
     notify = notify or logging.getLogger("analysis.evaluation").warning  # the package's logger, as before
-    for notice in (*checked.notices, git_notice()):
+    for notice in (*checked.notices, device_notice, git_notice()):
         if notice is not None:
             notify(notice)
     tracker = EvaluationTracker(output_path=str(output_path)) if output_path is not None else None
