@@ -43,17 +43,12 @@ _LAST_NUMBER = re.compile(r"-?\d+(?:,\d{3}(?!\d))*(?:\.\d+)?")
 
 
 def generate_questions(split: str, per_level: int, exclude: set[str] = frozenset()) -> list[dict]:
-    """``per_level`` distinct questions per level for ``split``, none of whose text is in ``exclude``, in
-    rounds of one question per level (the first of each level, in :data:`LEVELS` order, then the second of
-    each, ...), so that lm-eval's ``--limit N``, which takes the first N documents, draws across the levels
-    (at N = 5, one of each). The questions are drawn level by level from the split's seed, so the set, and
-    with it every question id, does not depend on that order."""
+    """``per_level`` distinct questions per level for ``split``, none of whose text is in ``exclude``."""
     rng = random.Random(SPLIT_SEEDS[split])
-    by_level = []
+    records = []
     for level, (operator, digits) in LEVELS.items():
         low, high = (1 if digits == 1 else 10 ** (digits - 1)), 10**digits - 1
         seen: set[str] = set()
-        records = []
         while len(seen) < per_level:
             a, b = rng.randint(low, high), rng.randint(low, high)
             question = f"What is {a} {operator} {b}?"
@@ -63,8 +58,7 @@ def generate_questions(split: str, per_level: int, exclude: set[str] = frozenset
             records.append(
                 {"question": question, "answer": a + b if operator == "+" else a * b, "level": level}
             )
-        by_level.append(records)
-    return [level[index] for index in range(per_level) for level in by_level]
+    return records
 
 
 def _splits(metadata: dict) -> datasets.DatasetDict:
