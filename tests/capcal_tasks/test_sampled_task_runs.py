@@ -152,9 +152,9 @@ def test_capcal_check_and_report_read_wrapped_tasks(capcal_run, shared_data, tmp
     assert config["metadata"]["capcal_sampled"]["task_generation_kwargs"]["do_sample"] is False
     _run(CAPCAL + ["report", str(capcal_run), "--output", str(tmp_path / "report")], shared_data)
     text = (tmp_path / "report" / "report.md").read_text()
-    # the report section states the protocol (markdown-escaped parentheses and arrows)
-    assert r"lm-eval task bbh_cot_fewshot_boolean_expressions \(version 4.0\) sampled k = 2" in text
-    assert "temperature 0.0 -&gt; 1.0" in text
+    # the report section states the protocol (plain Markdown: parentheses and arrows bare)
+    assert "lm-eval task bbh_cot_fewshot_boolean_expressions (version 4.0) sampled k = 2" in text
+    assert "temperature 0.0 -> 1.0" in text
 
 
 @pytest.mark.slow

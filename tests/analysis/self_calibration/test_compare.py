@@ -73,7 +73,7 @@ def test_identical_runs_differ_by_zero_and_oracle_confidence_is_perfect(tmp_path
         early["accuracy_high"].iloc[0],
     )
     assert round(low, 3) < round(accuracy, 3)  # the bound and the value differ where the table shows them
-    assert f"| {accuracy:.3f} \\[{low:.3f}, {high:.3f}\\] |" in text  # markdown escapes the brackets
+    assert f"| {accuracy:.3f} [{low:.3f}, {high:.3f}] |" in text  # plain Markdown: brackets bare
 
 
 def test_refuses_training_questions_and_counts_missing_selfchecks():
