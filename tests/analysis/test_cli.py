@@ -5,6 +5,7 @@ only with ``--debug``."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -399,18 +400,23 @@ def test_a_symlink_loop_is_one_line_in_analyze_check_and_report(tmp_path):
 
 @pytest.mark.slow
 def test_the_new_users_run_without_a_chat_template_is_explained_at_every_step(tmp_path, smollm2_path):
-    """The issue's run, with --plain_prompts to get past the refusal: SmolLM2-Instruct answers nothing; eval,
-    check and report each say so and why."""
+    """The issue's run, with --plain_prompts to get past the refusal: SmolLM2-Instruct answers (mostly)
+    nothing; eval, check and report each say so and why."""
     flags = ["--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path},sample_cache=False"]
     flags += ["--tasks", "capcal_arithmetic", "--repeats", "4", "--limit", "3", "--plain_prompts"]
     flags += ["--gen_kwargs", "max_gen_toks=16", "--log_samples", "--output_path", "out"]
     run = _capcal_in(tmp_path, "eval", *flags)
     assert run.returncode == 0, run.stderr[-3000:]
     cause = "the model has a chat template and the run did not apply it (add --apply_chat_template)"
-    empty = f"task capcal_arithmetic: 12 of 12 responses are empty; likely cause: {cause}"
-    assert f"capcal eval: warning: {empty}" in run.stderr
+    # sampled at temperature 0.7, SmolLM2 without its template ends at once on most responses, not all
+    found = re.search(
+        rf"capcal eval: warning: task capcal_arithmetic: (\d+) of 12 responses are empty; likely cause: "
+        rf"{re.escape(cause)}\n",
+        run.stderr,
+    )
+    assert found and int(found[1]) > 6, run.stderr[-3000:]  # "mostly": above response_checks.MOSTLY = 0.5
     check = _capcal_in(tmp_path, "check", "out")
-    assert check.returncode == 1 and f"12 empty response(s) (likely cause: {cause})" in check.stdout
+    assert check.returncode == 1 and f"{found[1]} empty response(s) (likely cause: {cause})" in check.stdout
     flags = ["--activations", "acts", "--output", "report", "--resamples", "50"]
     report = _capcal_in(tmp_path, "report", "out", *flags)
     warnings = [line for line in report.stderr.splitlines() if line.startswith("capcal report: warning: ")]

@@ -115,15 +115,18 @@ def test_loglikelihoods_do_not_depend_on_batch_size_order_or_other_requests(scor
 
 @pytest.mark.slow
 def test_requests_longer_than_the_model_context_take_lm_eval_path(capcal_lm, earlier_samples):
-    """With a context window of the median request length, the longer requests are truncated as lm-eval
-    truncates them (its own path), the others scored by capcal-hf."""
+    """With a context window of the median of the distinct request lengths (responses cut at max_gen_toks
+    share a length), the longer requests are truncated as lm-eval truncates them (its own path), the others
+    scored by capcal-hf."""
     from lm_eval.models.huggingface import HFLM
 
     from capcal_models.hf import CapcalHFLM
 
     requests = _requests(capcal_lm, earlier_samples, chat_template=False)[: 4 * K]
     lengths = [len(capcal_lm.tok_encode(r.args[0])) + 1 for r in requests]  # context + " Yes" / " No"
-    window = sorted(lengths)[len(lengths) // 2]
+    distinct = sorted(set(lengths))
+    assert len(distinct) > 1, lengths
+    window = distinct[len(distinct) // 2]
     long = [i for i, length in enumerate(lengths) if length > window]
     assert 0 < len(long) < len(requests)
     models = {"pretrained": capcal_lm.model, "tokenizer": capcal_lm.tokenizer, "max_length": window}
