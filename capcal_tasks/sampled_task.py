@@ -49,12 +49,11 @@ from lm_eval.tasks._yaml_loader import load_yaml
 
 from capcal_tasks.sampled_protocol import PROTOCOL_KEY, relative_config_path
 from capcal_tasks.sampling import (
-    _pass_at_value,
     extraction_rate,
     keep_all_responses,
-    majority_vote_accuracy,
     pass_at_k_levels,
     response_accuracy,
+    sampling_record,
 )
 from capcal_tasks.task_admission import RefusedTask, admit
 
@@ -329,19 +328,8 @@ class SampledTask(ConfigurableTask):
                 if isinstance(value, (int, float)):
                     scores[metric].append(float(value))
         extracted = [self._extracted(answer, label) for answer, label in zip(answers, labels, strict=True)]
-        n, c = len(labels), sum(labels)
-        record: dict[str, Any] = {
-            "extracted_answers": extracted,
-            "correctness": labels,
-            "n_samples": n,
-            "expected_accuracy": c / n,
-        }
-        for level in pass_at_k_levels(n):
-            record[f"pass_at_{level}"] = _pass_at_value(n, c, level)
-        if self.admission.extracts:
-            record["majority_vote_accuracy"] = majority_vote_accuracy(
-                [self.answer_class(answer) for answer in extracted], labels
-            )
+        classes = [self.answer_class(answer) for answer in extracted] if self.admission.extracts else None
+        record = sampling_record(extracted, labels, classes)
         for metric, values in scores.items():
             record[metric] = sum(values) / len(values) if values else float("nan")
         return record

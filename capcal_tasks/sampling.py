@@ -55,6 +55,7 @@ __all__ = [
     "pass_at_k_levels",
     "recheck_sampling_record",
     "response_accuracy",
+    "sampling_record",
     "score_responses",
 ]
 
@@ -132,8 +133,19 @@ def score_responses(
         )
     extracted = [extract(remove_prompt_text(response, prompt)) for response in responses]
     correctness = [int(bool(judge(answer))) for answer in extracted]
+    return sampling_record(extracted, correctness, [answer_class(a) for a in extracted])
+
+
+def sampling_record(
+    extracted: list[Any], correctness: list[int], answer_classes: list[Any] | None
+) -> dict[str, Any]:
+    """One question's sampling record from its k extracted answers and their 0/1 correctness:
+    ``extracted_answers``, ``correctness``, ``n_samples`` = k, ``expected_accuracy`` = c / k (mu_hat),
+    ``pass_at_<m>`` for the levels of ``pass_at_k_levels(k)`` (the unbiased 1 - C(k - c, m) / C(k, m)), and
+    ``majority_vote_accuracy`` over ``answer_classes`` (one class per answer, None for no vote), left out when
+    ``answer_classes`` is None (a task without answer classes: ``capcal_tasks.sampled_task``)."""
     n, c = len(correctness), sum(correctness)
-    record: dict = {
+    record: dict[str, Any] = {
         "extracted_answers": extracted,
         "correctness": correctness,
         "n_samples": n,
@@ -141,9 +153,8 @@ def score_responses(
     }
     for level in pass_at_k_levels(n):
         record[f"pass_at_{level}"] = _pass_at_value(n, c, level)
-    record["majority_vote_accuracy"] = majority_vote_accuracy(
-        [answer_class(a) for a in extracted], correctness
-    )
+    if answer_classes is not None:
+        record["majority_vote_accuracy"] = majority_vote_accuracy(answer_classes, correctness)
     return record
 
 
