@@ -79,19 +79,15 @@ class PostServer:
 GATHER_TIMEOUT_S = 60.0
 
 
-class CompletionsStandIn(PostServer):
-    """A stand-in for an OpenAI-compatible completions server (no model): answers each POST after ``delay_s``
-    with ``n`` choices whose text is ``"<prompt> #<seed + i>"``; counts requests and the most in flight.
+class GatheringServer(PostServer):
+    """A ``PostServer`` that counts requests in flight (``in_flight``, ``max_in_flight``) and can hold its
+    first answers until ``gather`` requests are in flight at once (at most ``GATHER_TIMEOUT_S``;
+    ``_wait_until_gathered``), so that a test of a concurrency bound reaches it whatever the scheduling (with
+    only a delay, a loaded machine may answer each request before the next arrives)."""
 
-    ``gather``: the first answers are held until ``gather`` requests are in flight at once (at most
-    ``GATHER_TIMEOUT_S``), so that a test of a concurrency bound reaches it whatever the scheduling (with
-    only ``delay_s``, a loaded machine may answer each request before the next arrives)."""
-
-    def __init__(self, port: int | None = None, delay_s: float = 0.0, gather: int = 0) -> None:
+    def __init__(self, port: int | None = None, gather: int = 0) -> None:
         super().__init__(port)
-        self.delay_s = delay_s
         self.gather = gather
-        self.received = 0
         self.in_flight = self.max_in_flight = 0
         self._gathered: asyncio.Event | None = None
 
@@ -106,6 +102,17 @@ class CompletionsStandIn(PostServer):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}{self.ROUTE}"
+
+
+class CompletionsStandIn(GatheringServer):
+    """A stand-in for an OpenAI-compatible completions server (no model): answers each POST after ``delay_s``
+    with ``n`` choices whose text is ``"<prompt> #<seed + i>"``; counts requests and the most in flight.
+    ``gather``: as ``GatheringServer``."""
+
+    def __init__(self, port: int | None = None, delay_s: float = 0.0, gather: int = 0) -> None:
+        super().__init__(port, gather)
+        self.delay_s = delay_s
+        self.received = 0
 
     async def _handle(self, request):
         from aiohttp import web

@@ -11,7 +11,6 @@ where nothing listens stands for a server that is down.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.util
 import json
 import subprocess
@@ -23,7 +22,7 @@ import pytest
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).parent))  # local_server.py
-from local_server import PostServer, free_port  # noqa: E402
+from local_server import GatheringServer, free_port  # noqa: E402
 
 MODULE_PATH = Path(__file__).resolve().parents[2] / "capcal_models" / "http_transport.py"
 
@@ -42,47 +41,30 @@ SECRET = "sk-transport-test-0123456789"
 
 FAULT_TIMEOUT_S = 2.0  # the client timeout of the fault tests (a local answer: milliseconds, even loaded)
 HOLD_S = FAULT_TIMEOUT_S + 1.0  # a "hold" answer comes after the client's timeout
-GATHER_TIMEOUT_S = 60.0  # how long the first answers wait for ``gather`` requests in flight at once
 
 
-class ScriptedServer(PostServer):
+class ScriptedServer(GatheringServer):
     """An aiohttp server on its own thread. The a-th request (from 0, retries included) with prompt p gets
     ``script[p][a]``, then "ok": a request's answer depends on which request it is, not on when it arrived
     (an arrival-order script gave one job a 500 on every attempt when the machine was loaded).
 
-    ``gather``: the first answers (200s) are held until ``gather`` requests are in flight at once (at most
-    ``GATHER_TIMEOUT_S``), so that a bound on concurrency is reached whatever the scheduling; then
-    ``delay_s`` holds each answer."""
+    ``gather``: the first answers (200s) are held as ``GatheringServer`` holds them; then ``delay_s`` holds
+    each answer."""
 
     def __init__(
         self, script: dict[str, list[str]] | None = None, delay_s: float = 0.0, gather: int = 0
     ) -> None:
-        super().__init__()
+        super().__init__(gather=gather)
         self.script = {prompt: list(behaviours) for prompt, behaviours in (script or {}).items()}
         self.delay_s = delay_s
-        self.gather = gather
         self.received: list[dict] = []
         self.attempts: dict[str, int] = {}
-        self.in_flight = self.max_in_flight = 0
-        self._gathered: asyncio.Event | None = None
 
     def _behaviour(self, prompt: str) -> str:
         attempt = self.attempts.get(prompt, 0)
         self.attempts[prompt] = attempt + 1
         behaviours = self.script.get(prompt, [])
         return behaviours[attempt] if attempt < len(behaviours) else "ok"
-
-    async def _wait_for_company(self) -> None:
-        if self._gathered is None:
-            self._gathered = asyncio.Event()
-        if self.in_flight >= self.gather:
-            self._gathered.set()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._gathered.wait(), GATHER_TIMEOUT_S)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}{self.ROUTE}"
 
     async def _handle(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -111,7 +93,7 @@ class ScriptedServer(PostServer):
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             if self.gather and not (self._gathered and self._gathered.is_set()):
-                await self._wait_for_company()
+                await self._wait_until_gathered()
             await asyncio.sleep(self.delay_s)
         finally:
             self.in_flight -= 1
