@@ -135,6 +135,23 @@ def test_the_report_is_the_same_from_another_working_folder(worked_example, tmp_
     assert _without_folder_names(here, *names) == _without_folder_names(there, *names)
 
 
+def _copy_recording_activations(folder: Path, dest: Path, recorded: str) -> int:
+    """The worked example's out/ and acts/ copied to ``dest``, every results file's recorded ``activations``
+    set to ``recorded``; returns how many task configs recorded one."""
+    shutil.copytree(folder / "out", dest / "out")
+    shutil.copytree(folder / "acts", dest / "acts")
+    rewritten = 0
+    for results in (dest / "out").glob("*/results_*.json"):
+        data = json.loads(results.read_text(encoding="utf-8"))
+        for config in data.get("configs", {}).values():
+            metadata = config.get("metadata") or {}
+            if "activations" in metadata:
+                metadata["activations"] = recorded
+                rewritten += 1
+        results.write_text(json.dumps(data), encoding="utf-8")
+    return rewritten
+
+
 def test_a_run_that_recorded_a_relative_activations_folder_is_read_relative_to_the_run(
     worked_example, tmp_path
 ):
@@ -143,18 +160,7 @@ def test_a_run_that_recorded_a_relative_activations_folder_is_read_relative_to_t
     folder, env, run = worked_example
     assert run.returncode == 0, run.stderr[-3000:]
     old = tmp_path / "old"
-    shutil.copytree(folder / "out", old / "out")
-    shutil.copytree(folder / "acts", old / "acts")
-    rewritten = 0
-    for results in (old / "out").glob("*/results_*.json"):
-        data = json.loads(results.read_text(encoding="utf-8"))
-        for config in data.get("configs", {}).values():
-            metadata = config.get("metadata") or {}
-            if "activations" in metadata:
-                metadata["activations"] = "acts/"
-                rewritten += 1
-        results.write_text(json.dumps(data), encoding="utf-8")
-    assert rewritten == 2  # the sampling run's two tasks
+    assert _copy_recording_activations(folder, old, "acts/") == 2  # the sampling run's two tasks
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     here = _report(old, env, old / "out", old / "r1")
@@ -193,18 +199,7 @@ def test_a_run_folder_moved_after_the_run_keeps_its_probe(worked_example, tmp_pa
     folder, env, run = worked_example
     assert run.returncode == 0, run.stderr[-3000:]
     we = tmp_path / "we"
-    shutil.copytree(folder / "out", we / "out")
-    shutil.copytree(folder / "acts", we / "acts")
-    rewritten = 0
-    for results in (we / "out").glob("*/results_*.json"):
-        data = json.loads(results.read_text(encoding="utf-8"))
-        for config in data.get("configs", {}).values():
-            metadata = config.get("metadata") or {}
-            if "activations" in metadata:  # as capcal eval records it, run from we/
-                metadata["activations"] = str(we / "acts")
-                rewritten += 1
-        results.write_text(json.dumps(data), encoding="utf-8")
-    assert rewritten == 2
+    assert _copy_recording_activations(folder, we, str(we / "acts")) == 2  # as capcal eval run from we/
     moved = tmp_path / "we_moved"
     we.rename(moved)
     report = _report(moved, env, moved / "out", moved / "r")
