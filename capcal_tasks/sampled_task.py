@@ -29,12 +29,14 @@ Two ways in:
 - stock ``lm_eval``: a YAML task in an ``--include_path`` folder,
   ``{task: gsm8k_k8, class: !function capcal_tasks.sampled_task.SampledTask, metadata: {base_task: gsm8k,
   k: 8}}`` (lm-eval's ``class:`` convention; ``--metadata`` may add ``filter``, ``correct_metric``,
-  ``temperature``).
+  ``temperature``); its P(True) task is a second YAML, ``{task: gsm8k_k8_ptrue, class: !function
+  capcal_tasks.sampled_task.SampledPTrueTask, metadata: {base_task: gsm8k}}`` (``SampledPTrueTask``).
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import re
 import string
 from collections.abc import Hashable, Mapping, Sequence
@@ -47,6 +49,7 @@ from lm_eval.filters import build_filter_ensemble
 from lm_eval.tasks import TaskManager
 from lm_eval.tasks._yaml_loader import load_yaml
 
+from capcal_tasks.sampled_confidence import CONFIDENCES_KEY, ptrue_task
 from capcal_tasks.sampled_protocol import PROTOCOL_KEY, relative_config_path
 from capcal_tasks.sampling import (
     extraction_rate,
@@ -59,8 +62,10 @@ from capcal_tasks.task_admission import RefusedTask, admit
 
 __all__ = [
     "SAMPLING_SETTINGS",
+    "SampledPTrueTask",
     "SampledTask",
     "base_task_config",
+    "base_task_from_metadata",
     "build_base_task",
     "config_of",
     "sampling_generation_kwargs",
@@ -69,6 +74,7 @@ __all__ = [
 #: what a greedy task's generation settings become (capcal's sampling protocol, as its own sampling tasks)
 SAMPLING_SETTINGS = {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0}
 _REGEX_FILTERS = frozenset({"regex", "regex_pos", "multi_choice_regex"})
+logger = logging.getLogger(__name__)
 
 
 def config_of(task: ConfigurableTask) -> dict[str, Any]:
@@ -275,34 +281,23 @@ class SampledTask(ConfigurableTask):
     @staticmethod
     def _from_yaml_config(config: dict[str, Any]) -> tuple[ConfigurableTask, int, dict[str, Any], str]:
         """(base task, k, metadata, task name) of lm-eval's ``class:`` route: ``metadata.base_task`` names
-        the task, ``metadata.k`` (or ``repeats``) k; its rows come from ``CAPCAL_DATA_DIR`` when set."""
-        from capcal_tasks.data_sources import local_data_dir, stop_lm_eval_command_line
-
+        the task (``base_task_from_metadata``), ``metadata.k`` (or ``repeats``) k."""
         metadata = dict(config.get("metadata") or {})
         name = str(config.get("task") or "capcal_sampled")
-        base_name = metadata.get("base_task")
         k = metadata.get("k", metadata.get("repeats"))
-        problem = None
-        if not isinstance(base_name, str) or not base_name:
-            problem = f"task {name}: metadata.base_task must name the lm-eval task to sample (e.g. gsm8k)"
-        elif isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            problem = f"task {name}: metadata.k must be the number of samples per question, got {k!r}"
-        if problem is None:
-            include = metadata.get("include_path")
-            manager = TaskManager(include_path=include, metadata=None)
-            passed = {key: value for key, value in metadata.items() if key not in ("config_source",)}
-            try:
-                raw = manager.task_index.get(base_name)
-                if raw is None:
-                    raise RefusedTask("is not a task lm-eval knows")
-                admit(base_name, raw.cfg or {}, metadata)
-                base = build_base_task(base_name, manager, passed, local_rows=local_data_dir() is not None)
-            except (RefusedTask, FileNotFoundError) as error:
-                problem = f"task {base_name}: {error}" if isinstance(error, RefusedTask) else str(error)
-        if problem is not None:
-            stop_lm_eval_command_line(problem)
-            raise RefusedTask(problem)
-        return base, k, metadata, name
+        if _named_base_task(metadata) and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            _refuse_yaml_task(
+                f"task {name}: metadata.k must be the number of samples per question, got {k!r}"
+            )
+        if metadata.get(CONFIDENCES_KEY):
+            logger.warning(
+                "task %s: metadata %s is read by capcal eval only; under stock lm_eval a confidence "
+                "runs as a task of its own: name a YAML task with class "
+                "capcal_tasks.sampled_task.SampledPTrueTask (docs/any-task.md, From stock lm_eval)",
+                name,
+                CONFIDENCES_KEY,
+            )
+        return base_task_from_metadata(name, metadata), k, metadata, name
 
     def process_results(self, doc: dict, results: list) -> dict[str, Any]:
         """The sampling record of one question from its k filtered answers (``results[0]``), each scored by
@@ -346,6 +341,68 @@ class SampledTask(ConfigurableTask):
             return None
         key = self._answer_key(answer)
         return key if key else None
+
+
+def _named_base_task(metadata: Mapping[str, Any]) -> str | None:
+    """``metadata.base_task`` when it is a task name."""
+    name = metadata.get("base_task")
+    return name if isinstance(name, str) and name else None
+
+
+def _refuse_yaml_task(problem: str) -> None:
+    """Stop on ``problem``: one line and exit 2 under lm-eval's command line, ``RefusedTask`` elsewhere."""
+    from capcal_tasks.data_sources import stop_lm_eval_command_line
+
+    stop_lm_eval_command_line(problem)
+    raise RefusedTask(problem)
+
+
+def base_task_from_metadata(task: str, metadata: Mapping[str, Any]) -> ConfigurableTask:
+    """The unmodified lm-eval task that the YAML task ``task`` names as ``metadata.base_task`` (lm-eval's
+    ``class:`` route; ``metadata.include_path`` adds a folder to look in), admitted by capcal's rule
+    (``capcal_tasks.task_admission``) and its rows read from ``CAPCAL_DATA_DIR`` when set. A missing name,
+    a refused task or a missing local file stops in one line (``_refuse_yaml_task``)."""
+    from capcal_tasks.data_sources import local_data_dir
+
+    base_name = _named_base_task(metadata)
+    if base_name is None:
+        _refuse_yaml_task(
+            f"task {task}: metadata.base_task must name the lm-eval task to sample (e.g. gsm8k)"
+        )
+    manager = TaskManager(include_path=metadata.get("include_path"), metadata=None)
+    passed = {key: value for key, value in metadata.items() if key not in ("config_source",)}
+    try:
+        raw = manager.task_index.get(base_name)
+        if raw is None:
+            raise RefusedTask("is not a task lm-eval knows")
+        admit(base_name, raw.cfg or {}, metadata)
+        return build_base_task(base_name, manager, passed, local_rows=local_data_dir() is not None)
+    except (RefusedTask, FileNotFoundError) as error:
+        _refuse_yaml_task(f"task {base_name}: {error}" if isinstance(error, RefusedTask) else str(error))
+        raise  # not reached: _refuse_yaml_task raises
+
+
+class SampledPTrueTask(ConfigurableTask):
+    """lm-eval's ``class:`` route to the P(True) task of a wrapped task (``capcal_tasks.sampled_confidence.
+    ptrue_task``), what ``capcal eval --metadata capcal_confidences=ptrue`` adds by itself: a YAML task
+    ``{task: gsm8k_k8_ptrue, class: !function capcal_tasks.sampled_task.SampledPTrueTask, metadata:
+    {base_task: gsm8k, target_task: gsm8k_k8}}`` beside the ``SampledTask`` YAML named ``target_task``
+    (default: this task's name without its ``_ptrue`` suffix), whose samples its records join by question
+    id."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        config = dict(config or {})
+        metadata = dict(config.get("metadata") or {})
+        name = str(config.get("task") or "capcal_sampled_ptrue")
+        target = metadata.get("target_task") or (name[: -len("_ptrue")] if name.endswith("_ptrue") else None)
+        if not isinstance(target, str) or not target:
+            _refuse_yaml_task(
+                f"task {name}: metadata.target_task must name the wrapped task (its SampledTask YAML's task) "
+                "whose questions it asks about, or the task's name must be that name + _ptrue"
+            )
+        built = ptrue_task(base_task_from_metadata(name, metadata), str(target))
+        self.__dict__.update(built.__dict__)
+        self.config.task = name
 
 
 def _zero_one(value: Any, task: str, metric: str) -> int:

@@ -179,3 +179,13 @@ def report_markdown() -> ModuleType:
     return _load_helper(
         "capcal_tests_report_markdown", Path(__file__).parent / "analysis" / "report_markdown.py"
     )
+
+
+@pytest.fixture(scope="session")
+def wrapped_rescore() -> ModuleType:
+    """tests/capcal_tasks/wrapped_rescore.py (a wrapped stock task's samples re-scored by the unmodified
+    task, response by response: the check shared by the capcal-hf, stock lm_eval, capcal-vllm and capcal-api
+    runs)."""
+    return _load_helper(
+        "capcal_tests_wrapped_rescore", Path(__file__).parent / "capcal_tasks" / "wrapped_rescore.py"
+    )

@@ -14,7 +14,7 @@ from lm_eval.utils import handle_non_serializable, hash_string
 
 from capcal_tasks.local_rows import local_dataset
 from capcal_tasks.sampled_confidence import ptrue_task, question_text
-from capcal_tasks.sampled_task import SampledTask, sampling_generation_kwargs
+from capcal_tasks.sampled_task import SampledPTrueTask, SampledTask, sampling_generation_kwargs
 from capcal_tasks.task_admission import RefusedTask
 from capcal_tasks.task_names import lm_eval_tasks_dir
 
@@ -116,3 +116,12 @@ def test_ptrue_records_join_the_wrapped_samples(gsm8k):
     prompt = task.doc_to_text(doc)
     assert prompt.startswith(f"Question: {original['question']}\n\nAre you able to answer")
     assert task.doc_to_choice(doc) == ["Yes", "No"]
+
+
+def test_a_ptrue_yaml_task_without_its_wrapped_task_is_refused_before_any_task_loads():
+    """lm-eval's ``class:`` route to P(True): the wrapped task whose questions it asks about is named by
+    ``metadata.target_task`` or by the task's own name (``<target>_ptrue``); with neither, one line."""
+    with pytest.raises(
+        RefusedTask, match=r"^task gsm8k_confidence: metadata.target_task must name the wrapped"
+    ):
+        SampledPTrueTask(config={"task": "gsm8k_confidence", "metadata": {"base_task": "gsm8k"}})

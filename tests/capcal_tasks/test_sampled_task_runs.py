@@ -9,7 +9,8 @@ A. ``capcal eval --tasks <nine stock tasks of seven families> --repeats 2 --limi
    ``capcal check`` exits 0 (every P(True) record joined to its question) and ``capcal report`` writes a
    report that states the protocol;
 B. stock ``lm_eval`` (the ``hf`` model) on a YAML task of lm-eval's ``class:`` form that names the base task
-   and k as metadata, then ``capcal check`` and ``capcal report`` on its output;
+   and k as metadata and on the P(True) task of it (a second YAML, ``SampledPTrueTask``), then the same
+   re-score agreement, ``capcal check`` (the P(True) records joined) and ``capcal report`` on its output;
 C. ``capcal eval`` on three tasks the rule refuses and one whose few-shot rows are not in the folder: exit 2,
    one line per task, before any model loads.
 """
@@ -22,13 +23,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import datasets
 import pytest
-from lm_eval.api.task import ConfigurableTask
-from lm_eval.tasks._yaml_loader import load_yaml
 
 from analysis.evaluation import EvaluationInputError, check_inputs
-from capcal_tasks.task_names import lm_eval_tasks_dir
 
 # task -> (its YAML under lm-eval's task folder, the pipeline capcal keeps, the metric it reads)
 STOCK_TASKS = {
@@ -89,47 +86,15 @@ def capcal_run(tmp_path_factory, smollm2_path, shared_data) -> Path:
     return output
 
 
-def _unmodified_task(relative: str, data_dir: Path) -> ConfigurableTask:
-    """lm-eval's task as its YAML defines it (nothing of capcal's), its rows from ``data_dir``."""
-    from capcal_tasks.local_rows import local_dataset
-
-    path = lm_eval_tasks_dir() / relative
-    config = load_yaml(path, resolve_func=True)
-    for key in ("tag", "group"):
-        config.pop(key, None)
-    raw = load_yaml(path, resolve_func=False, recursive=True)
-    rows = local_dataset(config["task"], raw, root=data_dir)()
-    config["custom_dataset"] = lambda **_: datasets.DatasetDict(dict(rows))
-    return ConfigurableTask(config=config)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("task", list(STOCK_TASKS))
-def test_every_label_is_the_unmodified_tasks_score(capcal_run, shared_data, task):
+def test_every_label_is_the_unmodified_tasks_score(capcal_run, shared_data, task, wrapped_rescore):
     relative, pipeline, metric = STOCK_TASKS[task]
     lines = _samples(capcal_run, task)
     assert [line["doc_id"] for line in lines] == list(range(LIMIT))
-    unmodified = _unmodified_task(relative, shared_data)
-    unmodified.build_all_requests(limit=LIMIT, rank=0, world_size=1)
-    instances = {instance.doc_id: instance for instance in unmodified.instances}
-    for instance in instances.values():
-        instance.resps = [""]  # each response below is scored with the other questions' responses empty
-    for line in lines:
-        assert line["filter"] == pipeline
-        responses = line["resps"][0]
-        assert line["n_samples"] == len(responses) == len(line["correctness"]) == K
-        instance = instances[line["doc_id"]]
-        assert line["doc"] == json.loads(json.dumps(instance.doc, default=str))
-        for index, response in enumerate(responses):
-            instance.resps = [response]  # this response alone, through the task's whole pipeline
-            unmodified.apply_filters()
-            filtered = instance.filtered_resps[pipeline]
-            label = unmodified.process_results(instance.doc, [filtered])[metric]
-            assert line["correctness"][index] == int(label), (task, line["doc_id"], index, response)
-            logged = line["extracted_answers"][index]
-            assert logged == filtered or (logged is None and filtered == "[invalid]" and not label)
-        assert line["expected_accuracy"] == sum(line["correctness"]) / K
-        assert line[metric] == pytest.approx(line["expected_accuracy"])
+    wrapped_rescore.check_labels_are_the_unmodified_tasks_scores(
+        lines, task, relative, pipeline, metric, shared_data, K
+    )
     results = _results(capcal_run)["results"][task]
     mean = sum(line["expected_accuracy"] for line in lines) / len(lines)
     assert results[f"{metric},{pipeline}"] == pytest.approx(mean)
@@ -158,29 +123,47 @@ def test_capcal_check_and_report_read_wrapped_tasks(capcal_run, shared_data, tmp
 
 
 @pytest.mark.slow
-def test_stock_lm_eval_runs_a_wrapped_task(tmp_path, smollm2_path, shared_data):
+def test_stock_lm_eval_runs_a_wrapped_task_and_its_ptrue_task(
+    tmp_path, smollm2_path, shared_data, wrapped_rescore
+):
+    """lm-eval's ``class:`` route: a SampledTask YAML and a SampledPTrueTask YAML beside it (its target: its
+    name without ``_ptrue``). ``--metadata capcal_confidences`` alone adds no task under stock lm_eval: the
+    wrapped task says so in one warning line."""
     tasks = tmp_path / "tasks"
     tasks.mkdir()
     (tasks / "gsm8k_k2.yaml").write_text(
         "task: gsm8k_k2\nclass: !function capcal_tasks.sampled_task.SampledTask\n"
         "metadata:\n  base_task: gsm8k\n  k: 2\n  filter: flexible-extract\n"
     )
+    (tasks / "gsm8k_k2_ptrue.yaml").write_text(
+        "task: gsm8k_k2_ptrue\nclass: !function capcal_tasks.sampled_task.SampledPTrueTask\n"
+        "metadata:\n  base_task: gsm8k\n"
+    )
     output = tmp_path / "out"
-    _run(
+    run = _run(
         [LM_EVAL, "--model", "hf", "--model_args", f"pretrained={smollm2_path}", "--include_path", str(tasks),
-         "--tasks", "gsm8k_k2", "--limit", "2", "--num_fewshot", "1", "--gen_kwargs", "max_gen_toks=16",
-         "--apply_chat_template",
+         "--tasks", "gsm8k_k2,gsm8k_k2_ptrue", "--limit", "2", "--num_fewshot", "1",
+         "--gen_kwargs", "max_gen_toks=16", "--apply_chat_template",
+         "--metadata", '{"capcal_confidences": "ptrue"}',
          "--log_samples", "--output_path", str(output)],
         shared_data,
     )  # fmt: skip
+    assert "task gsm8k_k2: metadata capcal_confidences is read by capcal eval only" in run.stderr
     lines = _samples(output, "gsm8k_k2")
-    assert len(lines) == 2 and all(len(line["correctness"]) == 2 for line in lines)
-    assert all(line["filter"] == "flexible-extract" for line in lines)
+    assert len(lines) == 2
+    wrapped_rescore.check_labels_are_the_unmodified_tasks_scores(
+        lines, "gsm8k_k2", "gsm8k/gsm8k.yaml", "flexible-extract", "exact_match", shared_data, 2
+    )
+    ptrue = _samples(output, "gsm8k_k2_ptrue")
+    assert len(ptrue) == 2 and all(0.0 <= line["p_true"] <= 1.0 for line in ptrue)
     checked = _run(CAPCAL + ["check", str(output)], shared_data)
-    assert "1 of 1 run(s) complete" in checked.stdout
+    assert "2 of 2 run(s) complete" in checked.stdout
     assert "gsm8k_k2: lm-eval task gsm8k (version 3.0) sampled k = 2 times" in checked.stdout
+    assert "join gsm8k_k2_ptrue (" in checked.stdout
+    assert "-> gsm8k_k2: matched 2 of 2 records and 2 gsm8k_k2 questions" in checked.stdout
     _run(CAPCAL + ["report", str(output), "--output", str(tmp_path / "report")], shared_data)
     assert (tmp_path / "report" / "report.html").is_file()
+    assert "p_true" in (tmp_path / "report" / "report.md").read_text()
 
 
 @pytest.mark.slow
