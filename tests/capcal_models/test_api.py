@@ -300,16 +300,32 @@ def test_the_timeout_model_argument_reaches_the_requests(tmp_path: Path) -> None
     )
 
 
+# the wrapped stock task of the end-to-end run (capcal_tasks.sampled_task): name, its YAML under lm-eval's
+# task folder, the pipeline capcal keeps (its metric: exact_match)
+WRAPPED = ("bbh_cot_fewshot_boolean_expressions", "bbh/cot_fewshot/boolean_expressions.yaml", "get-answer")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["capcal-api", "capcal-api-chat"])
-def test_capcal_api_runs_capcal_gsm8k_end_to_end_without_writing_the_key(
-    model: str, server: str, smollm2_path: Path, tmp_path: Path, key_watch: KeyWatch
+def test_capcal_api_runs_capcal_gsm8k_and_a_wrapped_stock_task_end_to_end_without_writing_the_key(
+    model: str,
+    server: str,
+    smollm2_path: Path,
+    shared_data: Path,
+    tmp_path: Path,
+    key_watch: KeyWatch,
+    wrapped_rescore,
 ) -> None:
+    """capcal_gsm8k and lm-eval's bbh_cot_fewshot_boolean_expressions wrapped by capcal, in one ``capcal
+    eval`` (rows from ../shared/data, whose gsm8k test file is the bundled one): one n = k request per
+    question (each retried once), every wrapped samples line a sampling record whose labels are the
+    unmodified bbh task's own scores of each response alone; the key reaches the header only."""
     from analysis.cli import main
     from analysis.runs import load_run
 
     key_variable = "CAPCAL_TEST_API_KEY" if model.endswith("chat") else "OPENAI_API_KEY"
     key_watch.use(key_variable, logging.DEBUG)
+    wrapped, relative, pipeline = WRAPPED
     with FaultInjectingProxy(server) as proxy:
         # every request fails once (503, Retry-After: 0, a body echoing the Authorization header), then passes
         proxy.reject_first_attempt = True
@@ -321,14 +337,23 @@ def test_capcal_api_runs_capcal_gsm8k_end_to_end_without_writing_the_key(
         if endpoint == "completions":
             model_args += f",tokenizer={smollm2_path},tokenizer_backend=huggingface"
         assert main(
-            ["eval", "--model", model, "--model_args", model_args, "--tasks", "capcal_gsm8k",
-             "--repeats", "4", "--limit", "3", "--data_dir", "bundled", "--apply_chat_template",
+            ["eval", "--model", model, "--model_args", model_args, "--tasks", f"capcal_gsm8k,{wrapped}",
+             "--repeats", "4", "--limit", "3", "--data_dir", str(shared_data), "--apply_chat_template",
              "--gen_kwargs", "max_gen_toks=16", "--log_samples", "--output_path", str(tmp_path / "out")]
         ) == 0  # fmt: skip
     table = load_run(tmp_path / "out", responses=True)
-    assert len(table) == 3 and (table["n"] == 4).all()
-    assert all(len(set(responses)) > 1 for responses in table["responses"])
-    assert len(proxy.seen) == len(proxy.forwarded) == 3  # one n = 4 request per question, each retried once
+    assert Counter(table["task"]) == {"capcal_gsm8k": 3, wrapped: 3} and (table["n"] == 4).all()
+    gsm8k = table[table["task"] == "capcal_gsm8k"]
+    assert all(len(set(responses)) > 1 for responses in gsm8k["responses"])
+    assert len(proxy.seen) == len(proxy.forwarded) == 6  # one n = 4 request per question, each retried once
+    # sampled: bbh's greedy settings became capcal's sampling protocol (its responses, cut at bbh's "\n\n",
+    # may all be "Let's think step by step.")
+    assert [(body["n"], body["temperature"]) for body in proxy.forwarded] == [(4, 1.0)] * 6
+    (samples,) = (tmp_path / "out").rglob(f"samples_{wrapped}_*.jsonl")
+    lines = [json.loads(line) for line in samples.read_text(encoding="utf-8").splitlines()]
+    wrapped_rescore.check_labels_are_the_unmodified_tasks_scores(
+        lines, wrapped, relative, pipeline, "exact_match", shared_data, 4
+    )
     assert proxy.authorization == {f"Bearer {FAKE_KEY}"}  # the key is sent, in the header only
     assert "(Bearer [API key])" in key_watch.caplog.text  # the echoed header reached the retry log, redacted
     report_args = ["report", str(tmp_path / "out"), "--output", str(tmp_path / "report"), "--resamples", "20"]

@@ -27,6 +27,9 @@ samples x 32 tokens, chat template, float32, eager mode) end to end through lm-e
   (float32) the samples do not depend on the batch composition (docs/scaling-out.md).
 - adaptive sampling: an adaptive run (looks K/2 and K, its own engine on the CPU default KV cache) draws
   each question's samples of the lm-eval run, look by look.
+- a wrapped stock task: lm-eval's gsm8k wrapped by capcal (capcal_tasks.sampled_task; 2 questions x k = 2,
+  its rows from ../shared/data) through the same engine: one n = k request per question, every samples line
+  a sampling record whose labels are the unmodified gsm8k's own scores of each response.
 """
 
 from __future__ import annotations
@@ -52,10 +55,13 @@ pytestmark = pytest.mark.slow
 QUESTIONS, K, MAX_GEN_TOKS = 8, 8, 32
 RUNNER_TIMEOUT_S = 1200
 ENGINE = "dtype=float32,max_model_len=2048,enforce_eager=True,enable_chunked_prefill=False"  # the runner's
+# the wrapped stock task: name, its YAML under lm-eval's task folder, the pipeline capcal keeps, its metric
+WRAPPED = ("gsm8k", "gsm8k/gsm8k.yaml", "strict-match", "exact_match")
+WRAPPED_QUESTIONS, WRAPPED_K = 2, 2
 
 
 @pytest.fixture(scope="module")
-def report(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+def report(smollm2_path: Path, shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     scratch = tmp_path_factory.mktemp("vllm-runner")
     output = scratch / "report.json"
     completed = run_in_vllm_env(
@@ -71,6 +77,14 @@ def report(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
             str(K),
             "--max-gen-toks",
             str(MAX_GEN_TOKS),
+            "--wrapped-task",
+            WRAPPED[0],
+            "--wrapped-questions",
+            str(WRAPPED_QUESTIONS),
+            "--wrapped-k",
+            str(WRAPPED_K),
+            "--data-dir",
+            str(shared_data),
         ],
         scratch,
         timeout=RUNNER_TIMEOUT_S,
@@ -88,6 +102,30 @@ def test_capcal_vllm_runs_capcal_gsm8k_end_to_end(report: dict) -> None:
         assert run["n_samples"][question] == K
         assert 0.0 <= run["expected_accuracy"][question] <= 1.0
     assert 0.0 <= run["metrics"]["expected_accuracy,all_responses"] <= 1.0
+
+
+def test_capcal_vllm_runs_a_wrapped_stock_task(report: dict, shared_data: Path, wrapped_rescore) -> None:
+    """lm-eval's gsm8k, wrapped, through lm-eval on capcal-vllm: each question's k clones reach vLLM as one
+    seeded n = k request (a shared prefill), the k responses are sampled (gsm8k's greedy settings became
+    temperature 1), and every samples line is a sampling record whose labels are the unmodified gsm8k's own
+    scores of each response alone; gsm8k's own metric in the results is the mean expected accuracy."""
+    wrapped = report["wrapped"]
+    task, relative, pipeline, metric = WRAPPED
+    lines = wrapped["samples"]
+    assert wrapped["task"] == task and sorted(line["doc_id"] for line in lines) == list(
+        range(WRAPPED_QUESTIONS)
+    )
+    wrapped_rescore.check_labels_are_the_unmodified_tasks_scores(
+        lines, task, relative, pipeline, metric, shared_data, WRAPPED_K
+    )
+    assert any(len(set(line["resps"][0])) > 1 for line in lines)  # sampled, not one text repeated
+    calls = wrapped["engine_calls"]
+    assert len(calls) == WRAPPED_QUESTIONS and all(n == WRAPPED_K for n, _ in calls)
+    assert len({seed for _, seed in calls} - {None}) == WRAPPED_QUESTIONS
+    mean = sum(line["expected_accuracy"] for line in lines) / len(lines)
+    assert wrapped["results"][f"{metric},{pipeline}"] == pytest.approx(mean)
+    assert wrapped["results"][f"expected_accuracy,{pipeline}"] == pytest.approx(mean)
+    print(f"{task} wrapped, {WRAPPED_QUESTIONS} x k = {WRAPPED_K}: {wrapped['seconds']:.1f} s")
 
 
 def test_one_seeded_request_per_question(report: dict) -> None:

@@ -17,6 +17,9 @@ environment) and asserts on the JSON it writes:
   backends instrumented the same way), for the independence and equivalence statistics.
 - ``adaptive``: an ``evaluate_adaptive`` run of capcal-vllm (its own engine and cache, started without
   ``VLLM_CPU_KVCACHE_SPACE``): per question its samples and n, and the run's ``capcal_adaptive`` summary.
+- ``wrapped`` (with ``--wrapped-task``): a stock lm-eval task wrapped by capcal (capcal_tasks.sampled_task)
+  run through lm-eval on capcal-vllm's engine (no sample cache; its rows from ``--data-dir``): its logged
+  samples lines, its results row, the [n, seed] of each request it sent, its time.
 """
 
 from __future__ import annotations
@@ -76,6 +79,34 @@ def delete_cached_samples(cache_path: Path, k: int) -> list[list]:
     return deleted
 
 
+def run_wrapped(lm, args: argparse.Namespace, calls: list) -> dict:
+    """lm-eval's run of the stock task ``args.wrapped_task`` wrapped by capcal (``--repeats``: k samples per
+    question, each scored by the task's own metric), its rows from ``args.data_dir``, chat template applied:
+    its samples lines (JSON-ready), its results row, the [n, seed] of the requests it sent (``calls``, the
+    instrumented engine's list) and its time."""
+    from analysis.evaluation import evaluate
+
+    task, sent_before, started = args.wrapped_task, len(calls), time.perf_counter()
+    results = evaluate(
+        lm,
+        task,
+        repeats=args.wrapped_k,
+        data_dir=args.data_dir,
+        limit=args.wrapped_questions,
+        log_samples=True,
+        apply_chat_template=True,
+        gen_kwargs=f"max_gen_toks={args.wrapped_max_gen_toks}",
+        bootstrap_iters=0,
+    )
+    return {
+        "task": task,
+        "seconds": time.perf_counter() - started,
+        "samples": json.loads(json.dumps(results["samples"][task], default=str)),
+        "results": json.loads(json.dumps(results["results"][task], default=str)),
+        "engine_calls": [request for call in calls[sent_before:] for request in call],
+    }
+
+
 def _shutdown(lm) -> None:
     lm.model.llm_engine.engine_core.shutdown()
     del lm.model
@@ -88,6 +119,11 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=8)
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--max-gen-toks", type=int, default=32)
+    parser.add_argument("--wrapped-task", help="a stock lm-eval task to run wrapped, e.g. gsm8k")
+    parser.add_argument("--wrapped-questions", type=int, default=2)
+    parser.add_argument("--wrapped-k", type=int, default=2)
+    parser.add_argument("--wrapped-max-gen-toks", type=int, default=16)
+    parser.add_argument("--data-dir", help="the wrapped task's local rows (CAPCAL_DATA_DIR)")
     args = parser.parse_args()
 
     from lm_eval.api.registry import get_model
@@ -152,6 +188,8 @@ def main() -> None:
     run("capcal_greedy", capcal, q // 2, do_sample=False, temperature=0)
     run("capcal_seed_in_gen_kwargs", capcal, 2, seed=7)
     run("capcal_temperature_0.5", capcal, q // 2, temperature=0.5)
+    if args.wrapped_task:
+        report["wrapped"] = run_wrapped(capcal, args, report["engine_calls"]["capcal"])
     capcal.cache = cache
     report["resume"]["deleted"] = delete_cached_samples(cache.path, k)
     before = dict(capcal.stats)
