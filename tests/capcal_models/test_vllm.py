@@ -104,12 +104,16 @@ def test_capcal_vllm_runs_capcal_gsm8k_end_to_end(report: dict) -> None:
     assert 0.0 <= run["metrics"]["expected_accuracy,all_responses"] <= 1.0
 
 
-def test_capcal_vllm_runs_a_wrapped_stock_task(report: dict, shared_data: Path, wrapped_rescore) -> None:
-    """lm-eval's gsm8k, wrapped, through lm-eval on capcal-vllm: each question's k clones reach vLLM as one
-    seeded n = k request (a shared prefill), the k responses are sampled (gsm8k's greedy settings became
-    temperature 1), and every samples line is a sampling record whose labels are the unmodified gsm8k's own
-    scores of each response alone; gsm8k's own metric in the results is the mean expected accuracy."""
-    wrapped = report["wrapped"]
+@pytest.mark.parametrize("backend", ["capcal", "stock"])
+def test_vllm_runs_a_wrapped_stock_task(
+    report: dict, shared_data: Path, wrapped_rescore, backend: str
+) -> None:
+    """lm-eval's gsm8k, wrapped, through lm-eval on each engine: capcal-vllm sends each question's k clones as
+    one seeded n = k request (a shared prefill), stock vllm k requests of n = 1 (slower); the k responses are
+    sampled (gsm8k's greedy settings became temperature 1), and every samples line is a sampling record whose
+    labels are the unmodified gsm8k's own scores of each response alone; gsm8k's own metric in the results is
+    the mean expected accuracy."""
+    wrapped = report["wrapped" if backend == "capcal" else "wrapped_stock"]
     task, relative, pipeline, metric = WRAPPED
     lines = wrapped["samples"]
     assert wrapped["task"] == task and sorted(line["doc_id"] for line in lines) == list(
@@ -120,12 +124,17 @@ def test_capcal_vllm_runs_a_wrapped_stock_task(report: dict, shared_data: Path, 
     )
     assert any(len(set(line["resps"][0])) > 1 for line in lines)  # sampled, not one text repeated
     calls = wrapped["engine_calls"]
-    assert len(calls) == WRAPPED_QUESTIONS and all(n == WRAPPED_K for n, _ in calls)
-    assert len({seed for _, seed in calls} - {None}) == WRAPPED_QUESTIONS
+    if backend == "capcal":
+        assert len(calls) == WRAPPED_QUESTIONS and all(n == WRAPPED_K for n, _ in calls)
+        assert len({seed for _, seed in calls} - {None}) == WRAPPED_QUESTIONS
+    else:
+        assert len(calls) == WRAPPED_QUESTIONS * WRAPPED_K and all(n == 1 for n, _ in calls)
     mean = sum(line["expected_accuracy"] for line in lines) / len(lines)
     assert wrapped["results"][f"{metric},{pipeline}"] == pytest.approx(mean)
     assert wrapped["results"][f"expected_accuracy,{pipeline}"] == pytest.approx(mean)
-    print(f"{task} wrapped, {WRAPPED_QUESTIONS} x k = {WRAPPED_K}: {wrapped['seconds']:.1f} s")
+    print(
+        f"{task} wrapped on {backend} vllm, {WRAPPED_QUESTIONS} x k = {WRAPPED_K}: {wrapped['seconds']:.1f} s"
+    )
 
 
 def test_one_seeded_request_per_question(report: dict) -> None:

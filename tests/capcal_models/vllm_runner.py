@@ -19,7 +19,8 @@ environment) and asserts on the JSON it writes:
   ``VLLM_CPU_KVCACHE_SPACE``): per question its samples and n, and the run's ``capcal_adaptive`` summary.
 - ``wrapped`` (with ``--wrapped-task``): a stock lm-eval task wrapped by capcal (capcal_tasks.sampled_task)
   run through lm-eval on capcal-vllm's engine (no sample cache; its rows from ``--data-dir``): its logged
-  samples lines, its results row, the [n, seed] of each request it sent, its time.
+  samples lines, its results row, the [n, seed] of each request it sent, its time; ``wrapped_stock``: the
+  same on stock vllm's engine.
 """
 
 from __future__ import annotations
@@ -170,6 +171,8 @@ def main() -> None:
     report["eval"]["stock"] = {"expected_accuracy": expected_accuracy(task, report["runs"]["stock"])}
     run("stock_greedy", stock, q // 2, do_sample=False, temperature=0)
     run("stock_seed_in_gen_kwargs", stock, 2, seed=7)
+    if args.wrapped_task:
+        report["wrapped_stock"] = run_wrapped(stock, args, report["engine_calls"]["stock"])
     _shutdown(stock)
 
     capcal_vllm = get_model("capcal-vllm")
