@@ -72,6 +72,7 @@ _LEADING_LABEL = re.compile(r"^\s*(?:Question|Q|Problem)\s*:\s*", re.IGNORECASE)
 _ANSWER_CUE = re.compile(r"\n[ \t]*(?:Answer|A|Solution)[ \t]*:[^\n]*\s*$", re.IGNORECASE)
 # a template that is one field of the doc: {{question}}, {{ question.strip() }}, or a bare field name
 _ONE_FIELD = re.compile(r"^\s*(?:\{\{\s*[\w.\[\]'\"]+(?:\(\))?\s*\}\}|\w+)\s*$")
+_CLOSING = re.compile(r"(?:\{%-?[^%]*-?%\}|\}\}|[\"'])$")
 _MEDIA_KEYS = ("doc_to_image", "doc_to_audio")
 _NO_VERBALIZED = f"{CONFIDENCES_KEY} asks for the verbalized confidence, which its prompt does not allow"
 
@@ -140,13 +141,23 @@ def _verbalized_reason(config: Mapping[str, Any]) -> str | None:
             "its prompt asks for the answer in \\boxed{}, where the verbalized confidence is read from "
             "(\\boxed{P}): a boxed answer in [0, 1] would be read as the confidence"
         )
-    if _ONE_FIELD.match(template) or _ANSWER_CUE.search(template):
+    if _ONE_FIELD.match(template) or _ANSWER_CUE.search(_rendered_ending(template)):
         return None
     ending = template.rstrip().rsplit("\n", 1)[-1].strip()
     return (
         f"its prompt ends in {ending[-60:]!r}, not in an answer cue (Answer:, A:, Solution:): its question "
         "cannot be told apart from its instructions for the answer; ask for ptrue only"
     )
+
+
+def _rendered_ending(template: str) -> str:
+    r"""A Jinja template's text as its end renders: escaped newlines read as newlines, and the closing
+    ``{% ... %}`` tags, ``}}`` and quotes at its end removed (mgsm's ``{{"Question: "+question+"\nAnswer:"}}
+    {% endif %}`` ends in its answer cue)."""
+    text = template.replace("\\n", "\n").rstrip()
+    while (shorter := _CLOSING.sub("", text).rstrip()) != text:
+        text = shorter
+    return text
 
 
 def _question_rows(base: ConfigurableTask, target: str, check_cue: bool) -> datasets.Dataset:

@@ -199,6 +199,7 @@ def test_verbalized_task_is_capcals_own_template(shared_data, gsm8k):
         "minerva_math/minerva_math500.yaml",  # a !function prompt: checked per question when built
         "aime/aime25.yaml",
         "mmlu/generative/mmlu_anatomy.yaml",
+        "mgsm/direct/mgsm_direct_en.yaml",  # {% if ... %}{{question+"\\nAnswer:"}}{% else %}...{% endif %}
     ],
 )
 def test_the_wrapped_tasks_of_the_run_tests_allow_the_verbalized_confidence(relative):
@@ -210,6 +211,8 @@ def test_prompts_that_do_not_allow_the_verbalized_confidence_are_refused(shared_
     assert arc.startswith("capcal_confidences asks for the verbalized confidence, which its prompt does not")
     assert "is one of A, B, C or D.', not in an answer cue (Answer:, A:, Solution:)" in arc
     assert arc.endswith("ask for ptrue only") and "\n" not in arc
+    # its cue, "Antwort:", is not one question_text removes (it would stay in the question text)
+    assert "not in an answer cue" in verbalized_problem(_raw("mgsm/direct/mgsm_direct_de.yaml"))
     # putnam_axiom_original asks for \\boxed{} in its description, which the question text leaves out
     assert verbalized_problem(_raw("putnam_axiom/putnam_axiom_original.yaml")) is None
     boxed = verbalized_problem({"doc_to_text": "{{problem}} Put the final answer in \\boxed{}.\nAnswer:"})
