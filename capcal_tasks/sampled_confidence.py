@@ -169,9 +169,9 @@ def _question_rows(base: ConfigurableTask, target: str, check_cue: bool) -> data
         prompt = prompt if isinstance(prompt, str) else str(prompt)
         if check_cue and not _ANSWER_CUE.search(prompt.rstrip()):
             raise RefusedTask(
-                f"{_NO_VERBALIZED}: the prompt its doc_to_text function gives question {index} does not end "
-                "in an answer cue (Answer:, A:, Solution:): its question cannot be told apart from its "
-                "instructions for the answer; ask for ptrue only"
+                f"task {base.config.task}: {_NO_VERBALIZED}: the prompt its doc_to_text function gives "
+                f"question {index} does not end in an answer cue (Answer:, A:, Solution:): its question "
+                "cannot be told apart from its instructions for the answer; ask for ptrue only"
             )
         text = question_text(prompt)
         docs.append({**doc, "question_id": doc_question_id(target, doc), "question_text": text})

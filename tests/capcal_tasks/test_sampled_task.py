@@ -229,7 +229,8 @@ def test_prompts_that_do_not_allow_the_verbalized_confidence_are_refused(shared_
     assert task.eval_docs[0]["question_text"] == math500.eval_docs[0]["problem"].strip()
     math500.config.doc_to_text = lambda doc: f"Solve: {doc['problem']}\nPut your answer in a box."
     with pytest.raises(
-        RefusedTask, match="the prompt its doc_to_text function gives question 0 does not end"
+        RefusedTask,
+        match="^task minerva_math500: capcal_confidences asks .* function gives question 0 does not end",
     ):
         verbalized_task(math500, "minerva_math500")
     gsm8k = _stock("gsm8k/gsm8k.yaml", shared_data)
