@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -115,16 +115,22 @@ def checkpoint_fingerprint(path: str | Path) -> str:
 
 
 def parse_model_args(
-    model_args: str | Mapping[str, Any] | None, *, typed: bool = False, what: str = "model arguments"
+    model_args: str | Mapping[str, Any] | None,
+    *,
+    typed: bool = False,
+    what: str = "model arguments",
+    list_keys: Collection[str] = (),
 ) -> dict[str, Any]:
     """lm-eval's dictionary arguments (``--model_args``, ``--gen_kwargs``, ``--metadata``) as a dict.
 
     A mapping is taken as given (keys as text), a text starting with ``{`` must be a JSON object, and any
     other text is ``key=value[,key=value...]`` (empty items ignored, spaces around keys and values
-    stripped). ``typed=False`` keeps those values as text (what a results file recorded, for identity);
-    ``typed=True`` parses them as lm-eval does (``lm_eval.utils.handle_arg_string``: booleans, None,
-    integers, floats, quoted text, else text). Raises ``ValueError`` naming ``what`` for invalid JSON, an
-    item without ``=`` or another type.
+    stripped). The value of a key in ``list_keys`` is a list that goes on over the items without ``=``
+    that follow it, kept as comma-separated text (``capcal_confidences=ptrue,verbalized``). ``typed=False``
+    keeps the values as text (what a results file recorded, for identity); ``typed=True`` parses them as
+    lm-eval does (``lm_eval.utils.handle_arg_string``: booleans, None, integers, floats, quoted text, else
+    text). Raises ``ValueError`` naming ``what`` for invalid JSON, an item without ``=`` (after a key not in
+    ``list_keys``) or another type.
     """
     if model_args is None:
         return {}
@@ -136,13 +142,18 @@ def parse_model_args(
     if text.startswith(("{", "[")):
         return parse_json_object(text, what, echo=True)
     parse_value = _lm_eval_value if typed else str.strip
-    arguments: dict[str, Any] = {}
+    raw_values: dict[str, str] = {}
+    listing: str | None = None  # the list key whose list the items without "=" go on
     for item in filter(None, (part.strip() for part in text.split(","))):
         key, equals, raw = item.partition("=")
+        if not equals and listing is not None:
+            raw_values[listing] += f",{item}"
+            continue
         if not equals or not key.strip():
             raise ValueError(f"{what}: expected key=value or a JSON object, got {item!r}")
-        arguments[key.strip()] = parse_value(raw)
-    return arguments
+        raw_values[key.strip()] = raw
+        listing = key.strip() if key.strip() in list_keys else None
+    return {key: parse_value(raw) for key, raw in raw_values.items()}
 
 
 def _lm_eval_value(raw: str) -> Any:

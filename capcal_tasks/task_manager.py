@@ -112,28 +112,26 @@ class CapcalTaskManager(TaskManager):
     def _sampled_stock_tasks(self, task_list):
         """``task_list`` with every stock task (alone or in a stock group or tag) replaced by its
         ``SampledTask`` (k = ``repeats``, rows from the local data folder when one is set), followed by its
-        P(True) task when the metadata's ``capcal_confidences`` lists ``ptrue``
-        (``capcal_tasks.sampled_confidence``); capcal's own tasks stay names."""
+        confidence tasks (P(True), verbalized) that the metadata's ``capcal_confidences`` lists
+        (``capcal_tasks.sampled_confidence.requested_confidences``); capcal's own tasks stay names."""
         from capcal_tasks.data_sources import local_data_dir
-        from capcal_tasks.sampled_confidence import CONFIDENCES_KEY, ptrue_task
+        from capcal_tasks.sampled_confidence import confidence_tasks, requested_confidences
         from capcal_tasks.sampled_task import SampledTask, build_base_task
 
         items = task_list if isinstance(task_list, list) else [task_list]
         replaced: list = []
         local = local_data_dir() is not None
+        confidences = requested_confidences(self.metadata)
         for item in items:
             stock = self.stock_task_configs([item]) if isinstance(item, str) else {}
             if not stock:
                 replaced.append(item)
                 continue
             replaced += [name for name in self.task_configs([item]) if name not in stock]
-            confidences = (self.metadata or {}).get(CONFIDENCES_KEY) or []
-            confidences = confidences.split(",") if isinstance(confidences, str) else confidences
             for name in stock:
                 base = build_base_task(name, self, self.metadata, local_rows=local)
                 replaced.append(SampledTask(base=base, k=self.repeats, metadata=self.metadata))
-                if "ptrue" in confidences:  # P(True), capability form, on the same questions
-                    replaced.append(ptrue_task(base, name))
+                replaced += confidence_tasks(base, name, confidences)  # on the same questions
         return replaced
 
     def resolve_task_names(self, names: Sequence[str]) -> list[str | dict]:

@@ -8,7 +8,7 @@ import dataclasses
 import difflib
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, NoReturn
 
 from analysis.text_safety import terminal_text
@@ -24,15 +24,18 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def parse_dict_flag(values: Sequence[str] | None, flag: str) -> dict[str, Any]:
+def parse_dict_flag(
+    values: Sequence[str] | None, flag: str, list_keys: Collection[str] = ()
+) -> dict[str, Any]:
     """lm-eval's dictionary flags (``--model_args``, ``--gen_kwargs``, ``--metadata``, several values
     allowed): each value a JSON object or ``key=value[,key=value]``
-    (``analysis.evaluation.parse_key_values``); later keys win. Raises ``ValueError`` naming the flag."""
+    (``analysis.evaluation.parse_key_values``; a key of ``list_keys`` takes a comma-separated list, as
+    ``capcal_confidences=ptrue,verbalized``); later keys win. Raises ``ValueError`` naming the flag."""
     from analysis.evaluation import parse_key_values
 
     merged: dict[str, Any] = {}
     for value in values or []:
-        merged.update(parse_key_values(value, flag))
+        merged.update(parse_key_values(value, flag, list_keys))
     return merged
 
 

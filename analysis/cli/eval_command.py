@@ -55,7 +55,11 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     lm.add_argument("--show_config", action="store_true", help="print the full results and task configs")
     lm.add_argument("--include_path", help="a further folder of task YAMLs")
     lm.add_argument("--seed", type=parse_seed, help="one integer, or python,numpy,torch,fewshot seeds")
-    lm.add_argument("--metadata", nargs="+", help="task metadata: a JSON object or key=value pairs")
+    lm.add_argument(
+        "--metadata",
+        nargs="+",
+        help="task metadata: a JSON object or key=value pairs (capcal_confidences=ptrue,verbalized: a list)",
+    )
     lm.add_argument("--trust_remote_code", action="store_true")
     lm.add_argument("--confirm_run_unsafe_code", action="store_true")
     levels = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -112,7 +116,9 @@ def eval_request(args: argparse.Namespace) -> dict[str, Any]:
     CLI applies them). Raises ``ValueError`` (one line) for a combination that cannot work."""
     model_args = parse_dict_flag(args.model_args, "--model_args")
     gen_kwargs = parse_dict_flag(args.gen_kwargs, "--gen_kwargs")
-    metadata = parse_dict_flag(args.metadata, "--metadata")
+    from capcal_tasks.sampled_confidence import CONFIDENCES_KEY
+
+    metadata = parse_dict_flag(args.metadata, "--metadata", list_keys=(CONFIDENCES_KEY,))
     samples = None
     if args.samples is not None:
         # a JSON object, or a file holding one (as lm_eval reads it)

@@ -19,7 +19,7 @@ import difflib
 import inspect
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,14 +89,17 @@ def data_dir_setting(data_dir: str | Path | None) -> Iterator[None]:
             os.environ[DATA_DIR_ENV] = previous
 
 
-def parse_key_values(value: str | Mapping[str, Any] | None, what: str = "model arguments") -> dict[str, Any]:
+def parse_key_values(
+    value: str | Mapping[str, Any] | None, what: str = "model arguments", list_keys: Collection[str] = ()
+) -> dict[str, Any]:
     """lm-eval's dictionary arguments (model arguments, ``gen_kwargs``, task metadata) as a dict, values
-    parsed as lm-eval parses them (``capcal_models.model_identity.parse_model_args`` with ``typed=True``).
-    Raises ``EvaluationInputError`` naming ``what``."""
+    parsed as lm-eval parses them (``capcal_models.model_identity.parse_model_args`` with ``typed=True``;
+    ``list_keys``: keys whose value is a comma-separated list). Raises ``EvaluationInputError`` naming
+    ``what``."""
     from capcal_models.model_identity import parse_model_args
 
     try:
-        return parse_model_args(value, typed=True, what=what)
+        return parse_model_args(value, typed=True, what=what, list_keys=list_keys)
     except ValueError as error:
         raise EvaluationInputError(str(error)) from None
 
@@ -293,9 +296,17 @@ def _check_sampled_tasks(
     """With ``repeats``, the stock tasks ``CapcalTaskManager`` will sample k times
     (``capcal_tasks.sampled_task``), as ``{name: {"output_type", "generation_kwargs" (the settings it samples
     with, ``sampling_generation_kwargs``), "metadata": {"capcal_task": "sampling"}}}``; every task the
-    static rule refuses (``capcal_tasks.task_admission.admit``), or whose rows are not in the local data
-    folder ``root`` (the few-shot split too when ``num_fewshot`` asks for examples), is one line of the
-    ``EvaluationInputError`` (before any model loads)."""
+    static rule refuses (``capcal_tasks.task_admission.admit``), whose prompt does not allow the verbalized
+    confidence that ``capcal_confidences`` asks for (``capcal_tasks.sampled_confidence.verbalized_problem``),
+    or whose rows are not in the local data folder ``root`` (the few-shot split too when ``num_fewshot`` asks
+    for examples), is one line of the ``EvaluationInputError`` (before any model loads); so is a
+    ``capcal_confidences`` that names no confidence capcal knows (``requested_confidences``)."""
+    from capcal_tasks.sampled_confidence import requested_confidences, verbalized_problem
+
+    try:
+        confidences = requested_confidences(metadata)
+    except ValueError as error:
+        raise EvaluationInputError(str(error)) from None
     if repeats is None:
         return {}
     from capcal_tasks.local_rows import MissingLocalRows, local_dataset
@@ -307,6 +318,9 @@ def _check_sampled_tasks(
     for name, config in stock.items():
         try:
             admit(name, config, metadata)
+            problem = verbalized_problem(config) if "verbalized" in confidences else None
+            if problem is not None:
+                raise RefusedTask(problem)
             if root is not None:
                 local_dataset(name, config, num_fewshot, root=root)
         except RefusedTask as refusal:

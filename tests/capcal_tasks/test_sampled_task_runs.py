@@ -2,23 +2,27 @@
 offline, their rows read from ../shared/data:
 
 A. ``capcal eval --tasks <nine stock tasks of seven families> --repeats 2 --limit 2 --metadata
-   capcal_confidences=ptrue`` with capcal-hf, one run:
+   capcal_confidences=ptrue,verbalized`` with capcal-hf, one run:
    every response's logged 0/1 label equals the UNMODIFIED task's own score of that response alone (its
    whole filter pipeline, take_first included, then its own ``process_results``), every extracted answer is
    that pipeline's output, the task's own metric in the results table is the mean of expected_accuracy, and
-   ``capcal check`` exits 0 (every P(True) record joined to its question) and ``capcal report`` writes a
-   report that states the protocol;
+   ``capcal check`` joins every P(True) and verbalized record to its question and finds every run complete
+   but the verbalized ones whose 24 tokens cut SmolLM2's reasoning before its \\boxed{P} (it says so), and
+   ``capcal report`` writes a report that states the protocol and reads both confidences; each verbalized
+   record is the task's own question asked in capcal's verbalized prompt, parsed by capcal's parser;
 B. stock ``lm_eval`` (the ``hf`` model) on a YAML task of lm-eval's ``class:`` form that names the base task
    and k as metadata and on the P(True) task of it (a second YAML, ``SampledPTrueTask``), then the same
    re-score agreement, ``capcal check`` (the P(True) records joined) and ``capcal report`` on its output;
-C. ``capcal eval`` on three tasks the rule refuses and one whose few-shot rows are not in the folder: exit 2,
-   one line per task, before any model loads.
+C. ``capcal eval`` on three tasks the rule refuses, one whose few-shot rows are not in the folder and one
+   whose prompt does not allow the verbalized confidence asked for: exit 2, one line per task, before any
+   model loads.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,7 +83,7 @@ def capcal_run(tmp_path_factory, smollm2_path, shared_data) -> Path:
         CAPCAL + ["eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
                   "--tasks", ",".join(STOCK_TASKS), "--repeats", str(K), "--limit", str(LIMIT),
                   "--gen_kwargs", "max_gen_toks=24", "--apply_chat_template", "--seed", "7",
-                  "--metadata", "capcal_confidences=ptrue",
+                  "--metadata", "capcal_confidences=ptrue,verbalized",
                   "--log_samples", "--output_path", str(output)],
         shared_data,
     )  # fmt: skip
@@ -103,12 +107,21 @@ def test_every_label_is_the_unmodified_tasks_score(capcal_run, shared_data, task
 
 @pytest.mark.slow
 def test_capcal_check_and_report_read_wrapped_tasks(capcal_run, shared_data, tmp_path):
-    checked = _run(CAPCAL + ["check", str(capcal_run)], shared_data)
-    runs = 2 * len(STOCK_TASKS)  # each task and its P(True) task
-    assert f"{runs} of {runs} run(s) complete" in checked.stdout
-    for task in STOCK_TASKS:  # every P(True) record joins a question of the wrapped task
-        assert f"join {task}_ptrue (" in checked.stdout
-        assert f"-> {task}: matched {LIMIT} of {LIMIT} records and {LIMIT} {task} questions" in checked.stdout
+    checked = _run(CAPCAL + ["check", str(capcal_run)], shared_data, check=False)
+    runs = 3 * len(STOCK_TASKS)  # each task, its P(True) and its verbalized-confidence task
+    # SmolLM2 reasons at length before a \boxed{P}, which 24 tokens cut: check calls such a verbalized run
+    # incomplete (the run's limit is to blame, not the model) and says why; every other run is complete
+    incomplete = [line for line in checked.stdout.splitlines() if line.startswith("incomplete: ")]
+    for line in incomplete:
+        assert line.split()[2] in {f"{task}_verbalized" for task in STOCK_TASKS}, line
+        assert ": verbalized confidence parsed for " in line and "(likely cause: max_gen_toks=24 cut " in line
+    assert f"{runs - len(incomplete)} of {runs} run(s) complete" in checked.stdout
+    assert checked.returncode == (1 if incomplete else 0), checked.stderr[-2000:]
+    for task in STOCK_TASKS:  # every P(True) and verbalized record joins a question of the wrapped task
+        joined = f"-> {task}: matched {LIMIT} of {LIMIT} records and {LIMIT} {task} questions"
+        for confidence in ("ptrue", "verbalized"):
+            assert f"join {task}_{confidence} (" in checked.stdout
+            assert checked.stdout.count(joined) == 2, (task, checked.stdout)
     assert "gsm8k: lm-eval task gsm8k (version 3.0) sampled k = 2 times per question" in checked.stdout
     assert "temperature 0.0 -> 1.0" in checked.stdout
     assert "aime25: answer classes: none" in checked.stdout
@@ -117,9 +130,39 @@ def test_capcal_check_and_report_read_wrapped_tasks(capcal_run, shared_data, tmp
     assert config["metadata"]["capcal_sampled"]["task_generation_kwargs"]["do_sample"] is False
     _run(CAPCAL + ["report", str(capcal_run), "--output", str(tmp_path / "report")], shared_data)
     text = (tmp_path / "report" / "report.md").read_text()
+    for task in STOCK_TASKS:  # each task's section reads its P(True) and verbalized runs
+        assert f"| {task}_verbalized | confidence |  | {task} |" in text
+    assert len(re.findall(r"_parse failures: ptrue 0/2; verbalized [0-2]/2_", text)) == len(STOCK_TASKS)
     # the report section states the protocol (plain Markdown: parentheses and arrows bare)
     assert "lm-eval task bbh_cot_fewshot_boolean_expressions (version 4.0) sampled k = 2" in text
     assert "temperature 0.0 -> 1.0" in text
+
+
+@pytest.mark.slow
+def test_verbalized_records_ask_the_tasks_own_question(capcal_run):
+    from capcal_tasks.confidence.verbalized import parse_verbalized_confidence
+
+    results = _results(capcal_run)
+    for task in STOCK_TASKS:
+        questions = {line["doc_id"]: line for line in _samples(capcal_run, task)}
+        lines = _samples(capcal_run, f"{task}_verbalized")
+        assert sorted(line["doc_id"] for line in lines) == list(range(LIMIT))
+        for line in lines:
+            sampled = questions[line["doc_id"]]
+            assert line["doc"]["question_id"] == f"{task}/doc-{sampled['doc_hash']}"  # lm-eval's doc hash
+            prompt = line["arguments"]["gen_args_0"]["arg_0"]
+            assert "How likely are you to answer the question correctly?" in prompt
+            assert line["doc"]["question_text"] in prompt and line["doc"]["question_text"]
+            assert line["target"] == sampled["target"]  # the base task's gold
+            (response,) = line["resps"][0]
+            assert line["verbalized_confidence"] == parse_verbalized_confidence(response)
+            assert line["parse_success"] == int(line["verbalized_confidence"] is not None)
+        table = results["results"][f"{task}_verbalized"]
+        assert table["parse_failures,none"] == sum(1 - line["parse_success"] for line in lines)
+        config = results["configs"][f"{task}_verbalized"]
+        assert config["metadata"]["capcal_target_task"] == task
+        assert config["generation_kwargs"]["max_gen_toks"] == 24  # --gen_kwargs reaches it
+    assert results["configs"]["gsm8k_verbalized"]["generation_kwargs"]["do_sample"] is True
 
 
 @pytest.mark.slow
@@ -170,8 +213,10 @@ def test_stock_lm_eval_runs_a_wrapped_task_and_its_ptrue_task(
 def test_refusals_come_before_the_model(smollm2_path, shared_data, tmp_path):
     refused = _run(
         CAPCAL + ["eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
-                  "--tasks", "gsm8k_cot_self_consistency,wmt16-de-en,arc_challenge,nq_open", "--repeats", "8",
-                  "--num_fewshot", "1", "--output_path", str(tmp_path)],
+                  "--tasks", "gsm8k_cot_self_consistency,wmt16-de-en,arc_challenge,nq_open,"
+                  "arc_challenge_chat",
+                  "--repeats", "8", "--num_fewshot", "1", "--metadata", "capcal_confidences=ptrue,verbalized",
+                  "--output_path", str(tmp_path)],
         shared_data,
         check=False,
     )  # fmt: skip
@@ -185,7 +230,12 @@ def test_refusals_come_before_the_model(smollm2_path, shared_data, tmp_path):
     assert lines[3].endswith(
         "nq_open/NQ-open.train.jsonl, which is not there; put that file there or unset CAPCAL_DATA_DIR"
     )
-    assert len(lines) == 4, refused.stderr  # nothing else: no model was loaded
+    # arc_challenge_chat is admitted, but its prompt ends in instructions for the answer
+    assert lines[4].startswith(
+        "task arc_challenge_chat: capcal_confidences asks for the verbalized confidence, which its prompt "
+        "does not allow: its prompt ends in "
+    )
+    assert len(lines) == 5, refused.stderr  # nothing else: no model was loaded
     assert not list(tmp_path.iterdir())
 
 
