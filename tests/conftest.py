@@ -71,7 +71,6 @@ LONGEST_FILES = (
     "capcal_tasks/test_task_runs.py",
     "capcal_models/test_hf.py",
     "analysis/checks/test_output_checks.py",
-    "analysis/runs/test_adaptive_runs.py",
     "capcal_models/test_hf_gemma.py",
 )
 

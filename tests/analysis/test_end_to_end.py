@@ -1,6 +1,9 @@
 """End to end on a real model: lm-eval samples k responses per question from SmolLM2, capcal reads them back.
 
-Runs the real ``capcal`` and ``lm_eval`` command lines in subprocesses (minutes on a 2-core CPU).
+Runs the real ``capcal`` command line in subprocesses (minutes on a 2-core CPU). Stock ``lm_eval
+--include_path`` on capcal_gsm8k at the YAML's k = 16 is tested in tests/capcal_tasks/test_task_runs.py
+(``run_b``: capcal_core, every dataset's task with the same settings); a run of its own here repeated it at
+full cost until 2026-11-28.
 """
 
 from __future__ import annotations
@@ -122,24 +125,6 @@ def test_capcal_check_passes_the_run_and_flags_a_lost_question(capcal_eval_run, 
     assert f"{LIMIT - 1} questions logged, the results file counts {LIMIT}" in result.stdout
 
 
-@pytest.mark.slow
-def test_stock_lm_eval_runs_the_task_with_include_path(tmp_path, smollm2_path, shared_data):
-    tasks_dir = subprocess.run(
-        CAPCAL + ["tasks-dir"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    lm_eval = Path(sys.executable).with_name("lm_eval")
-    command = [
-        str(lm_eval), "--model", "hf", "--model_args", f"pretrained={smollm2_path}",
-        "--include_path", tasks_dir, "--tasks", "capcal_gsm8k", "--limit", "1",
-        "--gen_kwargs", "max_gen_toks=16", "--batch_size", "16",
-        "--log_samples", "--output_path", str(tmp_path),
-    ]  # fmt: skip
-    result = subprocess.run(command, env=_env(shared_data), capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stderr[-4000:]
-    (line,) = _samples_lines(tmp_path, "capcal_gsm8k")
-    assert len(line["resps"][0]) == 16 == len(line["correctness"])  # the YAML's default repeats
-
-
 # ---------------------------------------------------------------- MATH-500 + AIME with Probe-MATH
 MATH_LIMIT, MATH_K, MATH_TOKS = 12, 2, 16
 
@@ -182,14 +167,26 @@ def math_runs(tmp_path_factory, smollm2_path, shared_data) -> tuple[Path, float]
     return output, time.monotonic() - started
 
 
-@pytest.mark.slow
-def test_report_has_probe_math_and_isotonic_for_math500_and_aime(math_runs, tmp_path):
+MATH_OPTIONS = {"n_resamples": 50, "seed": 3}  # the report's and the paper table's (analysis.report)
+
+
+@pytest.fixture(scope="module")
+def math_report(math_runs, tmp_path_factory) -> str:
+    """The Markdown of the report on ``math_runs`` (``build_report``, in this process), read by the report
+    test and compared cell by cell with ``capcal table`` (one build of it for both)."""
     from analysis.report import ReportOptions, build_report
 
-    output, seconds = math_runs
+    output, _ = math_runs
+    folder = tmp_path_factory.mktemp("math_report")
+    files = build_report([output], folder / "report", options=ReportOptions(**MATH_OPTIONS))
+    return files.markdown.read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_report_has_probe_math_and_isotonic_for_math500_and_aime(math_runs, math_report):
+    _, seconds = math_runs
     print(f"MATH-500 + AIME + MATH train runs: {seconds:.0f} s")
-    files = build_report([output], tmp_path / "report", options=ReportOptions(n_resamples=50))
-    sections = _sections(files.markdown.read_text(encoding="utf-8"))
+    sections = _sections(math_report)
     # MATH train is a calibration split: not reported as an evaluation task (its own section nor an appendix)
     evaluated = {title for title in sections if title.startswith("smollm2 · ")}
     assert evaluated == {"smollm2 · capcal_math500", "smollm2 · capcal_aime25"}
@@ -224,21 +221,20 @@ def test_report_has_probe_math_and_isotonic_for_math500_and_aime(math_runs, tmp_
 
 
 @pytest.mark.slow
-def test_capcal_table_of_two_real_tasks_matches_the_report_cell_by_cell(math_runs, tmp_path, report_markdown):
+def test_capcal_table_of_two_real_tasks_matches_the_report_cell_by_cell(
+    math_runs, math_report, tmp_path, report_markdown
+):
     """The paper table from two real runs of one model (SmolLM2 on MATH-500 and AIME 2025, probe and
     isotonic P(True) fitted on MATH train): the report's "Across models and tasks" grids have one column per
     task, every cell equals the cell of its task's section, and ``capcal table`` exports the same numbers."""
     from analysis.cli import main
-    from analysis.report import ReportOptions, build_report
+    from analysis.report import ReportOptions
     from analysis.report.analyze import analyze_runs
     from analysis.report.paper_table import metric_rows
 
     output, _ = math_runs
-    options = ReportOptions(n_resamples=50, seed=3)
-    markdown = build_report([output], tmp_path / "report", options=options).markdown.read_text(
-        encoding="utf-8"
-    )
-    rows = metric_rows(analyze_runs([output], None, options).results)
+    markdown = math_report
+    rows = metric_rows(analyze_runs([output], None, ReportOptions(**MATH_OPTIONS)).results)
     tasks = ("capcal_math500", "capcal_aime25")
     assert set(zip(rows["model"], rows["task"], strict=True)) == {("smollm2", task) for task in tasks}
     for task in tasks:  # the fitted estimators and P(True) in both columns
@@ -251,7 +247,8 @@ def test_capcal_table_of_two_real_tasks_matches_the_report_cell_by_cell(math_run
     assert sorted(brier[0]) == sorted(["estimator", *tasks])
 
     table = tmp_path / "table.csv"
-    command = ["table", str(output), "--resamples", "50", "--seed", "3", "--format", "csv"]
+    command = ["table", str(output), "--resamples", str(MATH_OPTIONS["n_resamples"]), "--seed",
+               str(MATH_OPTIONS["seed"]), "--format", "csv"]  # fmt: skip
     assert main([*command, "--output", str(table)]) == 0
     exported = pd.read_csv(table)
     chosen = rows[rows["metric"].isin(set(exported["metric"]))].reset_index(drop=True)

@@ -9,22 +9,35 @@
   mixed at 2 can stop there); ``correctness`` is the per-question unbiased mean; ``capcal analyze`` reads a
   folder holding both runs;
 - a ``capcal eval --adaptive`` killed (SIGKILL) once its first look is done, run again: the records equal the
-  uninterrupted adaptive run's, and the re-run reads the first look's samples from the cache.
+  uninterrupted adaptive run's, and the re-run reads the first look's samples from the cache;
+- every analysis reads the adaptive run (issue 37, deliverable 2; the fast tests of that path are in
+  tests/analysis/runs/test_adaptive_runs.py): ``capcal check`` exits 0; a record truncated at its first look
+  (the rule does not stop there) is caught naming file:line; the question table carries n, s, mu_hat,
+  mu_squared_hat and the plan; the capability metrics equal ``analysis.estimators.adaptive``'s on the same
+  (confidence, n, s); ``capcal table``'s rows and ``capcal report`` state the sampling and the samples drawn
+  and saved. The calibration-table test scores a seeded uniform confidence column (a stand-in: a real
+  confidence run would be a second model run; the metrics' routing, not the estimator, is under test).
+
+One adaptive run serves all of them (module fixture ``runs``, one file so that one worker runs it).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import capcal_metrics as cm
 from capcal_metrics.sequential import confidence_sequence, unanimity_rule, unbiased_mean, unbiased_mean_square
 
 REPO = Path(__file__).resolve().parents[3]
@@ -279,6 +292,153 @@ def test_a_killed_adaptive_run_resumes_to_the_uninterrupted_one(runs, smollm2_pa
     for doc_id, record in uninterrupted.items():
         for key in ("resps", "correctness", "extracted_answers", "expected_accuracy", "adaptive", "doc"):
             assert resumed[doc_id][key] == record[key], (doc_id, key)
+
+
+# --- the analyses read the adaptive run ------------------------------------------------------------------
+# (issue 37, deliverable 2; until 2026-11-28 in tests/analysis/runs/test_adaptive_runs.py, on a second run of
+# this very invocation: the fast tests of the analysis path are still there)
+
+LABEL = "adaptive (looks 2, 3, 4, rule unanimity)"
+
+
+@pytest.fixture(scope="module")
+def adaptive_run(runs) -> Path:
+    """The output folder of the adaptive run of ``runs`` (``capcal eval --adaptive``, its own cache)."""
+    return runs["adaptive"]
+
+
+def _samples_file(output: Path) -> Path:
+    (path,) = output.rglob(f"samples_{TASK}_*.jsonl")
+    return path
+
+
+@pytest.mark.slow
+def test_capcal_check_accepts_the_adaptive_run(adaptive_run: Path) -> None:
+    run = _capcal("check", str(adaptive_run))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 of 1 run(s) complete" in run.stdout and "fewer than k" not in run.stdout
+    from analysis.runs.completeness import check_run
+
+    (row,) = check_run(adaptive_run).itertuples()
+    assert row.complete and row.questions == LIMIT and row.questions_short_of_k == 0 and row.k == K_MAX
+
+
+@pytest.mark.slow
+def test_a_truncated_adaptive_record_is_caught_naming_file_and_line(
+    adaptive_run: Path, tmp_path: Path
+) -> None:
+    """A question that went on to k_max cut back to its first look, with n and s made to match: the rule does
+    not stop there (its first l_1 samples are mixed), so the record is short of its n."""
+    copy = tmp_path / "out"
+    shutil.copytree(adaptive_run, copy)
+    path = _samples_file(copy)
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    look = LOOKS[0]
+    line, record = next(
+        (i + 1, r)
+        for i, r in enumerate(records)
+        if r["adaptive"]["n"] == K_MAX and 0 < sum(r["correctness"][:look]) < look
+    )
+    for key in ("resps", "filtered_resps"):
+        record[key] = [record[key][0][:look]]
+    record["correctness"], record["extracted_answers"] = (
+        record["correctness"][:look],
+        record["extracted_answers"][:look],
+    )
+    record["n_samples"] = look
+    record["adaptive"].update(n=look, s=sum(record["correctness"]))
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    run = _capcal("check", str(copy))
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    (error,) = [text for text in run.stderr.splitlines() if "error:" in text]
+    assert error.startswith(f"capcal check: error: {path}:{line}: the rule does not stop at 1 of {look}"), (
+        error
+    )
+
+
+@pytest.mark.slow
+def test_the_question_table_carries_the_plan_and_the_unbiased_estimates(adaptive_run: Path) -> None:
+    from analysis.estimators.adaptive import adaptive_estimates
+    from analysis.runs import load_run
+    from capcal_tasks.adaptive_records import sequential_plan
+
+    table = load_run(adaptive_run)
+    records = {r["doc_id"]: r for r in map(json.loads, _samples_file(adaptive_run).read_text().splitlines())}
+    assert table["sampling"].eq(LABEL).all() and len(table) == LIMIT
+    for row in table.itertuples():
+        adaptive = records[row.doc_id]["adaptive"]
+        assert (row.n, row.s, row.looks, row.rule) == (
+            adaptive["n"],
+            adaptive["s"],
+            list(LOOKS),
+            adaptive["rule"],
+        )
+        assert row.mu_hat == row.expected_accuracy == adaptive["mu_hat"]
+        assert row.mu_squared_hat == adaptive["mu_squared_hat"]
+    # some stopped at the first look, the others went on to k_max (look 3 skipped)
+    assert set(table["n"]) <= {LOOKS[0], K_MAX} and (table["n"] < K_MAX).any()
+    plan = sequential_plan(table["looks"].iloc[0], table["rule"].iloc[0])
+    estimates = adaptive_estimates(plan, table["n"], table["s"])
+    np.testing.assert_allclose(table["mu_hat"], estimates.mu_hat, atol=1e-12)
+    np.testing.assert_allclose(table["mu_squared_hat"], estimates.mu_square_hat, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_the_calibration_table_equals_the_adaptive_estimators(adaptive_run: Path) -> None:
+    from analysis.estimators.adaptive import ADAPTIVE_CAPABILITY_METRICS, adaptive_capability_metrics
+    from analysis.report.calibration_table import calibration_table
+    from analysis.runs import load_run
+    from capcal_tasks.adaptive_records import sequential_plan
+
+    table = load_run(adaptive_run)
+    table["c"] = np.random.default_rng(0).uniform(size=len(table))  # stand-in confidences (module docstring)
+    rows = calibration_table(table, ["c"], n_resamples=50).set_index(["estimator", "metric"])
+    plan = sequential_plan(table["looks"].iloc[0], table["rule"].iloc[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cm.UndefinedMetricWarning)  # the skill is NaN on 6 questions
+        expected = adaptive_capability_metrics(table["c"], table["n"], table["s"], plan)
+    for metric in ADAPTIVE_CAPABILITY_METRICS:
+        got = rows.loc[("c", metric), "estimate"]
+        assert (math.isnan(got) and math.isnan(expected[metric])) or math.isclose(
+            got, expected[metric], abs_tol=1e-12
+        ), metric
+    assert rows["sampling"].eq(LABEL).all()
+    # the n-corrected Brier (a fixed n) differs where questions stopped early: the routing matters here
+    fixed_form = cm.corrected_capability_brier_score(table["c"], table["mu_hat"], table["n"])
+    assert not math.isclose(fixed_form, expected["corrected_capability_brier"], abs_tol=1e-9)
+
+
+@pytest.mark.slow
+def test_capcal_table_rows_and_the_report_say_how_the_run_was_sampled(
+    adaptive_run: Path, tmp_path: Path
+) -> None:
+    """Through ``analyze_runs`` (``capcal table``'s path, with consistency at k = 1 so that the 2-sample run
+    has an estimator) and ``capcal report`` (Markdown): the rows' sampling, consistency from the first look,
+    and the samples drawn and saved of the results file's ``capcal_adaptive``."""
+    from analysis.report import ReportOptions
+    from analysis.report.paper_table import format_table, paper_table
+
+    rows = paper_table([adaptive_run], options=ReportOptions(n_resamples=50, consistency_ks=(1,)))
+    main = rows[rows["estimator"] != "consistency_lf_k1"]
+    assert main["sampling"].eq(LABEL).all()
+    free = rows[rows["estimator"] == "consistency_lf_k1"]
+    assert not free.empty and free["sampling"].eq(f"fixed k (first look {LOOKS[0]} of {LABEL})").all()
+    assert f"sampling: {TASK}: {LABEL}" in format_table(rows)
+
+    (results,) = adaptive_run.rglob("results_*.json")
+    summary = json.loads(results.read_text())["capcal_adaptive"]["tasks"][TASK]
+    drawn, fixed = summary["samples_drawn"], summary["fixed_k_samples"]
+    report = _capcal("report", str(adaptive_run), "--output", str(tmp_path / "report"), "--resamples", "50")
+    assert report.returncode == 0, report.stderr[-3000:]
+    markdown = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+    assert LABEL in markdown  # plain Markdown: parentheses bare
+    saved = f"{drawn} of {fixed} (fixed k), {fixed - drawn} saved ({1 - drawn / fixed:.0%})"
+    assert f"samples drawn: {saved}" in markdown, markdown[:3000]
+    # the few-samples texts speak of the first look and k_max, not of "k = n_min samples per question" (no
+    # estimator here, so no ranking and none of its warnings: those are in the fast test above)
+    assert "k = 2 samples per question" not in markdown
+    assert f"(adaptive, k_max = {K_MAX})" in markdown
+    assert "was sampled adaptively with a first look of 2 responses" in report.stderr
 
 
 def test_adaptive_flags_become_evaluate_adaptive_arguments() -> None:
