@@ -10,6 +10,7 @@ the last 512 positions only), against transformers' ``generate`` and stock lm-ev
   stratified permutation test at p > 0.001, while temperature 0.5 against stock ``hf`` at 1 gives p < 0.01
   (the test can fail); duplicate samples within a prompt at most the Poisson 0.999 quantile of what
   independent sampling explains;
+- log-likelihoods of contexts longer than the window equal stock ``hf``'s within 1e-4;
 - refusal: architectures the shared-prefix attention cannot run exactly (soft-capped attention logits,
   chunked or recurrent layers, bidirectional attention) are refused when capcal-hf loads them, in one line.
 """
@@ -182,3 +183,35 @@ def test_samples_are_distributed_like_stock_hf_while_the_window_slides(shrunk_wi
     assert stratified_permutation_pvalue(scores["capcal_cooler"], scores["stock"]) < 1e-2
     excess = duplicate_excess(samples["capcal"], scores["capcal"])
     assert excess["observed"] <= excess["allowed"], excess
+
+
+@pytest.mark.slow
+def test_loglikelihoods_beyond_the_sliding_window_equal_stock_hf(models):
+    """capcal-hf's log-likelihoods (``capcal_models.loglikelihood``; the SmolLM2 tests are in
+    test_hf_loglikelihood.py) on contexts of about 600 tokens that share a prefix: equal to stock ``hf``
+    within 1e-4, also for a multi-token continuation. Hand-written requests (two self-check-like contexts of
+    one document), at batch size 4 on the module's model object; stock ``hf`` at batch size 1 (its
+    full-vocabulary logits are large)."""
+    from lm_eval.models.huggingface import HFLM
+
+    from capcal_models.hf import CapcalHFLM
+
+    capcal, _ = models
+    lm = CapcalHFLM(
+        pretrained=capcal.model, tokenizer=capcal.tokenizer, batch_size=4, device="cpu", sample_cache=False
+    )
+    assert lm.model.config.sliding_window == 512
+    facts = " ".join(f"Line {i}: the value of item {i} is {i * 7 % 13}." for i in range(36))
+    requests = [
+        Instance("loglikelihood", {}, (context, continuation), idx=0, metadata=("notes", 0, 1))
+        for response in ("The value is 8.", "It is 3.")
+        for context in [f"{facts}\nWhat is the value of item 3?\n{response}\nIs the answer correct? (Yes/No)"]
+        for continuation in (" Yes", " No", " Yes, definitely")
+    ]
+    assert len(lm.tok_encode(requests[0].args[0])) > 512
+    ours = lm.loglikelihood(requests, disable_tqdm=True)
+    theirs = HFLM(pretrained=lm.model, tokenizer=lm.tokenizer, batch_size=1).loglikelihood(
+        requests, disable_tqdm=True
+    )
+    for ours_one, theirs_one in zip(ours, theirs, strict=True):
+        assert abs(ours_one[0] - theirs_one[0]) <= 1e-4 and ours_one[1] == theirs_one[1]

@@ -135,33 +135,3 @@ def test_requests_longer_than_the_model_context_take_lm_eval_path(capcal_lm, ear
     assert [ours[i] for i in long] == [theirs[i] for i in long]  # the same computation
     for ours_one, theirs_one in zip(ours, theirs, strict=True):
         assert abs(ours_one[0] - theirs_one[0]) <= 1e-4 and ours_one[1] == theirs_one[1]
-
-
-@pytest.mark.slow
-def test_gemma3_sliding_window_and_multi_token_continuations_equal_stock_hf():
-    """Gemma-3-270M (sliding-window layers, window 512) on contexts of about 600 tokens that share a prefix:
-    equal to stock ``hf``, also for a multi-token continuation. Hand-written requests (two self-check-like
-    contexts of one document), stock ``hf`` at batch size 1 (its full-vocabulary logits are large)."""
-    from lm_eval.api.instance import Instance
-    from lm_eval.models.huggingface import HFLM
-
-    from capcal_models.hf import CapcalHFLM
-    from capcal_models.prepare import prepare_model
-
-    gemma = str(prepare_model("gemma3-270m").path)
-    lm = CapcalHFLM(pretrained=gemma, batch_size=4, device="cpu", sample_cache=False)
-    assert lm.model.config.sliding_window == 512
-    facts = " ".join(f"Line {i}: the value of item {i} is {i * 7 % 13}." for i in range(36))
-    requests = [
-        Instance("loglikelihood", {}, (context, continuation), idx=0, metadata=("notes", 0, 1))
-        for response in ("The value is 8.", "It is 3.")
-        for context in [f"{facts}\nWhat is the value of item 3?\n{response}\nIs the answer correct? (Yes/No)"]
-        for continuation in (" Yes", " No", " Yes, definitely")
-    ]
-    assert len(lm.tok_encode(requests[0].args[0])) > 512
-    ours = lm.loglikelihood(requests, disable_tqdm=True)
-    theirs = HFLM(pretrained=lm.model, tokenizer=lm.tokenizer, batch_size=1).loglikelihood(
-        requests, disable_tqdm=True
-    )
-    for ours_one, theirs_one in zip(ours, theirs, strict=True):
-        assert abs(ours_one[0] - theirs_one[0]) <= 1e-4 and ours_one[1] == theirs_one[1]

@@ -86,8 +86,8 @@ def _generate(lm, requests) -> tuple[list[str], dict[str, int]]:
 def test_partly_cached_questions_decode_only_their_missing_repeats(lm, tmp_path: Path) -> None:
     from capcal_models.activations import INDEX_NAME, ActivationWriter
 
-    questions, k = 4, 4
-    requests = cloned_requests(gsm8k_task(lm, questions), questions, k, max_gen_toks=24)
+    questions, k = 3, 4  # three questions: one loses some repeats, one all, one none
+    requests = cloned_requests(gsm8k_task(lm, questions), questions, k, max_gen_toks=12)
     texts, counts = _generate(lm, requests)
     assert counts == {"cached_samples_used": 0, "samples_generated": questions * k}
     complete = _rows(lm.cache.path)
@@ -120,15 +120,18 @@ def test_partly_cached_questions_decode_only_their_missing_repeats(lm, tmp_path:
     assert len(index["entries"]["capcal_gsm8k"]) == questions
 
     # Greedy decodes are cached once per question.
-    greedy = cloned_requests(gsm8k_task(lm, 2), 2, k, max_gen_toks=12, do_sample=False, temperature=0.0)
+    greedy = cloned_requests(gsm8k_task(lm, 2), 2, k, max_gen_toks=8, do_sample=False, temperature=0.0)
     first, counts = _generate(lm, greedy)
     assert counts == {"cached_samples_used": 0, "samples_generated": 2}
     second, counts = _generate(lm, greedy)
     assert second == first and counts == {"cached_samples_used": 2, "samples_generated": 0}
 
 
-LIMIT, K, MAX_GEN_TOKS, BATCH = 6, 4, 24, 1
-KILLS, STEP = 3, 5  # kill once at least STEP more samples are committed than at the start of the run
+LIMIT, K, MAX_GEN_TOKS, BATCH = 4, 4, 12, 1
+# Kill once at least STEP more samples are committed than at the start of the run: at 3, 6 and 9 of 16 at
+# the least, so a kill falls between the repeats of a question unless every kill overshoots to a multiple
+# of K.
+KILLS, STEP = 3, 3
 
 
 def _command(model: Path, cache: Path, output: Path, activations: Path) -> list[str]:
