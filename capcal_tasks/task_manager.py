@@ -16,15 +16,27 @@ With ``repeats`` set, every other task named (a stock lm-eval task, or the tasks
 sampled k times per question and scored response by response by its own metric
 (``capcal_tasks.sampled_task.SampledTask``, ``stock_task_configs``); a task the static rule refuses
 (``capcal_tasks.task_admission``) raises ``RefusedTask``.
+
+lm-eval's own task tree (about 14,000 YAMLs: some 12 s of CPU time to parse) is indexed once per process
+(``lm_eval_task_index``, a cache keyed by the folder: the installed package's files, which do not change
+while a process runs) and every manager that includes it gets its own dict of those entries with its include
+paths over them, as ``TaskManager(include_defaults=True)`` builds it. The entries are shared: lm-eval reads
+them only (it deep-copies a config, or reads its YAML again, before building a task; it adds names to a
+manager's own dict only), and ``task_configs`` returns copies of their configs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import copy
+import functools
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from lm_eval.tasks import TaskManager
+from lm_eval.tasks._index import Entry, Kind, TaskIndex
 from lm_eval.tasks._yaml_loader import load_yaml
 
 from capcal_tasks import tasks_dir
@@ -32,6 +44,7 @@ from capcal_tasks.sampling import is_sampling_config
 from capcal_tasks.task_names import (
     GLOB_CHARACTERS,
     UnknownTaskError,
+    lm_eval_tasks_dir,
     unknown_task_message,
     unknown_task_names,
 )
@@ -41,12 +54,21 @@ __all__ = [
     "CapcalTaskManager",
     "UnknownTaskError",
     "is_sampling_task",
+    "lm_eval_task_index",
     "samples_k_responses",
     "task_manager_for",
 ]
 
 #: ``metadata.capcal_task`` of the tasks that sample k (``repeats``) responses per question.
 REPEATED_SAMPLING_KINDS = frozenset({"sampling", "leaderboard"})
+
+
+@functools.cache
+def lm_eval_task_index(folder: Path) -> Mapping[str, Entry]:
+    """The index of the task YAMLs under ``folder`` (lm-eval's own task tree, ``lm_eval_tasks_dir()``) as
+    ``TaskManager`` builds it (``TaskIndex.build``), built once per process and folder. Read it only: its
+    entries are shared by every ``CapcalTaskManager`` of the process (module docstring)."""
+    return TaskIndex.build([folder])
 
 
 def is_sampling_task(task) -> bool:
@@ -68,10 +90,12 @@ class CapcalTaskManager(TaskManager):
         self,
         include_path: str | Path | Sequence[str | Path] | None = None,
         repeats: int | None = None,
+        include_defaults: bool = True,
         **kwargs,
     ) -> None:
-        """``include_defaults`` (a TaskManager keyword, default True) False indexes capcal's folder and
-        ``include_path`` only (``task_manager_for`` decides when that suffices)."""
+        """``include_defaults`` (as TaskManager's) False indexes capcal's folder and ``include_path`` only
+        (``task_manager_for`` decides when that suffices); True adds lm-eval's own tasks under them, from
+        the process's one index of lm-eval's tree (``lm_eval_task_index``)."""
         if repeats is not None and (isinstance(repeats, bool) or int(repeats) != repeats or repeats < 1):
             raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
         extra = (
@@ -82,11 +106,37 @@ class CapcalTaskManager(TaskManager):
             else list(include_path)
         )
         # capcal first so that a user's own include path can override a capcal task.
-        super().__init__(include_path=[str(tasks_dir()), *map(str, extra)], **kwargs)
+        super().__init__(include_path=[str(tasks_dir()), *map(str, extra)], include_defaults=False, **kwargs)
+        if include_defaults:
+            self._put_over_lm_evals_tasks()
         self.repeats = None if repeats is None else int(repeats)
         # called with the loaded tasks ({name: Task}) once ``repeats`` is applied, before any request is
         # made (``analysis.evaluation.evaluate`` states and bounds the number of samples there)
         self.on_load: Callable[[dict[str, Any]], None] | None = None
+
+    def _put_over_lm_evals_tasks(self) -> None:
+        """This manager's index (capcal's folder and the include paths) put over lm-eval's own task index:
+        what ``TaskManager(include_defaults=True)`` builds (lm-eval 0.4.13's ``__init__``: the default
+        folder first, each later path's entries over it, with its warning; then the name lists by kind),
+        without parsing lm-eval's tree again."""
+        index = dict(lm_eval_task_index(lm_eval_tasks_dir()))
+        for name, entry in self._index.items():
+            if name in index:
+                logging.getLogger(TaskIndex.__module__).warning(
+                    "Task '%s' from %s overrides existing task from %s",
+                    name,
+                    entry.yaml_path,
+                    index[name].yaml_path,
+                )
+            index[name] = entry
+        buckets: dict[Kind, list[str]] = defaultdict(list)
+        for name, entry in index.items():
+            buckets[entry.kind].append(name)
+        self._index = index
+        self._all_tasks = sorted(index)
+        self._all_subtasks = sorted([*buckets[Kind.TASK], *buckets[Kind.PY_TASK]])
+        self._all_groups = sorted(buckets[Kind.GROUP])
+        self._all_tags = sorted(buckets[Kind.TAG])
 
     def load(self, task_list):
         if self.repeats is not None:
@@ -159,7 +209,8 @@ class CapcalTaskManager(TaskManager):
 
     def task_configs(self, names: Sequence[str | dict]) -> dict[str, dict[str, Any]]:
         """The raw YAML config (``!function`` entries unresolved) of every task that ``names`` (resolved task
-        names, groups, tags or config dicts) stands for, by task name."""
+        names, groups, tags or config dicts) stands for, by task name: a copy of the index's (whose entries
+        other managers share), so that a caller may change it."""
         configs: dict[str, dict[str, Any]] = {}
 
         def visit(item: str | dict) -> None:
@@ -180,7 +231,7 @@ class CapcalTaskManager(TaskManager):
                 for child in children if isinstance(children, list) else [children]:
                     visit(child)
             elif entry.cfg is not None:
-                configs[item] = entry.cfg
+                configs[item] = copy.deepcopy(entry.cfg)
 
         for name in names:
             visit(name)

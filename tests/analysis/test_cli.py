@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,23 @@ def capcal(*arguments: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-c", RUNNER, *arguments]
     return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def forked_capcal() -> Iterator[Callable[..., subprocess.CompletedProcess]]:
+    """``capcal(*arguments)``, each command in a process of its own forked from one server that imported
+    lm-eval, datasets, transformers and torch once (tests/analysis/forked_cli.py: about 5 s of CPU time
+    saved per command); what those imports print would be in every command's stderr, so there must be
+    nothing."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    try:
+        from forked_cli import ForkedCli
+    finally:
+        sys.path.remove(str(Path(__file__).parent))
+    server = ForkedCli({**os.environ, "OMP_NUM_THREADS": "1"}, REPO)
+    assert server.import_output == ""
+    yield lambda *arguments: server.run(RUNNER, list(arguments), REPO, timeout=300)
+    server.close()
 
 
 @pytest.fixture(scope="module")
@@ -196,10 +214,11 @@ INVALID = {
 
 @pytest.mark.parametrize("case", sorted(INVALID))
 def test_an_input_that_cannot_work_is_one_line_before_any_model_is_loaded(
-    case, smollm2_path, incomplete_data
+    case, smollm2_path, incomplete_data, forked_capcal
 ):
     """Every case names the real SmolLM2 checkpoint (unless the model is the problem): a check that let the
-    input through would load it, which the runner reports."""
+    input through would load it, which the runner reports. Each runs in a process of its own
+    (``forked_capcal``)."""
     flags, message = INVALID[case]
     places = {"{model}": str(smollm2_path), "{data}": str(incomplete_data)}
     for placeholder, value in places.items():
@@ -207,7 +226,7 @@ def test_an_input_that_cannot_work_is_one_line_before_any_model_is_loaded(
         message = message.replace(placeholder, value)
     model = [] if "--model" in flags else ["--model", "capcal-hf"]
     model += [] if "--model_args" in flags else ["--model_args", f"pretrained={smollm2_path}"]
-    result = capcal("eval", *model, *flags)
+    result = forked_capcal("eval", *model, *flags)
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr.endswith("\n") and result.stderr.count("\n") == 1, result.stderr[-3000:]
     assert result.stderr.startswith("capcal eval: error: ")

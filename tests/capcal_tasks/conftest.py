@@ -4,6 +4,9 @@ here), and processed documents of each dataset read through the tasks' own loade
 from __future__ import annotations
 
 import csv
+import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -60,3 +63,33 @@ def local_data(shared_data, tmp_path_factory) -> Path:
             (root / entry.name).symlink_to(entry, target_is_directory=True)
     write_gpqa_fixture(root / "gpqa" / "gpqa_diamond.csv")
     return root
+
+
+@pytest.fixture(scope="session")
+def loaded_task(local_data) -> Callable[..., object]:
+    """``load(name, metadata=None)``: task ``name`` as lm-eval loads it (``CapcalTaskManager``, capcal's
+    folder, ``metadata``) from ``local_data``, loaded once per session (and xdist worker) for every task
+    test that only reads it and builds its own requests (``build_all_requests`` replaces a task's
+    instances on each call; none of these tests changes a task's config). MMLU's 14,042 questions take
+    seconds of CPU time per load, and the task tests of several files load the same tasks. A test that
+    checks a load itself (another data folder, a setting that must not leak) loads its own."""
+    from capcal_tasks.task_manager import CapcalTaskManager
+
+    tasks: dict[tuple[str, str], object] = {}
+
+    def load(name: str, metadata: dict | None = None) -> object:
+        key = (name, json.dumps(metadata, sort_keys=True))
+        if key not in tasks:
+            previous = os.environ.get("CAPCAL_DATA_DIR")
+            os.environ["CAPCAL_DATA_DIR"] = str(local_data)
+            try:
+                manager = CapcalTaskManager(include_defaults=False, metadata=metadata)
+                tasks[key] = manager.load([name])["tasks"][name]
+            finally:
+                if previous is None:
+                    os.environ.pop("CAPCAL_DATA_DIR", None)
+                else:
+                    os.environ["CAPCAL_DATA_DIR"] = previous
+        return tasks[key]
+
+    return load

@@ -37,17 +37,11 @@ def _load(name: str, metadata: dict | None = None):
     return CapcalTaskManager(include_defaults=False, metadata=metadata).load([name])["tasks"][name]
 
 
-@pytest.fixture(scope="module")
-def loaded():
-    """Tasks loaded once per module (build_all_requests replaces a task's instances on every call)."""
-    tasks: dict[str, object] = {}
-
-    def get(name: str):
-        if name not in tasks:
-            tasks[name] = _load(name)
-        return tasks[name]
-
-    return get
+@pytest.fixture
+def loaded(loaded_task):
+    """Tasks loaded once per session (``loaded_task``; build_all_requests replaces a task's instances on
+    every call)."""
+    return loaded_task
 
 
 def _requests(task, chat_template=None, **kwargs) -> list:

@@ -160,11 +160,27 @@ def _judged_correct(dataset: CheckedDataset, doc: dict, answer: str) -> bool:
 DATASET_NAMES = [dataset.name for dataset in _datasets(Path("."))]
 
 
+@pytest.fixture(scope="module")
+def dataset_docs(local_data) -> Callable[[CheckedDataset], tuple[dict, ...]]:
+    """The docs of a dataset, read from ``local_data`` once for the module's two tests of it (which only
+    read them: no checker changes a doc; MMLU's 14,042 test questions take seconds to read)."""
+    loaded: dict[str, tuple[dict, ...]] = {}
+
+    def docs(dataset: CheckedDataset) -> tuple[dict, ...]:
+        if dataset.name not in loaded:
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setenv("CAPCAL_DATA_DIR", str(local_data))
+                loaded[dataset.name] = tuple(dataset.load())
+        return loaded[dataset.name]
+
+    return docs
+
+
 @pytest.mark.parametrize("name", DATASET_NAMES)
-def test_checker_agrees_with_gold_answers(name, local_data, monkeypatch):
+def test_checker_agrees_with_gold_answers(name, local_data, dataset_docs, monkeypatch):
     monkeypatch.setenv("CAPCAL_DATA_DIR", str(local_data))
     dataset = next(d for d in _datasets(local_data) if d.name == name)
-    docs = dataset.load()
+    docs = dataset_docs(dataset)
     n = len(docs)
     assert n >= 30
 
@@ -210,11 +226,11 @@ def _denial(dataset: CheckedDataset, doc: dict) -> str:
 
 
 @pytest.mark.parametrize("name", DATASET_NAMES)
-def test_responses_without_an_answer_are_judged_wrong(name, local_data, monkeypatch):
+def test_responses_without_an_answer_are_judged_wrong(name, local_data, dataset_docs, monkeypatch):
     """Adversarial table: (a)-(d) judged wrong for >= 99.5% of the questions; (e) printed, no target."""
     monkeypatch.setenv("CAPCAL_DATA_DIR", str(local_data))
     dataset = next(d for d in _datasets(local_data) if d.name == name)
-    docs = dataset.load()
+    docs = dataset_docs(dataset)
     n = len(docs)
     assert n >= 30
     cases = [*NO_ANSWER_RESPONSES, (DENIAL, _denial)]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from itertools import islice
 from pathlib import Path
 
@@ -127,24 +126,15 @@ def _write_earlier_run(task, path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def earlier_samples_file(local_data, tmp_path_factory):
+def earlier_samples_file(loaded_task, tmp_path_factory):
     """Sampling task name -> the path of a samples file of an earlier run of it (built once, on first use)."""
     folder = tmp_path_factory.mktemp("earlier_runs")
     files: dict[str, str] = {}
 
     def samples_file(sampling_task: str) -> str:
         if sampling_task not in files:
-            previous = os.environ.get("CAPCAL_DATA_DIR")
-            os.environ["CAPCAL_DATA_DIR"] = str(local_data)
-            try:
-                task = _load(sampling_task)
-            finally:
-                if previous is None:
-                    os.environ.pop("CAPCAL_DATA_DIR", None)
-                else:
-                    os.environ["CAPCAL_DATA_DIR"] = previous
             path = folder / f"samples_{sampling_task}_2025-01-01T00-00-00.jsonl"
-            files[sampling_task] = str(_write_earlier_run(task, path))
+            files[sampling_task] = str(_write_earlier_run(loaded_task(sampling_task), path))
         return files[sampling_task]
 
     return samples_file
@@ -160,19 +150,13 @@ def _load(name: str, metadata: dict | None = None):
     return CapcalTaskManager(include_defaults=False, metadata=metadata).load([name])["tasks"][name]
 
 
-_LOADED: dict[str, object] = {}
-
-
-def _task(name: str, earlier_samples_file) -> object:
+def _task(name: str, earlier_samples_file, loaded_task) -> object:
     """Task ``name`` as lm-eval loads it (a response-level task given an earlier run's samples file), loaded
-    once for this module's per-task tests (each builds its own requests; none changes the config)."""
+    once for the per-task tests (``loaded_task``: each builds its own requests; none changes the config)."""
     if _sampling_task_of(name) in NOT_IN_SHARED_DATA:
         pytest.skip("split not in ../shared/data: see test_hub_and_local_sources")
-    if name not in _LOADED:
-        earlier_task = _earlier_sampling_task(name)
-        metadata = {"samples_file": earlier_samples_file(earlier_task)} if earlier_task else None
-        _LOADED[name] = _load(name, metadata)
-    return _LOADED[name]
+    earlier_task = _earlier_sampling_task(name)
+    return loaded_task(name, {"samples_file": earlier_samples_file(earlier_task)} if earlier_task else None)
 
 
 def test_every_capcal_task_and_group_is_indexed():
@@ -183,8 +167,8 @@ def test_every_capcal_task_and_group_is_indexed():
 
 
 @pytest.mark.parametrize("name", CAPCAL_TASKS)
-def test_task_config(name, earlier_samples_file):
-    task = _task(name, earlier_samples_file)
+def test_task_config(name, earlier_samples_file, loaded_task):
+    task = _task(name, earlier_samples_file, loaded_task)
     docs = list(task.eval_docs)
     assert len(docs) > 0
     for doc in docs[:20]:
@@ -225,7 +209,7 @@ def _first_docs(task) -> list:
 
 
 @pytest.mark.parametrize("name", CAPCAL_TASKS)
-def test_lm_eval_task_tests_and_write_out(name, earlier_samples_file):
+def test_lm_eval_task_tests_and_write_out(name, earlier_samples_file, loaded_task):
     """Mirrors lm-eval 0.4.13's own task tests (``tests/test_tasks.py``, class ``BaseTasks``, not in the
     installed wheel) on every capcal task, check by check: test_download, test_has_training_docs,
     test_check_training_docs, test_has_validation_docs, test_check_validation_docs, test_has_test_docs,
@@ -235,7 +219,7 @@ def test_lm_eval_task_tests_and_write_out(name, earlier_samples_file):
     it (``ctx`` from ``fewshot_context``, with ``metadata``), and lm-eval's ``scripts/write_out.py``'s use:
     ``ctx = task.fewshot_context(doc=doc, num_fewshot=0)``, then ``ctx + task.doc_to_target(doc)``. The
     capcal_*_calibration tasks failed the last three (their ``fewshot_context`` returned a dict)."""
-    task = _task(name, earlier_samples_file)
+    task = _task(name, earlier_samples_file, loaded_task)
     config = task._config
     # test_download
     task.download()
@@ -322,24 +306,24 @@ def test_hub_and_local_sources(name, local_data, monkeypatch):
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_sampling_prompt_is_the_paper_prompt(family):
+def test_sampling_prompt_is_the_paper_prompt(family, loaded_task):
     task_name, instruction = FAMILIES[family]
-    task = _load(task_name)
+    task = loaded_task(task_name)
     for doc in list(task.eval_docs)[:5]:
         assert task.doc_to_text(doc) == f"{doc['question_text']}\n\n{instruction}"
         assert doc["question_id"].startswith(f"{family}/")
 
 
-def test_gsm8k_doc_fields():
-    doc = next(iter(_load("capcal_gsm8k").eval_docs))
+def test_gsm8k_doc_fields(loaded_task):
+    doc = next(iter(loaded_task("capcal_gsm8k").eval_docs))
     assert doc["question_text"] == doc["question"].strip()
     assert doc["gold_answer"] == 18.0
 
 
-def test_multiple_choice_questions_show_lettered_choices():
-    mmlu = next(iter(_load("capcal_mmlu").eval_docs))
+def test_multiple_choice_questions_show_lettered_choices(loaded_task):
+    mmlu = next(iter(loaded_task("capcal_mmlu").eval_docs))
     assert mmlu["question_text"].endswith("\nA. 0\nB. 4\nC. 2\nD. 6") and mmlu["gold_answer"] == "B"
-    gpqa_docs = list(_load("capcal_gpqa").eval_docs)
+    gpqa_docs = list(loaded_task("capcal_gpqa").eval_docs)
     positions = set()
     for doc in gpqa_docs:
         lines = doc["question_text"].splitlines()
@@ -350,27 +334,27 @@ def test_multiple_choice_questions_show_lettered_choices():
     assert len(positions) > 1, "the correct answer should not always be in the same position"
 
 
-def test_confidence_prompts_are_the_paper_prompts(earlier_samples_files):
-    doc = next(iter(_load("capcal_gsm8k_verbalized").eval_docs))
+def test_confidence_prompts_are_the_paper_prompts(earlier_samples_files, loaded_task):
+    doc = next(iter(loaded_task("capcal_gsm8k_verbalized").eval_docs))
     question = doc["question_text"]
-    verbalized = _load("capcal_gsm8k_verbalized").doc_to_text(doc)
+    verbalized = loaded_task("capcal_gsm8k_verbalized").doc_to_text(doc)
     assert verbalized.startswith(
         f"Question: {question}\n\nHow likely are you to answer the question correctly? "
     )
     assert '- 0.9-1.0: "Almost certain"\nReason about your uncertainty and confidence' in verbalized
     assert verbalized.endswith("provide a probability P between 0.0 and 1.0 in the format of \\boxed{P}.")
-    assert _load("capcal_gsm8k_ptrue").doc_to_text(doc) == (
+    assert loaded_task("capcal_gsm8k_ptrue").doc_to_text(doc) == (
         f"Question: {question}\n\nAre you able to answer the question correctly?\n"
         "Answer with only a single word: Yes or No."
     )
     metadata = {"samples_file": earlier_samples_files}
-    rc_doc = next(iter(_load("capcal_gsm8k_ptrue_rc", metadata).eval_docs))
+    rc_doc = next(iter(loaded_task("capcal_gsm8k_ptrue_rc", metadata).eval_docs))
     response = rc_doc["responses"][0]
-    assert _load("capcal_gsm8k_ptrue_rc", metadata).doc_to_text(rc_doc) == (
+    assert loaded_task("capcal_gsm8k_ptrue_rc", metadata).doc_to_text(rc_doc) == (
         f"Question: {rc_doc['question_text']}\nYour response: {response}\n\nIs your response correct?\n"
         "Answer with only a single word: Yes or No."
     )
-    verbalized_rc = _load("capcal_gsm8k_verbalized_rc", metadata).doc_to_text(rc_doc)
+    verbalized_rc = loaded_task("capcal_gsm8k_verbalized_rc", metadata).doc_to_text(rc_doc)
     assert verbalized_rc.startswith(
         f"Question: {rc_doc['question_text']}\nYour response: {response}\n\n"
         "How likely is your response to be correct? You may refer to the following probabilities P:"
@@ -394,10 +378,10 @@ def smollm2_chat_template(smollm2_path):
 
 
 @pytest.mark.parametrize("chat", [False, True], ids=["plain", "chat_template"])
-def test_ptrue_requests_in_both_modes(chat, smollm2_chat_template, earlier_samples_files):
+def test_ptrue_requests_in_both_modes(chat, smollm2_chat_template, earlier_samples_files, loaded_task):
     """Plain prompts score " Yes"/" No"; after a chat template's generation prompt, "Yes"/"No"."""
     for name, metadata in (("capcal_mmlu_ptrue", None), ("capcal_mmlu_ptrue_rc", earlier_samples_files)):
-        task = _load(name, {"samples_file": metadata} if metadata else None)
+        task = loaded_task(name, {"samples_file": metadata} if metadata else None)
         task.build_all_requests(
             limit=2, rank=0, world_size=1, apply_chat_template=chat,
             chat_template=smollm2_chat_template if chat else None,
@@ -414,9 +398,9 @@ def test_ptrue_requests_in_both_modes(chat, smollm2_chat_template, earlier_sampl
 
 
 @pytest.mark.parametrize("chat", [False, True], ids=["plain", "chat_template"])
-def test_selfcheck_requests_in_both_modes(chat, smollm2_chat_template, earlier_samples_files):
+def test_selfcheck_requests_in_both_modes(chat, smollm2_chat_template, earlier_samples_files, loaded_task):
     """Each response becomes its own conversation (prompt, response, check question), scored Yes/No."""
-    task = _load("capcal_gsm8k_selfcheck", {"samples_file": earlier_samples_files})
+    task = loaded_task("capcal_gsm8k_selfcheck", {"samples_file": earlier_samples_files})
     task.build_all_requests(
         limit=1, rank=0, world_size=1, apply_chat_template=chat,
         chat_template=smollm2_chat_template if chat else None,

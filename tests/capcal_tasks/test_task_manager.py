@@ -4,6 +4,8 @@ resolved and checked before any task is loaded. Graded arithmetic is generated, 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from capcal_tasks.calibration_task import RequestIndex
@@ -110,3 +112,90 @@ def test_repeats_below_two_is_refused_for_a_leaderboard_task():
     manager = CapcalTaskManager(repeats=1)
     with pytest.raises(ValueError, match="repeats must be >= 2"):
         manager.load(["capcal_arithmetic_calibration"])
+
+
+def _defaults_folder(folder: Path) -> Path:
+    """A stand-in for lm-eval's task tree: a task, a task of the tag capcal_sampling (which capcal's folder
+    declares too), a group of both and a task named as one of capcal's (which capcal's folder overrides)."""
+    folder.mkdir()
+    (folder / "alpha.yaml").write_text("task: stock_alpha\ndataset_path: json\ntag: [stock_tag]\n")
+    (folder / "beta.yaml").write_text("task: stock_beta\ndataset_path: json\ntag: [capcal_sampling]\n")
+    (folder / "group.yaml").write_text("group: stock_group\ntask: [stock_alpha, stock_beta]\n")
+    (folder / "shadowed.yaml").write_text("task: capcal_arithmetic\ndataset_path: json\n")
+    return folder
+
+
+def _entries(manager) -> list[tuple]:
+    return [
+        (name, entry.name, entry.kind, entry.yaml_path, entry.cfg, entry.tags)
+        for name, entry in manager.task_index.items()
+    ]
+
+
+def test_lm_evals_index_under_capcals_is_lm_evals_build_of_the_same_folders(tmp_path, monkeypatch, caplog):
+    """``CapcalTaskManager`` puts its own index over the process's one index of lm-eval's tree; the result
+    must be lm-eval's own build of the default folder followed by capcal's and the include path (entries,
+    their order, the name lists, the override warnings)."""
+    import logging
+
+    from lm_eval.tasks import TaskManager
+
+    from capcal_tasks import task_manager as module
+    from capcal_tasks import tasks_dir
+
+    defaults = _defaults_folder(tmp_path / "defaults")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "own.yaml").write_text("task: stock_alpha\ndataset_path: json\n")  # overrides a default task
+    monkeypatch.setattr(module, "lm_eval_tasks_dir", lambda: defaults)
+
+    def overrides(build) -> tuple[object, list[str]]:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            built = build()
+        return built, [r.getMessage() for r in caplog.records if "overrides existing task" in r.getMessage()]
+
+    manager, warned = overrides(lambda: CapcalTaskManager(include_path=mine))
+    reference, expected = overrides(
+        lambda: TaskManager(include_path=[defaults, tasks_dir(), mine], include_defaults=False)
+    )
+    assert _entries(manager) == _entries(reference)
+    assert warned == expected
+    assert (
+        f"Task 'stock_alpha' from {mine / 'own.yaml'} overrides existing task from {defaults / 'alpha.yaml'}"
+        in warned
+    )
+    assert manager.task_index["stock_alpha"].yaml_path == mine / "own.yaml"
+    own_arithmetic = tasks_dir() / "arithmetic" / "capcal_arithmetic.yaml"
+    assert manager.task_index["capcal_arithmetic"].yaml_path == own_arithmetic
+    assert "stock_beta" in manager.task_index and "stock_group" in manager.all_groups
+    for names in ("all_tasks", "all_subtasks", "all_groups", "all_tags"):
+        assert getattr(manager, names) == getattr(reference, names), names
+    assert manager.include_path == [str(tasks_dir()), str(mine)]
+    small = CapcalTaskManager(include_path=mine, include_defaults=False)
+    assert "stock_beta" not in small.task_index and "stock_alpha" in small.task_index
+
+
+def test_lm_evals_tree_is_indexed_once_and_each_manager_has_its_own_dict(tmp_path, monkeypatch):
+    from capcal_tasks import task_manager as module
+
+    defaults = _defaults_folder(tmp_path / "defaults")
+    monkeypatch.setattr(module, "lm_eval_tasks_dir", lambda: defaults)
+    first = CapcalTaskManager()
+    misses = module.lm_eval_task_index.cache_info().misses
+    second = CapcalTaskManager(repeats=2)
+    assert module.lm_eval_task_index.cache_info().misses == misses  # not parsed again
+    assert second.task_index["stock_beta"] is first.task_index["stock_beta"]  # shared entries
+    # lm-eval adds a group's members to its manager's dict (TaskFactory): not to another manager's
+    first.task_index["added_by_a_load"] = first.task_index["stock_beta"]
+    assert "added_by_a_load" not in second.task_index
+    assert "added_by_a_load" not in CapcalTaskManager().task_index
+    # a caller may change the configs it is given: the shared entries keep theirs
+    config = first.task_configs(["stock_group"])["stock_beta"]
+    config["dataset_path"] = "changed"
+    config["tag"].append("changed")
+    assert second.task_configs(["stock_beta"])["stock_beta"] == {
+        "task": "stock_beta",
+        "dataset_path": "json",
+        "tag": ["capcal_sampling"],
+    }

@@ -55,7 +55,8 @@ def test_loss_falls_and_outputs_are_written(trained):
     assert summary["loss_after"]["loss"] < summary["loss_before"]["loss"]
     assert summary["loss_after"]["confidence_loss"] < summary["loss_before"]["confidence_loss"]
     logged = [entry for entry in summary["log_history"] if "loss" in entry]
-    # A micro-batch of causal-LM rows only (which the shuffle may draw) has no P("Yes") and a zero confidence loss.
+    # A micro-batch of causal-LM rows only (which the shuffle may draw) has no P("Yes") and a zero
+    # confidence loss.
     assert len(logged) == 4 and all("confidence_loss" in entry for entry in logged)
     assert any("p_yes" in entry for entry in logged)
     assert all(entry["confidence_loss"] == 0.0 for entry in logged if "p_yes" not in entry)

@@ -1,0 +1,178 @@
+"""``capcal`` commands, each in a process of its own, forked from one that has imported the CLI's heavy
+modules once.
+
+A fresh ``python -c RUNNER ARGS`` per command spends about 5 s of CPU time importing lm-eval, datasets,
+transformers and torch before it checks anything; the refusal tests of ``test_cli.py`` run about 40 such
+commands. ``ForkedCli`` starts one server (``python THIS_FILE``) that imports those modules, then forks a
+child per command. The child has the server's modules and nothing else of it: no model code (the runner's
+check that SmolLM2's ``modeling_llama`` was never imported still means what it says), its own environment,
+file descriptors 1 and 2 redirected to files of its own (every line the command writes, Python's or a
+logging handler's, is captured), ``sys.argv`` as ``python -c`` sets it, and Python's way of ending:
+``SystemExit`` gives the status, the atexit handlers run, the streams are flushed. What the imports
+themselves print (a fresh process would print it in every command) is ``ForkedCli.import_output``, for the
+caller to check.
+
+Protocol: one JSON line per command on the server's stdin (``{"runner", "args", "cwd", "timeout"}``), one
+JSON line back (``{"returncode", "stdout", "stderr"}``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# what a ``capcal eval`` command imports before it refuses an input (``sys.modules`` after one: the engine
+# (torch, transformers' model code but no model's), the task code (sympy through the checkers), the runs'
+# tables (scipy))
+PRELOADED = (
+    "analysis.cli",
+    "analysis.evaluation.harness",
+    "analysis.checks.output_checks",
+    "analysis.runs",
+    "lm_eval",
+    "lm_eval.api.task",
+    "lm_eval.tasks",
+    "lm_eval.evaluator",
+    "lm_eval.models.huggingface",
+    "datasets",
+    "torch",
+    "transformers",
+    "transformers.modeling_utils",
+    "capcal_models",
+    "capcal_models.hf",
+    "capcal_tasks.checkers",
+    "capcal_tasks.task_manager",
+    "capcal_tasks.sampled_task",
+)
+
+
+class ForkedCli:
+    """One server process; ``run(runner, args, cwd)`` is ``subprocess.run([sys.executable, "-c", runner,
+    *args], cwd=cwd, capture_output=True, text=True)`` in a child forked from it."""
+
+    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+        self._server = subprocess.Popen(
+            [sys.executable, __file__],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.import_output = json.loads(self._server.stdout.readline())
+
+    def run(self, runner: str, args: list[str], cwd: Path, timeout: int) -> subprocess.CompletedProcess:
+        """The command's status (negative: the signal that ended it; SIGALRM after ``timeout`` seconds),
+        stdout and stderr."""
+        request = {"runner": runner, "args": args, "cwd": str(cwd), "timeout": timeout}
+        self._server.stdin.write(json.dumps(request) + "\n")
+        self._server.stdin.flush()
+        line = self._server.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the forked CLI server ended (status {self._server.poll()})")
+        done = json.loads(line)
+        return subprocess.CompletedProcess(
+            [sys.executable, "-c", runner, *args], done["returncode"], done["stdout"], done["stderr"]
+        )
+
+    def close(self) -> None:
+        self._server.stdin.close()
+        self._server.wait(timeout=60)
+
+
+def _captured_fd(fd: int, target: int) -> int:
+    saved = os.dup(fd)
+    os.dup2(target, fd)
+    return saved
+
+
+def _child(runner: str, args: list[str], cwd: str, timeout: int, out: int, err: int) -> None:
+    """In the forked child: run ``runner`` as ``python -c`` would, and end as Python ends. Never returns."""
+    import atexit
+    import signal
+    import traceback
+
+    signal.alarm(timeout)
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    os.chdir(cwd)
+    sys.argv = ["-c", *args]
+    code = 0
+    try:
+        exec(compile(runner, "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+    except SystemExit as stop:
+        if stop.code is None:
+            code = 0
+        elif isinstance(stop.code, int):
+            code = stop.code
+        else:
+            print(stop.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(code & 0xFF)
+
+
+def _serve() -> None:
+    import importlib
+
+    sys.path[0] = (
+        ""  # as ``python -c``: the working folder first (the server's own folder is not on the path)
+    )
+    replies = os.fdopen(os.dup(1), "w")
+    # the imports' own output (a fresh process would print it in every command) goes back to the caller
+    with tempfile.TemporaryFile() as captured:
+        saved_out, saved_err = _captured_fd(1, captured.fileno()), _captured_fd(2, captured.fileno())
+        for name in PRELOADED:
+            importlib.import_module(name)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved_out, 1)
+        os.dup2(saved_err, 2)
+        captured.seek(0)
+        replies.write(json.dumps(captured.read().decode("utf-8", "replace")) + "\n")
+        replies.flush()
+    for line in sys.stdin:
+        request = json.loads(line)
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            pid = os.fork()
+            if pid == 0:
+                _child(
+                    request["runner"],
+                    request["args"],
+                    request["cwd"],
+                    request["timeout"],
+                    out.fileno(),
+                    err.fileno(),
+                )
+            _, status = os.waitpid(pid, 0)
+            returncode = os.waitstatus_to_exitcode(status)
+            out.seek(0)
+            err.seek(0)
+            reply = {
+                "returncode": returncode,
+                "stdout": out.read().decode("utf-8", "replace"),
+                "stderr": err.read().decode("utf-8", "replace"),
+            }
+        replies.write(json.dumps(reply) + "\n")
+        replies.flush()
+    # nothing of the server's own is left to do: no interpreter shutdown (the preloaded modules' atexit
+    # handlers took over a minute on a loaded machine), each child ran its own
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    _serve()
