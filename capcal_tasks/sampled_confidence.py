@@ -51,6 +51,7 @@ from lm_eval.tasks._yaml_loader import load_yaml
 
 from capcal_tasks import tasks_dir
 from capcal_tasks.question_id import doc_question_id
+from capcal_tasks.settings import CONFIDENCES, CONFIDENCES_KEY
 from capcal_tasks.task_admission import RefusedTask
 
 __all__ = [
@@ -64,10 +65,6 @@ __all__ = [
     "verbalized_task",
 ]
 
-#: the metadata key that asks for confidence tasks on the wrapped tasks' questions
-CONFIDENCES_KEY = "capcal_confidences"
-#: the confidences it may list, each the name of capcal's capability-form template and the task's suffix
-CONFIDENCES = ("ptrue", "verbalized")
 _LEADING_LABEL = re.compile(r"^\s*(?:Question|Q|Problem)\s*:\s*", re.IGNORECASE)
 _ANSWER_CUE = re.compile(r"\n[ \t]*(?:Answer|A|Solution)[ \t]*:[^\n]*\s*$", re.IGNORECASE)
 # a template that is one field of the doc: {{question}}, {{ question.strip() }}, or a bare field name

@@ -49,7 +49,7 @@ from lm_eval.filters import build_filter_ensemble
 from lm_eval.tasks import TaskManager
 from lm_eval.tasks._yaml_loader import load_yaml
 
-from capcal_tasks.sampled_confidence import CONFIDENCES_KEY, ptrue_task
+from capcal_tasks.sampled_confidence import ptrue_task
 from capcal_tasks.sampled_protocol import PROTOCOL_KEY, relative_config_path
 from capcal_tasks.sampling import (
     extraction_rate,
@@ -58,6 +58,7 @@ from capcal_tasks.sampling import (
     response_accuracy,
     sampling_record,
 )
+from capcal_tasks.settings import CONFIDENCES_KEY
 from capcal_tasks.task_admission import RefusedTask, admit
 
 __all__ = [

@@ -5,6 +5,9 @@
 - ``DATA_DIR_ENV`` (``CAPCAL_DATA_DIR``) and ``data_dir()``: where task data is read from: unset for the
   Hugging Face hub, ``bundled`` for the data inside the capcal package, else a local folder.
 - ``parse_bool(value)``: a boolean model argument or setting given as text ("true"/"false", ...).
+- ``CONFIDENCES_KEY`` (``capcal_confidences``): the ``--metadata`` key that asks for confidence tasks on
+  wrapped lm-eval tasks' questions, and ``CONFIDENCES``, the names it may list
+  (``capcal_tasks.sampled_confidence``); here so that the CLI reads them without importing lm-eval's tasks.
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ DATA_DIR_ENV = "CAPCAL_DATA_DIR"
 BUNDLED = "bundled"
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
+#: the metadata key that asks for confidence tasks on the wrapped tasks' questions
+CONFIDENCES_KEY = "capcal_confidences"
+#: the confidences it may list, each the name of capcal's capability-form template and the task's suffix
+CONFIDENCES = ("ptrue", "verbalized")
 
 
 def capcal_home() -> Path:

@@ -20,6 +20,7 @@ from analysis.cli.arguments import bool_flag, comma_separated, parse_dict_flag, 
 from analysis.cli.command import Command, SubParsers
 from analysis.cli.logging_setup import set_up_run_logging
 from analysis.text_safety import terminal_text
+from capcal_tasks.settings import CONFIDENCES_KEY
 
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
@@ -116,8 +117,6 @@ def eval_request(args: argparse.Namespace) -> dict[str, Any]:
     CLI applies them). Raises ``ValueError`` (one line) for a combination that cannot work."""
     model_args = parse_dict_flag(args.model_args, "--model_args")
     gen_kwargs = parse_dict_flag(args.gen_kwargs, "--gen_kwargs")
-    from capcal_tasks.sampled_confidence import CONFIDENCES_KEY
-
     metadata = parse_dict_flag(args.metadata, "--metadata", list_keys=(CONFIDENCES_KEY,))
     samples = None
     if args.samples is not None:
