@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from capcal_tasks.settings import BUNDLED, DATA_DIR_ENV
+from capcal_tasks.settings import BUNDLED, CONFIDENCES_KEY, DATA_DIR_ENV
 
 __all__ = [
     "CheckedInputs",
@@ -301,15 +301,18 @@ def _check_sampled_tasks(
     or whose rows are not in the local data folder ``root`` (the few-shot split too when ``num_fewshot`` asks
     for examples), is one line of the ``EvaluationInputError`` (before any model loads); so is a
     ``capcal_confidences`` that names no confidence capcal knows (``requested_confidences``)."""
-    from capcal_tasks.sampled_confidence import requested_confidences, verbalized_problem
+    confidences: tuple[str, ...] = ()
+    if metadata and CONFIDENCES_KEY in metadata:  # lm-eval's task code is imported only when asked for
+        from capcal_tasks.sampled_confidence import requested_confidences
 
-    try:
-        confidences = requested_confidences(metadata)
-    except ValueError as error:
-        raise EvaluationInputError(str(error)) from None
+        try:
+            confidences = requested_confidences(metadata)
+        except ValueError as error:
+            raise EvaluationInputError(str(error)) from None
     if repeats is None:
         return {}
     from capcal_tasks.local_rows import MissingLocalRows, local_dataset
+    from capcal_tasks.sampled_confidence import verbalized_problem
     from capcal_tasks.sampled_task import sampling_generation_kwargs
     from capcal_tasks.task_admission import RefusedTask, admit, refusal_lines
 

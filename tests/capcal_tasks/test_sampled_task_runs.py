@@ -252,3 +252,16 @@ def test_greedy_gen_kwargs_are_refused_on_a_wrapped_task(shared_data, monkeypatc
     )
     assert "drop temperature=0 from --gen_kwargs" in str(refused.value)
     check_inputs("capcal-hf", ["gsm8k"], repeats=4, gen_kwargs="temperature=0.7")
+
+
+@pytest.mark.slow
+def test_an_unknown_confidence_name_is_refused_by_the_input_check(shared_data, monkeypatch):
+    """``capcal_confidences`` naming a confidence capcal does not know is one line of the input check (before
+    any model loads), with or without ``repeats``; the known names pass it."""
+    monkeypatch.setenv("CAPCAL_DATA_DIR", str(shared_data))
+    for repeats in (4, None):
+        with pytest.raises(EvaluationInputError, match="unknown confidence 'verbalised'; choose from ptrue"):
+            check_inputs(
+                "capcal-hf", ["gsm8k"], repeats=repeats, metadata={"capcal_confidences": "verbalised"}
+            )
+    check_inputs("capcal-hf", ["gsm8k"], repeats=4, metadata={"capcal_confidences": "ptrue,verbalized"})
