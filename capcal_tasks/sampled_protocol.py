@@ -29,7 +29,8 @@ def has_answer_classes(config: Mapping[str, Any]) -> bool:
 def protocol_lines(config: Mapping[str, Any]) -> list[str]:
     """What capcal changed in a wrapped task's protocol, one line each, from its dumped config (the results
     file's ``configs`` entry): base task and version, the pipeline and metric, answer classes, the generation
-    settings that differ from the task's own (after ``--gen_kwargs``), few-shot settings. Empty for a config
+    settings that differ from the task's own (after ``--gen_kwargs``), each marked with who changed it
+    (capcal's sampling protocol, the run's ``--gen_kwargs``, or both), few-shot settings. Empty for a config
     that is not a wrapped task."""
     protocol = (config.get("metadata") or {}).get(PROTOCOL_KEY)
     if not isinstance(protocol, Mapping):
@@ -42,7 +43,11 @@ def protocol_lines(config: Mapping[str, Any]) -> list[str]:
         for key in sorted(set(own) | set(used))
         if own.get(key) != used.get(key)
     }
-    changes = ", ".join(f"{key} {before!r} -> {after!r}" for key, (before, after) in changed.items())
+    by_capcal = protocol.get("generation_changed")
+    changes = ", ".join(
+        f"{key} {before!r} -> {after!r}{_changed_by(key, after, by_capcal)}"
+        for key, (before, after) in changed.items()
+    )
     classes = protocol.get("answer_classes")
     filters = " -> ".join(protocol.get("pipeline_filters") or []) or "nothing"
     lines = [
@@ -50,7 +55,7 @@ def protocol_lines(config: Mapping[str, Any]) -> list[str]:
         f"k = {protocol.get('k')} times per question",
         f"{task}: scored by its own metric {protocol.get('metric')} per response after its pipeline "
         f"{protocol.get('pipeline')} ({filters}; its final take_first dropped)",
-        f"{task}: generation settings changed by capcal: {changes or 'none'}",
+        f"{task}: generation settings changed: {changes or 'none'}",
         f"{task}: few-shot: num_fewshot {config.get('num_fewshot')} "
         f"(task default {protocol.get('num_fewshot')})",
         f"{task}: answer classes: "
@@ -63,6 +68,21 @@ def protocol_lines(config: Mapping[str, Any]) -> list[str]:
     if protocol.get("local_rows"):
         lines.append(f"{task}: rows read from the local data folder (capcal_tasks.local_rows), not the hub")
     return lines
+
+
+def _changed_by(key: str, used: Any, by_capcal: Any) -> str:
+    """Who changed setting ``key`` to ``used``: " (capcal)" when the wrapper set that value (its sampling
+    protocol: ``generation_changed`` maps a key to [task's, capcal's]), " (--gen_kwargs)" when the wrapper
+    left the key alone, " (capcal, then --gen_kwargs)" when the run changed the wrapper's value again; ""
+    for a protocol recorded without ``generation_changed``."""
+    if not isinstance(by_capcal, Mapping):
+        return ""
+    if key not in by_capcal:
+        return " (--gen_kwargs)"
+    set_by_capcal = by_capcal[key]
+    if isinstance(set_by_capcal, (list, tuple)) and len(set_by_capcal) == 2 and set_by_capcal[1] == used:
+        return " (capcal)"
+    return " (capcal, then --gen_kwargs)"
 
 
 def relative_config_path(path: str | None) -> str | None:

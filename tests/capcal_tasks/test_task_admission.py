@@ -165,8 +165,21 @@ def test_protocol_lines_show_what_the_run_used():
     }
     lines = protocol_lines(config)
     assert lines[0] == "gsm8k: lm-eval task gsm8k (version 3.0) sampled k = 8 times per question"
-    # the settings the run used (after --gen_kwargs), not those the wrapper set
-    assert "do_sample False -> True, max_gen_toks None -> 64, temperature 0.0 -> 0.7" in lines[2]
+    # the settings the run used (after --gen_kwargs), not those the wrapper set, each with who changed it
+    assert lines[2] == (
+        "gsm8k: generation settings changed: do_sample False -> True, max_gen_toks None -> 64, "
+        "temperature 0.0 -> 0.7"
+    )  # an older protocol, without generation_changed: no attribution
+    config["metadata"]["capcal_sampled"]["generation_changed"] = {
+        "do_sample": [False, True],
+        "temperature": [0.0, 1.0],
+        "top_k": [None, 0],
+    }
+    config["generation_kwargs"]["top_k"] = 0
+    assert protocol_lines(config)[2] == (
+        "gsm8k: generation settings changed: do_sample False -> True (capcal), max_gen_toks None -> 64 "
+        "(--gen_kwargs), temperature 0.0 -> 0.7 (capcal, then --gen_kwargs), top_k None -> 0 (capcal)"
+    )
     assert has_answer_classes(config)
     config["metadata"]["capcal_sampled"]["answer_classes"] = None
     assert not has_answer_classes(config) and "consistency left out" in protocol_lines(config)[4]
