@@ -60,6 +60,7 @@ from capcal_tasks.sampling import (
 )
 from capcal_tasks.settings import CONFIDENCES_KEY
 from capcal_tasks.task_admission import RefusedTask, admit
+from capcal_tasks.task_index import put_over_lm_eval_tasks
 
 __all__ = [
     "SAMPLING_SETTINGS",
@@ -370,7 +371,9 @@ def base_task_from_metadata(task: str, metadata: Mapping[str, Any]) -> Configura
         _refuse_yaml_task(
             f"task {task}: metadata.base_task must name the lm-eval task to sample (e.g. gsm8k)"
         )
-    manager = TaskManager(include_path=metadata.get("include_path"), metadata=None)
+    # lm-eval's tree parsed once per process (capcal_tasks.task_index), not once per wrapped task
+    manager = TaskManager(include_path=metadata.get("include_path"), include_defaults=False, metadata=None)
+    put_over_lm_eval_tasks(manager)
     passed = {key: value for key, value in metadata.items() if key not in ("config_source",)}
     try:
         raw = manager.task_index.get(base_name)
