@@ -36,6 +36,12 @@ items; lm-eval's ``mean`` aggregation then gives each column and its standard er
 ``capcal_tasks.calibration_columns``). The samples file (``--log_samples``) is not needed. With several
 ranks (``world_size > 1``) each rank only sees its own questions and the columns would average per-rank
 statistics: the task refuses to run that way.
+
+What does not depend on capcal's datasets (the requests per question, the filter pipeline applied to the
+sampling requests only, the columns from all instances, their aggregation and bookkeeping) is
+:class:`CalibrationColumns`, which ``capcal_tasks.sampled_calibration.SampledCalibrationTask`` shares: the
+calibration task of a stock lm-eval task (``<task>_calibration``), whose sampling is the wrapped task's and
+whose confidence prompts are those of its separate ``<task>_ptrue`` and ``<task>_verbalized`` tasks.
 """
 
 from __future__ import annotations

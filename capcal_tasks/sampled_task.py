@@ -31,6 +31,9 @@ Two ways in:
   k: 8}}`` (lm-eval's ``class:`` convention; ``--metadata`` may add ``filter``, ``correct_metric``,
   ``temperature``); its P(True) task is a second YAML, ``{task: gsm8k_k8_ptrue, class: !function
   capcal_tasks.sampled_task.SampledPTrueTask, metadata: {base_task: gsm8k}}`` (``SampledPTrueTask``).
+
+Its calibration task, ``<task>_calibration`` (the sampling, P(True) and the verbalized confidence in one task
+whose results are the calibration columns), is ``capcal_tasks.sampled_calibration.SampledCalibrationTask``.
 """
 
 from __future__ import annotations
