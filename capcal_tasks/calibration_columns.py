@@ -46,7 +46,9 @@ Undefined statistics, three cases (the reasons are in :class:`ColumnTable` and t
   solves no AIME question thus keeps every group AUROC and skill column: it is measured on the tasks that have
   something to discriminate.
 - **The run cannot give it** (``undefined``): fewer than two questions with the confidence, P(True) not
-  requested, consistency with k < 4. The column is NaN in every row (``nan`` in lm-eval's table, ``NaN`` in
+  requested, consistency with k < 4, a source the run cannot ask for (``unavailable``: a wrapped task's
+  prompt that does not allow the verbalized confidence, or its pipeline that extracts no answer class). The
+  column is NaN in every row (``nan`` in lm-eval's table, ``NaN`` in
   the results JSON), and so is a group's mean over it: a model that cannot be scored on a source is not
   ranked on it.
 - **The value exists, its standard error does not** (``stderr_undefined``): the statistic is defined on all N
@@ -74,7 +76,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -302,8 +304,21 @@ def _consistency(questions: Sequence[QuestionData]) -> tuple[np.ndarray, np.ndar
     return free.confidence, free.mu_hat, free.n_target.astype(np.float64)
 
 
-def calibration_columns(questions: Sequence[QuestionData], task: str = "") -> ColumnTable:
-    """The calibration columns' items per question, with the reasons of the undefined (NaN) columns."""
+def calibration_columns(
+    questions: Sequence[QuestionData], task: str = "", unavailable: Mapping[str, str] | None = None
+) -> ColumnTable:
+    """The calibration columns' items per question, with the reasons of the undefined (NaN) columns.
+
+    ``unavailable``: source (``verbalized``, ``consistency``) -> why the run cannot give it at all (a wrapped
+    task whose prompt does not allow the verbalized confidence, or whose pipeline extracts no answer:
+    ``capcal_tasks.sampled_calibration``); its columns are NaN with that reason (for ``verbalized`` also
+    ``verbalized_parse_failure_rate``: nothing was asked, so nothing failed to parse)."""
+    unavailable = dict(unavailable or {})
+    unknown = sorted(set(unavailable) - {"verbalized", "consistency"})
+    if unknown:
+        raise ValueError(
+            f"calibration_columns: unavailable names {unknown[0]!r}, not verbalized or consistency"
+        )
     if not questions:
         raise ValueError("calibration_columns: no questions")
     ks = {len(q.correctness) for q in questions}
@@ -343,13 +358,21 @@ def calibration_columns(questions: Sequence[QuestionData], task: str = "") -> Co
         reason = "P(True) was not requested (the model gives no log-likelihoods, or metadata ptrue is false)"
         undefined.update({f"ptrue_{name}": reason for name in STATISTICS})
         logger.warning("%s: the ptrue_* columns are NaN: %s", task or "calibration", reason)
-    verbalized = np.array([q.verbalized for q in questions if q.verbalized is not None], dtype=np.float64)
-    add(
-        "verbalized",
-        source_statistics("verbalized", verbalized, mu_hat[parsed], n[parsed], task),
-        everyone[parsed],
-    )
-    if k >= MIN_SAMPLES_FOR_CONSISTENCY:
+    for source, reason in unavailable.items():
+        names = [f"{source}_{name}" for name in STATISTICS]
+        names += ["verbalized_parse_failure_rate"] if source == "verbalized" else []
+        undefined.update({column: reason for column in names})
+        logger.warning("%s: the %s_* columns are NaN: %s", task or "calibration", source, reason)
+    if "verbalized" not in unavailable:
+        verbalized = np.array([q.verbalized for q in questions if q.verbalized is not None], dtype=np.float64)
+        add(
+            "verbalized",
+            source_statistics("verbalized", verbalized, mu_hat[parsed], n[parsed], task),
+            everyone[parsed],
+        )
+    if "consistency" in unavailable:  # NaN with the reason given (above)
+        pass
+    elif k >= MIN_SAMPLES_FOR_CONSISTENCY:
         add("consistency", source_statistics("consistency", *_consistency(questions), task), everyone)
     else:
         reason = (

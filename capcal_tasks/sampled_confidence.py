@@ -59,6 +59,7 @@ __all__ = [
     "CONFIDENCES_KEY",
     "confidence_tasks",
     "ptrue_task",
+    "question_row",
     "question_text",
     "requested_confidences",
     "verbalized_problem",
@@ -157,21 +158,33 @@ def _rendered_ending(template: str) -> str:
     return text
 
 
+def question_row(base: ConfigurableTask, target: str, doc: dict) -> dict[str, Any]:
+    """``doc`` of ``base`` as a confidence task's row: with ``question_id`` (under the wrapped task
+    ``target``) and ``question_text`` (``question_text`` of ``base``'s zero-shot prompt)."""
+    return {
+        **doc,
+        "question_id": doc_question_id(target, doc),
+        "question_text": question_text(_prompt(base, doc)),
+    }
+
+
+def _prompt(base: ConfigurableTask, doc: dict) -> str:
+    prompt = base.doc_to_text(doc)
+    return prompt if isinstance(prompt, str) else str(prompt)
+
+
 def _question_rows(base: ConfigurableTask, target: str, check_cue: bool) -> datasets.Dataset:
-    """``base``'s evaluation docs, each with ``question_id`` (under the wrapped task ``target``) and
-    ``question_text``; with ``check_cue``, ``RefusedTask`` for the first prompt without an answer cue."""
+    """``base``'s evaluation docs as confidence-task rows (``question_row``); with ``check_cue``,
+    ``RefusedTask`` for the first prompt without an answer cue."""
     docs: list[dict[str, Any]] = []
     for index, doc in enumerate(base.eval_docs):
-        prompt = base.doc_to_text(doc)
-        prompt = prompt if isinstance(prompt, str) else str(prompt)
-        if check_cue and not _ANSWER_CUE.search(prompt.rstrip()):
+        if check_cue and not _ANSWER_CUE.search(_prompt(base, doc).rstrip()):
             raise RefusedTask(
                 f"task {base.config.task}: {_NO_VERBALIZED}: the prompt its doc_to_text function gives "
                 f"question {index} does not end in an answer cue (Answer:, A:, Solution:): its question "
                 "cannot be told apart from its instructions for the answer; ask for ptrue only"
             )
-        text = question_text(prompt)
-        docs.append({**doc, "question_id": doc_question_id(target, doc), "question_text": text})
+        docs.append(question_row(base, target, doc))
     return datasets.Dataset.from_list(docs)
 
 

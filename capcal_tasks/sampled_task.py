@@ -31,6 +31,9 @@ Two ways in:
   k: 8}}`` (lm-eval's ``class:`` convention; ``--metadata`` may add ``filter``, ``correct_metric``,
   ``temperature``); its P(True) task is a second YAML, ``{task: gsm8k_k8_ptrue, class: !function
   capcal_tasks.sampled_task.SampledPTrueTask, metadata: {base_task: gsm8k}}`` (``SampledPTrueTask``).
+
+Its calibration task, ``<task>_calibration`` (the sampling, P(True) and the verbalized confidence in one task
+whose results are the calibration columns), is ``capcal_tasks.sampled_calibration.SampledCalibrationTask``.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from capcal_tasks.sampling import (
 )
 from capcal_tasks.settings import CONFIDENCES_KEY
 from capcal_tasks.task_admission import RefusedTask, admit
+from capcal_tasks.task_index import put_over_lm_eval_tasks
 
 __all__ = [
     "SAMPLING_SETTINGS",
@@ -370,7 +374,9 @@ def base_task_from_metadata(task: str, metadata: Mapping[str, Any]) -> Configura
         _refuse_yaml_task(
             f"task {task}: metadata.base_task must name the lm-eval task to sample (e.g. gsm8k)"
         )
-    manager = TaskManager(include_path=metadata.get("include_path"), metadata=None)
+    # lm-eval's tree parsed once per process (capcal_tasks.task_index), not once per wrapped task
+    manager = TaskManager(include_path=metadata.get("include_path"), include_defaults=False, metadata=None)
+    put_over_lm_eval_tasks(manager)
     passed = {key: value for key, value in metadata.items() if key not in ("config_source",)}
     try:
         raw = manager.task_index.get(base_name)

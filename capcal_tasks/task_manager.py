@@ -15,36 +15,34 @@ task declares that in its YAML's ``metadata.capcal_task`` (``REPEATED_SAMPLING_K
 With ``repeats`` set, every other task named (a stock lm-eval task, or the tasks of a stock group or tag) is
 sampled k times per question and scored response by response by its own metric
 (``capcal_tasks.sampled_task.SampledTask``, ``stock_task_configs``); a task the static rule refuses
-(``capcal_tasks.task_admission``) raises ``RefusedTask``.
+(``capcal_tasks.task_admission``) raises ``RefusedTask``. A name ``<stock>_calibration`` that lm-eval does not
+know, where ``<stock>`` is a stock leaf task (``calibration_base``), is the calibration task of ``<stock>``
+(``capcal_tasks.sampled_calibration.SampledCalibrationTask``: the sampling, P(True) and the verbalized
+confidence in one task, scored as calibration columns).
 
-lm-eval's own task tree (about 14,000 YAMLs: some 12 s of CPU time to parse) is indexed once per process
-(``lm_eval_task_index``, a cache keyed by the folder: the installed package's files, which do not change
-while a process runs) and every manager that includes it gets its own dict of those entries with its include
-paths over them, as ``TaskManager(include_defaults=True)`` builds it. The entries are shared: lm-eval reads
-them only (it deep-copies a config, or reads its YAML again, before building a task; it adds names to a
-manager's own dict only), and ``task_configs`` returns copies of their configs.
+lm-eval's own task tree is indexed once per process (``capcal_tasks.task_index.lm_eval_task_index``) and
+every manager that includes it gets its own dict of those entries with its include paths over them, as
+``TaskManager(include_defaults=True)`` builds it (``capcal_tasks.task_index.put_over_lm_eval_tasks``);
+``task_configs`` returns copies of their configs.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
-import logging
-from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from lm_eval.tasks import TaskManager
-from lm_eval.tasks._index import Entry, Kind, TaskIndex
 from lm_eval.tasks._yaml_loader import load_yaml
 
 from capcal_tasks import tasks_dir
 from capcal_tasks.sampling import is_sampling_config
+from capcal_tasks.task_index import lm_eval_task_index, put_over_lm_eval_tasks
 from capcal_tasks.task_names import (
     GLOB_CHARACTERS,
     UnknownTaskError,
-    lm_eval_tasks_dir,
+    calibration_stem,
     unknown_task_message,
     unknown_task_names,
 )
@@ -61,14 +59,6 @@ __all__ = [
 
 #: ``metadata.capcal_task`` of the tasks that sample k (``repeats``) responses per question.
 REPEATED_SAMPLING_KINDS = frozenset({"sampling", "leaderboard"})
-
-
-@functools.cache
-def lm_eval_task_index(folder: Path) -> Mapping[str, Entry]:
-    """The index of the task YAMLs under ``folder`` (lm-eval's own task tree, ``lm_eval_tasks_dir()``) as
-    ``TaskManager`` builds it (``TaskIndex.build``), built once per process and folder. Read it only: its
-    entries are shared by every ``CapcalTaskManager`` of the process (module docstring)."""
-    return TaskIndex.build([folder])
 
 
 def is_sampling_task(task) -> bool:
@@ -108,35 +98,11 @@ class CapcalTaskManager(TaskManager):
         # capcal first so that a user's own include path can override a capcal task.
         super().__init__(include_path=[str(tasks_dir()), *map(str, extra)], include_defaults=False, **kwargs)
         if include_defaults:
-            self._put_over_lm_evals_tasks()
+            put_over_lm_eval_tasks(self)
         self.repeats = None if repeats is None else int(repeats)
         # called with the loaded tasks ({name: Task}) once ``repeats`` is applied, before any request is
         # made (``analysis.evaluation.evaluate`` states and bounds the number of samples there)
         self.on_load: Callable[[dict[str, Any]], None] | None = None
-
-    def _put_over_lm_evals_tasks(self) -> None:
-        """This manager's index (capcal's folder and the include paths) put over lm-eval's own task index:
-        what ``TaskManager(include_defaults=True)`` builds (lm-eval 0.4.13's ``__init__``: the default
-        folder first, each later path's entries over it, with its warning; then the name lists by kind),
-        without parsing lm-eval's tree again."""
-        index = dict(lm_eval_task_index(lm_eval_tasks_dir()))
-        for name, entry in self._index.items():
-            if name in index:
-                logging.getLogger(TaskIndex.__module__).warning(
-                    "Task '%s' from %s overrides existing task from %s",
-                    name,
-                    entry.yaml_path,
-                    index[name].yaml_path,
-                )
-            index[name] = entry
-        buckets: dict[Kind, list[str]] = defaultdict(list)
-        for name, entry in index.items():
-            buckets[entry.kind].append(name)
-        self._index = index
-        self._all_tasks = sorted(index)
-        self._all_subtasks = sorted([*buckets[Kind.TASK], *buckets[Kind.PY_TASK]])
-        self._all_groups = sorted(buckets[Kind.GROUP])
-        self._all_tags = sorted(buckets[Kind.TAG])
 
     def load(self, task_list):
         if self.repeats is not None:
@@ -150,9 +116,23 @@ class CapcalTaskManager(TaskManager):
             self.on_load(dict(loaded["tasks"]))
         return loaded
 
+    def calibration_base(self, name: str) -> str | None:
+        """The stock task that ``name`` = ``<stock>_calibration`` names the calibration task of
+        (``capcal_tasks.sampled_calibration``): ``<stock>`` when lm-eval knows no task ``name`` and
+        ``<stock>`` is a leaf task that is not capcal's own; else None."""
+        stem = calibration_stem(name)
+        if stem is None or name in self.task_index:
+            return None
+        entry = self.task_index.get(stem)
+        if entry is None or entry.kind.name not in ("TASK", "PY_TASK") or entry.cfg is None:
+            return None
+        return None if (entry.cfg.get("metadata") or {}).get("capcal_task") else stem
+
     def stock_task_configs(self, names: Sequence[str | dict]) -> dict[str, dict[str, Any]]:
         """The leaf tasks among ``names`` that are not capcal's own (no ``metadata.capcal_task``): those
-        ``repeats`` wraps (``capcal_tasks.sampled_task``), with their YAML configs, by task name."""
+        ``repeats`` wraps (``capcal_tasks.sampled_task``; a ``<stock>_calibration`` name,
+        ``calibration_base``: ``capcal_tasks.sampled_calibration``), with their YAML configs, by task
+        name."""
         return {
             name: config
             for name, config in self.task_configs(names).items()
@@ -163,8 +143,11 @@ class CapcalTaskManager(TaskManager):
         """``task_list`` with every stock task (alone or in a stock group or tag) replaced by its
         ``SampledTask`` (k = ``repeats``, rows from the local data folder when one is set), followed by its
         confidence tasks (P(True), verbalized) that the metadata's ``capcal_confidences`` lists
-        (``capcal_tasks.sampled_confidence.requested_confidences``); capcal's own tasks stay names."""
+        (``capcal_tasks.sampled_confidence.requested_confidences``); a ``<stock>_calibration`` name
+        (``calibration_base``) replaced by its ``SampledCalibrationTask``, which asks its confidences
+        itself; capcal's own tasks stay names."""
         from capcal_tasks.data_sources import local_data_dir
+        from capcal_tasks.sampled_calibration import SampledCalibrationTask
         from capcal_tasks.sampled_confidence import confidence_tasks, requested_confidences
         from capcal_tasks.sampled_task import SampledTask, build_base_task
 
@@ -179,6 +162,13 @@ class CapcalTaskManager(TaskManager):
                 continue
             replaced += [name for name in self.task_configs([item]) if name not in stock]
             for name in stock:
+                wrapped = self.calibration_base(name)
+                if wrapped is not None:
+                    base = build_base_task(wrapped, self, self.metadata, local_rows=local)
+                    replaced.append(
+                        SampledCalibrationTask(base=base, k=self.repeats, metadata=self.metadata, name=name)
+                    )
+                    continue
                 base = build_base_task(name, self, self.metadata, local_rows=local)
                 replaced.append(SampledTask(base=base, k=self.repeats, metadata=self.metadata))
                 replaced += confidence_tasks(base, name, confidences)  # on the same questions
@@ -186,7 +176,8 @@ class CapcalTaskManager(TaskManager):
 
     def resolve_task_names(self, names: Sequence[str]) -> list[str | dict]:
         """``names`` as lm-eval's command line resolves them, without loading any task: a registered
-        task, group or tag stays a name, a pattern (``capcal_gsm8k*``) becomes the names it matches, a
+        task, group or tag stays a name, and so does ``<stock>_calibration`` (``calibration_base``), a
+        pattern (``capcal_gsm8k*``) becomes the names it matches, a
         ``.yaml`` file becomes its config. Raises ``UnknownTaskError`` naming the first name that is none of
         these, with the closest registered names."""
         resolved: list[str | dict] = []
@@ -196,7 +187,7 @@ class CapcalTaskManager(TaskManager):
                 if not path.is_file():
                     raise UnknownTaskError(f"task file {name} not found")
                 matches: list[str | dict] = [load_yaml(path.resolve(), resolve_func=True)]
-            elif name in self.task_index:
+            elif name in self.task_index or self.calibration_base(name) is not None:
                 matches = [name]
             elif GLOB_CHARACTERS & set(name):
                 matches = list(self.match_tasks([name]))
@@ -221,6 +212,10 @@ class CapcalTaskManager(TaskManager):
                     visit(child)
                 return
             entry = self.task_index.get(item)
+            wrapped = None if entry is not None else self.calibration_base(item)
+            if wrapped is not None and item not in configs:  # the stock task's config, under its name
+                configs[item] = {**copy.deepcopy(self.task_index[wrapped].cfg), "task": item}
+                return
             if entry is None or item in configs:
                 return
             if entry.kind.name == "TAG":

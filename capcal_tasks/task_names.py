@@ -20,9 +20,11 @@ from pathlib import Path
 from capcal_tasks import tasks_dir
 
 __all__ = [
+    "CALIBRATION_SUFFIX",
     "GLOB_CHARACTERS",
     "MANY_NAMES",
     "UnknownTaskError",
+    "calibration_stem",
     "lm_eval_tasks_dir",
     "task_folders",
     "unknown_task_message",
@@ -30,6 +32,9 @@ __all__ = [
 ]
 
 GLOB_CHARACTERS = frozenset("*?[")
+#: ``<stock>_calibration`` names the calibration task of the stock task ``<stock>``
+#: (``capcal_tasks.sampled_calibration``) where lm-eval knows no task of that name
+CALIBRATION_SUFFIX = "_calibration"
 # ``task: name`` / ``group: name`` / ``tag: name`` lines and ``tag:`` list items: the names offered as "did
 # you mean".
 _DECLARED_NAME = re.compile(rb"(?m)^(?:task|group|tag):[ \t]*['\"]?([\w.\-]+)")
@@ -46,6 +51,13 @@ MANY_NAMES = 200
 
 class UnknownTaskError(ValueError):
     """A task name that is not a registered task, group or tag, a pattern matching one, or a YAML file."""
+
+
+def calibration_stem(name: str) -> str | None:
+    """``<stock>`` of a name ``<stock>_calibration`` (None for any other name); whether it names a wrapped
+    calibration task is the task index's to say (``CapcalTaskManager.calibration_base``)."""
+    stem = name.removesuffix(CALIBRATION_SUFFIX)
+    return stem if stem != name and stem else None
 
 
 def lm_eval_tasks_dir() -> Path | None:
@@ -99,10 +111,13 @@ def unknown_task_names(
 ) -> tuple[list[str], set[str]]:
     """The plain names among ``names`` (not patterns, not ``.yaml`` paths) that occur, as a whole word (no
     name character ``[\\w.-]`` on either side), in no YAML text of ``task_folders(include_path)``, and the
-    names those YAMLs declare on ``task:`` / ``group:`` / ``tag:`` lines (for suggestions)."""
-    wanted = [name for name in names if not name.endswith(".yaml") and not GLOB_CHARACTERS & set(name)]
-    if not wanted:
+    names those YAMLs declare on ``task:`` / ``group:`` / ``tag:`` lines (for suggestions). A name
+    ``<stock>_calibration`` (``calibration_stem``) is known where ``<stock>`` occurs."""
+    plain = [name for name in names if not name.endswith(".yaml") and not GLOB_CHARACTERS & set(name)]
+    if not plain:
         return [], set()
+    stems = {name: calibration_stem(name) for name in plain}
+    wanted = [*plain, *(stem for stem in stems.values() if stem is not None)]
     # a whole name: not part of a longer one (name characters on neither side). One regex of all names is
     # quick for a few names but slow for thousands (the scan tries every name at every position); a name
     # made of name characters only occurs whole exactly where it is a whole run of them, so many such names
@@ -129,7 +144,7 @@ def unknown_task_names(
             for block in _TAG_LIST.findall(text):
                 matches += _LIST_ITEM.findall(block)
             declared.update(match.decode("utf-8", "replace") for match in matches)
-    return [name for name in wanted if name not in found], declared
+    return [name for name in plain if name not in found and stems[name] not in found], declared
 
 
 def unknown_task_message(name: str, known: Iterable[str]) -> str:

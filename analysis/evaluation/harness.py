@@ -309,6 +309,16 @@ def _check_sampled_tasks(
             confidences = requested_confidences(metadata)
         except ValueError as error:
             raise EvaluationInputError(str(error)) from None
+    if repeats is None or repeats < 2:
+        wrapped = [name for name in resolved if isinstance(name, str) and task_manager.calibration_base(name)]
+        if wrapped:  # capcal_tasks.sampled_calibration: k >= 2 responses per question, k from --repeats
+            raise EvaluationInputError(
+                "\n".join(
+                    f"task {name}: the calibration task of {task_manager.calibration_base(name)} samples k "
+                    f"responses per question, k from --repeats (got {repeats}); give --repeats K with K >= 2"
+                    for name in wrapped
+                )
+            )
     if repeats is None:
         return {}
     from capcal_tasks.local_rows import MissingLocalRows, local_dataset
@@ -321,7 +331,8 @@ def _check_sampled_tasks(
     for name, config in stock.items():
         try:
             admit(name, config, metadata)
-            problem = verbalized_problem(config) if "verbalized" in confidences else None
+            asked = "verbalized" in confidences and task_manager.calibration_base(name) is None
+            problem = verbalized_problem(config) if asked else None  # a calibration task records it
             if problem is not None:
                 raise RefusedTask(problem)
             if root is not None:

@@ -80,7 +80,8 @@ def check_run(output_dir: str | Path | Sequence[str | Path]) -> pd.DataFrame:
     are in ``result.attrs["joins"]``. Malformed logs raise ``analysis.runs.RunFormatError`` (file and line);
     a folder without capcal sampling or confidence records raises ``FileNotFoundError`` saying what it holds
     instead. ``result.attrs["protocols"]``: (model, task, run_id, lines) of each wrapped lm-eval task
-    (``capcal_tasks.sampled_task``), the lines saying what capcal changed in its protocol.
+    (``capcal_tasks.sampled_task``; its calibration task, ``capcal_tasks.sampled_calibration``, too), the
+    lines saying what capcal changed in its protocol.
     """
     roots = [output_dir] if isinstance(output_dir, (str, Path)) else list(output_dir)
     collection = load_runs(roots, select="all", allow_null_responses=True)
@@ -114,7 +115,7 @@ def check_run(output_dir: str | Path | Sequence[str | Path]) -> pd.DataFrame:
         "protocols"
     ] = [  # a wrapped lm-eval task: what capcal changed (capcal_tasks.sampled_protocol)
         (file.model, file.task, file.run_id, protocol_lines(file.task_config))
-        for file in collection.files
+        for file in [*collection.files, *collection.leaderboard_files]
         if protocol_lines(file.task_config)
     ]
     checks.attrs["duplicates"] = collection.duplicates

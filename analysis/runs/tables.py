@@ -110,6 +110,8 @@ class RunCollection:
     distinct run (``RUN_COLUMNS``), ``used`` and the ``reason``. ``duplicates``: (path, same-as path) of
     run files and folders read once. ``skipped``: (path, reason) of entries not read. ``models``:
     model_id -> identity (``fingerprint``, ``label``, ``source``, ``reason``). ``files``: the used runs.
+    ``leaderboard_files``: the leaderboard runs' (not used: their columns are in the results file; a wrapped
+    one, ``capcal_tasks.sampled_calibration``, still has a protocol to state).
     """
 
     questions: pd.DataFrame
@@ -119,6 +121,7 @@ class RunCollection:
     skipped: list[tuple[Path, str]] = field(default_factory=list)
     models: dict[str, dict] = field(default_factory=dict)
     files: list[SamplesFile] = field(default_factory=list)  # the used runs' files
+    leaderboard_files: list[SamplesFile] = field(default_factory=list)
 
     def unresolved_models(self) -> list[str]:
         """Labels of the models known only by their label (no checkpoint fingerprint)."""
@@ -207,6 +210,7 @@ def load_runs(
         skipped=found.skipped,
         models=models,
         files=[run.file for run in used],
+        leaderboard_files=[run.file for run in runs if run.kind == "leaderboard"],
     )
 
 

@@ -329,3 +329,23 @@ def test_p_true_for_some_questions_only_is_refused_with_its_message():
         ValueError, match=r"^calibration_columns: P\(True\) is given for some questions only$"
     ):
         calibration_columns([QuestionData([1, 0], ["a", "b"], p, 0.5) for p in (0.5, None)])
+
+
+def test_a_source_the_run_cannot_ask_is_nan_with_the_reason_given():
+    """``unavailable`` (a wrapped task whose prompt does not allow the verbalized confidence, or whose
+    pipeline extracts no answer): that source's columns NaN with the reason given (the verbalized one's
+    parse-failure rate too: nothing was asked), the other columns as without it; any other name refused."""
+    questions = _questions(n_questions=12)
+    reasons = {"verbalized": "not asked: its prompt ends in instructions", "consistency": "no answer classes"}
+    table = calibration_columns(questions, unavailable=reasons)
+    plain = calibration_columns(questions)
+    for source, reason in reasons.items():
+        names = [f"{source}_{statistic}" for statistic in STATISTICS]
+        names += ["verbalized_parse_failure_rate"] if source == "verbalized" else []
+        for name in names:
+            assert table.undefined[name] == reason
+            assert all(math.isnan(row[name]) for row in table.rows), name
+    for name in ("expected_accuracy", *(f"ptrue_{statistic}" for statistic in STATISTICS)):
+        assert _column(table.rows, name) == _column(plain.rows, name), name
+    with pytest.raises(ValueError, match="unavailable names 'ptrue', not verbalized or consistency"):
+        calibration_columns(questions, unavailable={"ptrue": "no"})

@@ -13,14 +13,20 @@ A. ``capcal eval --tasks <nine stock tasks of seven families> --repeats 2 --limi
 B. stock ``lm_eval`` (the ``hf`` model) on a YAML task of lm-eval's ``class:`` form that names the base task
    and k as metadata and on the P(True) task of it (a second YAML, ``SampledPTrueTask``), then the same
    re-score agreement, ``capcal check`` (the P(True) records joined) and ``capcal report`` on its output;
-C. ``capcal eval`` on three tasks the rule refuses, one whose few-shot rows are not in the folder and one
-   whose prompt does not allow the verbalized confidence asked for: exit 2, one line per task, before any
-   model loads.
+A'. the same run also names ``gsm8k_calibration`` (capcal_tasks.sampled_calibration): its results carry the
+   calibration columns, equal to a hand computation from its logged labels, P(True) log-likelihoods and
+   verbalized responses, each label the unmodified task's score; ``capcal check`` states its protocol;
+B'. stock ``lm_eval`` on a third YAML of the ``class:`` form, ``SampledCalibrationTask``: the same;
+C. ``capcal eval`` on three tasks the rule refuses (and a calibration task of one of them), one whose
+   few-shot rows are not in the folder and one whose prompt does not allow the verbalized confidence asked
+   for: exit 2, one line per task, before any model loads; ``<stock>_calibration`` without ``--repeats``:
+   one line.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -52,6 +58,7 @@ STOCK_TASKS = {
     "mmlu_anatomy_generative": ("mmlu/generative/mmlu_anatomy.yaml", "get_response", "exact_match"),
 }
 LIMIT, K = 2, 2
+CALIBRATION = "gsm8k_calibration"  # the calibration task of gsm8k (capcal_tasks.sampled_calibration)
 CAPCAL = [sys.executable, "-m", "analysis.cli"]
 LM_EVAL = str(Path(sys.executable).with_name("lm_eval"))
 
@@ -81,7 +88,8 @@ def capcal_run(tmp_path_factory, smollm2_path, shared_data) -> Path:
     output = tmp_path_factory.mktemp("wrapped")
     _run(
         CAPCAL + ["eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
-                  "--tasks", ",".join(STOCK_TASKS), "--repeats", str(K), "--limit", str(LIMIT),
+                  "--tasks", ",".join([*STOCK_TASKS, CALIBRATION]), "--repeats", str(K),
+                  "--limit", str(LIMIT),
                   "--gen_kwargs", "max_gen_toks=24", "--apply_chat_template", "--seed", "7",
                   "--metadata", "capcal_confidences=ptrue,verbalized",
                   "--log_samples", "--output_path", str(output)],
@@ -123,6 +131,10 @@ def test_capcal_check_and_report_read_wrapped_tasks(capcal_run, shared_data, tmp
             assert f"join {task}_{confidence} (" in checked.stdout
             assert checked.stdout.count(joined) == 2, (task, checked.stdout)
     assert "gsm8k: lm-eval task gsm8k (version 3.0) sampled k = 2 times per question" in checked.stdout
+    # the calibration task's results are its columns (not a run check reads), but its protocol is stated
+    assert (
+        f"{CALIBRATION}: lm-eval task gsm8k (version 3.0) sampled k = 2 times per question" in checked.stdout
+    )
     assert "temperature 0.0 -> 1.0" in checked.stdout
     assert "aime25: answer classes: none" in checked.stdout
     config = _results(capcal_run)["configs"]["gsm8k"]
@@ -136,6 +148,52 @@ def test_capcal_check_and_report_read_wrapped_tasks(capcal_run, shared_data, tmp
     # the report section states the protocol (plain Markdown: parentheses and arrows bare)
     assert "lm-eval task bbh_cot_fewshot_boolean_expressions (version 4.0) sampled k = 2" in text
     assert "temperature 0.0 -> 1.0" in text
+
+
+def _check_calibration_columns(output: Path, task: str, pipeline: str, k: int) -> dict:
+    """The results of the wrapped calibration task ``task`` carry every calibration column (or say why one is
+    left out), equal to a hand computation from its samples: mu_i from the logged labels, P(True) from the
+    logged Yes/No log-likelihoods, the verbalized confidence parsed from the logged response. Returns its
+    configs entry."""
+    from capcal_tasks.calibration_columns import COLUMNS
+    from capcal_tasks.confidence.verbalized import parse_verbalized_confidence
+
+    results = _results(output)
+    row, config = results["results"][task], results["configs"][task]
+    bookkeeping = config["capcal_calibration"]
+    assert bookkeeping["samples_per_question"] == k
+    for column in COLUMNS:
+        assert f"{column.name},{pipeline}" in row or column.name in bookkeeping["left_out_columns"], column
+    lines = _samples(output, task)
+    mu = [sum(line["correctness"]) / k for line in lines]
+    p_true = [
+        1 / (1 + math.exp(float(line["resps"][2][0][0]) - float(line["resps"][1][0][0]))) for line in lines
+    ]
+    failed = [parse_verbalized_confidence(line["resps"][3][0]) is None for line in lines]
+    assert row[f"expected_accuracy,{pipeline}"] == pytest.approx(sum(mu) / len(lines))
+    brier = sum((p - m) ** 2 for p, m in zip(p_true, mu, strict=True)) / len(lines)
+    assert row[f"ptrue_brier,{pipeline}"] == pytest.approx(brier)
+    assert row[f"verbalized_parse_failure_rate,{pipeline}"] == pytest.approx(sum(failed) / len(lines))
+    # k = 2: the leakage-free consistency needs k >= 4, said in the bookkeeping
+    assert math.isnan(row[f"consistency_brier,{pipeline}"])
+    assert "needs k >= 4" in bookkeeping["undefined_columns"]["consistency_brier"]
+    assert config["metadata"]["capcal_task"] == "leaderboard"
+    assert config["metadata"]["capcal_sampled"]["base_task"] == "gsm8k"
+    return config
+
+
+@pytest.mark.slow
+def test_a_wrapped_calibration_task_reports_the_columns(capcal_run, shared_data, wrapped_rescore):
+    lines = _samples(capcal_run, CALIBRATION)
+    assert [line["doc_id"] for line in lines] == list(range(LIMIT))
+    wrapped_rescore.check_calibration_labels_are_the_unmodified_tasks_scores(
+        lines, CALIBRATION, "gsm8k/gsm8k.yaml", "strict-match", "exact_match", shared_data, K
+    )
+    config = _check_calibration_columns(capcal_run, CALIBRATION, "strict-match", K)
+    assert config["verbalized_generation_kwargs"]["max_gen_toks"] == 24  # --gen_kwargs reaches it
+    assert config["generation_kwargs"]["max_gen_toks"] == 24
+    # it asks its confidences itself: capcal_confidences adds no separate task for it
+    assert not {f"{CALIBRATION}_ptrue", f"{CALIBRATION}_verbalized"} & set(_results(capcal_run)["results"])
 
 
 @pytest.mark.slow
@@ -182,10 +240,15 @@ def test_stock_lm_eval_runs_a_wrapped_task_and_its_ptrue_task(
         "task: gsm8k_k2_ptrue\nclass: !function capcal_tasks.sampled_task.SampledPTrueTask\n"
         "metadata:\n  base_task: gsm8k\n"
     )
+    (tasks / "gsm8k_k2_calibration.yaml").write_text(
+        "task: gsm8k_k2_calibration\n"
+        "class: !function capcal_tasks.sampled_calibration.SampledCalibrationTask\n"
+        "metadata:\n  base_task: gsm8k\n  k: 2\n  filter: flexible-extract\n"
+    )
     output = tmp_path / "out"
     run = _run(
         [LM_EVAL, "--model", "hf", "--model_args", f"pretrained={smollm2_path}", "--include_path", str(tasks),
-         "--tasks", "gsm8k_k2,gsm8k_k2_ptrue", "--limit", "2", "--num_fewshot", "1",
+         "--tasks", "gsm8k_k2,gsm8k_k2_ptrue,gsm8k_k2_calibration", "--limit", "2", "--num_fewshot", "1",
          "--gen_kwargs", "max_gen_toks=16", "--apply_chat_template",
          "--metadata", '{"capcal_confidences": "ptrue"}',
          "--log_samples", "--output_path", str(output)],
@@ -197,6 +260,12 @@ def test_stock_lm_eval_runs_a_wrapped_task_and_its_ptrue_task(
     wrapped_rescore.check_labels_are_the_unmodified_tasks_scores(
         lines, "gsm8k_k2", "gsm8k/gsm8k.yaml", "flexible-extract", "exact_match", shared_data, 2
     )
+    calibration = _samples(output, "gsm8k_k2_calibration")
+    wrapped_rescore.check_calibration_labels_are_the_unmodified_tasks_scores(
+        calibration, "gsm8k_k2_calibration", "gsm8k/gsm8k.yaml", "flexible-extract", "exact_match",
+        shared_data, 2,
+    )  # fmt: skip
+    _check_calibration_columns(output, "gsm8k_k2_calibration", "flexible-extract", 2)
     ptrue = _samples(output, "gsm8k_k2_ptrue")
     assert len(ptrue) == 2 and all(0.0 <= line["p_true"] <= 1.0 for line in ptrue)
     checked = _run(CAPCAL + ["check", str(output)], shared_data)
@@ -214,7 +283,7 @@ def test_refusals_come_before_the_model(smollm2_path, shared_data, tmp_path):
     refused = _run(
         CAPCAL + ["eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
                   "--tasks", "gsm8k_cot_self_consistency,wmt16-de-en,arc_challenge,nq_open,"
-                  "arc_challenge_chat",
+                  "arc_challenge_chat,arc_challenge_calibration,gsm8k_cot_llama_calibration",
                   "--repeats", "8", "--num_fewshot", "1", "--metadata", "capcal_confidences=ptrue,verbalized",
                   "--output_path", str(tmp_path)],
         shared_data,
@@ -235,7 +304,11 @@ def test_refusals_come_before_the_model(smollm2_path, shared_data, tmp_path):
         "task arc_challenge_chat: capcal_confidences asks for the verbalized confidence, which its prompt "
         "does not allow: its prompt ends in "
     )
-    assert len(lines) == 5, refused.stderr  # nothing else: no model was loaded
+    # a calibration task's base is admitted or refused as the base alone
+    assert lines[5].startswith("task arc_challenge_calibration: output_type is multiple_choice")
+    # gsm8k_cot_llama's prompt does not allow the verbalized confidence either, but its calibration task
+    # asks P(True) only and says why in its results: not refused
+    assert len(lines) == 6, refused.stderr  # nothing else: no model was loaded
     assert not list(tmp_path.iterdir())
 
 
@@ -252,6 +325,21 @@ def test_greedy_gen_kwargs_are_refused_on_a_wrapped_task(shared_data, monkeypatc
     )
     assert "drop temperature=0 from --gen_kwargs" in str(refused.value)
     check_inputs("capcal-hf", ["gsm8k"], repeats=4, gen_kwargs="temperature=0.7")
+
+
+@pytest.mark.slow
+def test_a_calibration_task_needs_repeats(shared_data, monkeypatch):
+    """``<stock>_calibration`` takes k from ``--repeats``: without it (or with 1) one line before any model
+    loads; with it the same inputs pass."""
+    monkeypatch.setenv("CAPCAL_DATA_DIR", str(shared_data))
+    for repeats in (None, 1):
+        with pytest.raises(EvaluationInputError) as refused:
+            check_inputs("capcal-hf", [CALIBRATION], repeats=repeats)
+        assert str(refused.value) == (
+            f"task {CALIBRATION}: the calibration task of gsm8k samples k responses per question, k from "
+            f"--repeats (got {repeats}); give --repeats K with K >= 2"
+        )
+    check_inputs("capcal-hf", [CALIBRATION], repeats=2)
 
 
 @pytest.mark.slow

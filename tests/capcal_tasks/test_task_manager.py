@@ -140,7 +140,7 @@ def test_lm_evals_index_under_capcals_is_lm_evals_build_of_the_same_folders(tmp_
 
     from lm_eval.tasks import TaskManager
 
-    from capcal_tasks import task_manager as module
+    from capcal_tasks import task_index as module  # lm-eval's index, parsed once per process
     from capcal_tasks import tasks_dir
 
     defaults = _defaults_folder(tmp_path / "defaults")
@@ -177,7 +177,7 @@ def test_lm_evals_index_under_capcals_is_lm_evals_build_of_the_same_folders(tmp_
 
 
 def test_lm_evals_tree_is_indexed_once_and_each_manager_has_its_own_dict(tmp_path, monkeypatch):
-    from capcal_tasks import task_manager as module
+    from capcal_tasks import task_index as module  # lm-eval's index, parsed once per process
 
     defaults = _defaults_folder(tmp_path / "defaults")
     monkeypatch.setattr(module, "lm_eval_tasks_dir", lambda: defaults)
@@ -199,3 +199,21 @@ def test_lm_evals_tree_is_indexed_once_and_each_manager_has_its_own_dict(tmp_pat
         "dataset_path": "json",
         "tag": ["capcal_sampling"],
     }
+
+
+def test_a_yaml_wrapped_task_finds_its_base_in_the_process_index(tmp_path, monkeypatch):
+    """lm-eval's ``class:`` route (``base_task_from_metadata``) looks the base task up in the process's one
+    index of lm-eval's tree, not a tree parsed again per wrapped task: a task of the (stand-in) tree is found
+    there (and then refused by the admission rule: a stand-in without rows), without a new parse."""
+    from capcal_tasks import task_index as module
+    from capcal_tasks.sampled_task import base_task_from_metadata
+    from capcal_tasks.task_admission import RefusedTask
+
+    defaults = _defaults_folder(tmp_path / "defaults")
+    monkeypatch.setattr(module, "lm_eval_tasks_dir", lambda: defaults)
+    module.lm_eval_task_index(defaults)
+    misses = module.lm_eval_task_index.cache_info().misses
+    for _ in range(2):
+        with pytest.raises(RefusedTask, match="^task stock_alpha: output_type is"):
+            base_task_from_metadata("stock_alpha_k2", {"base_task": "stock_alpha", "k": 2})
+    assert module.lm_eval_task_index.cache_info().misses == misses

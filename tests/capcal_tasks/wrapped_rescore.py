@@ -2,9 +2,10 @@
 engine drew them: every samples line is a capcal sampling record with k responses, and each response's 0/1
 label is the UNMODIFIED lm-eval task's own score of that response alone (its YAML as lm-eval defines it,
 nothing of capcal's: its whole filter pipeline, ``take_first`` included, then its own ``process_results``).
-Used by test_sampled_task_runs.py (capcal-hf, stock ``lm_eval``), test_vllm.py (capcal-vllm) and
-test_api.py (capcal-api); loaded by path through the ``wrapped_rescore`` fixture (tests/conftest.py): the
-test folders are not packages."""
+The same check of a wrapped calibration task's lines (capcal_tasks.sampled_calibration): its sampling
+responses and labels. Used by test_sampled_task_runs.py (capcal-hf, stock ``lm_eval``), test_vllm.py
+(capcal-vllm) and test_api.py (capcal-api); loaded by path through the ``wrapped_rescore`` fixture
+(tests/conftest.py): the test folders are not packages."""
 
 from __future__ import annotations
 
@@ -49,6 +50,40 @@ def check_labels_are_the_unmodified_tasks_scores(
     unmodified task's ``metric`` of response i alone and each extracted answer that pipeline's output (a
     regex filter's fallback scored incorrect logged as null), with ``expected_accuracy`` = c/k and the task's
     own metric its mean over the k responses."""
+    for line in _checked_lines(lines, task, relative, pipeline, metric, data_dir, k):
+        where = f"{task} doc {line['doc_id']}"
+        record = parse_sampling_record(line, where, task)  # a capcal sampling record (RunFormatError if not)
+        assert record["n"] == k and line["n_samples"] == k, (where, record["n"])
+        assert abs(line[metric] - line["expected_accuracy"]) < 1e-9, (where, line[metric])
+
+
+def check_calibration_labels_are_the_unmodified_tasks_scores(
+    lines: Sequence[dict],
+    task: str,
+    relative: str,
+    pipeline: str,
+    metric: str,
+    data_dir: Path,
+    k: int,
+) -> None:
+    """As ``check_labels_are_the_unmodified_tasks_scores`` for the samples ``lines`` of a wrapped calibration
+    task (``capcal_tasks.sampled_calibration``): its sampling request's k responses (the first of each line's
+    requests) labelled as the unmodified task labels each alone, and ``expected_accuracy`` = c/k."""
+    for line in _checked_lines(lines, task, relative, pipeline, metric, data_dir, k):
+        assert "n_samples" not in line, line["doc_id"]  # a calibration row, not a sampling record
+
+
+def _checked_lines(
+    lines: Sequence[dict],
+    task: str,
+    relative: str,
+    pipeline: str,
+    metric: str,
+    data_dir: Path,
+    k: int,
+) -> Sequence[dict]:
+    """``lines`` once each line's k responses (``resps[0]``), pipeline, doc, ``correctness``,
+    ``extracted_answers`` and ``expected_accuracy`` are checked against the unmodified task."""
     unmodified = unmodified_task(relative, data_dir)
     unmodified.build_all_requests(limit=max(line["doc_id"] for line in lines) + 1, rank=0, world_size=1)
     instances = {instance.doc_id: instance for instance in unmodified.instances}
@@ -56,8 +91,6 @@ def check_labels_are_the_unmodified_tasks_scores(
         instance.resps = [""]  # each response below is scored with the other questions' responses empty
     for line in lines:
         where = f"{task} doc {line['doc_id']}"
-        record = parse_sampling_record(line, where, task)  # a capcal sampling record (RunFormatError if not)
-        assert record["n"] == k and line["n_samples"] == k, (where, record["n"])
         assert line["filter"] == pipeline, (where, line["filter"])
         responses = line["resps"][0]
         assert len(responses) == len(line["correctness"]) == k, where
@@ -77,4 +110,4 @@ def check_labels_are_the_unmodified_tasks_scores(
                 filtered,
             )
         assert line["expected_accuracy"] == sum(line["correctness"]) / k, where
-        assert abs(line[metric] - line["expected_accuracy"]) < 1e-9, (where, line[metric])
+    return lines
