@@ -8,7 +8,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,20 +35,12 @@ def capcal(*arguments: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def forked_capcal() -> Iterator[Callable[..., subprocess.CompletedProcess]]:
+def forked_capcal(forked_cli) -> Callable[..., subprocess.CompletedProcess]:
     """``capcal(*arguments)``, each command in a process of its own forked from one server that imported
-    lm-eval, datasets, transformers and torch once (tests/analysis/forked_cli.py: about 5 s of CPU time
-    saved per command); what those imports print would be in every command's stderr, so there must be
-    nothing."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    try:
-        from forked_cli import ForkedCli
-    finally:
-        sys.path.remove(str(Path(__file__).parent))
-    server = ForkedCli({**os.environ, "OMP_NUM_THREADS": "1"}, REPO)
-    assert server.import_output == ""
-    yield lambda *arguments: server.run(RUNNER, list(arguments), REPO, timeout=300)
-    server.close()
+    lm-eval, datasets, transformers and torch once (``forked_cli``: about 5 s of CPU time saved per
+    command)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return lambda *arguments: forked_cli.run(RUNNER, list(arguments), REPO, timeout=300, env=env)
 
 
 @pytest.fixture(scope="module")
