@@ -562,16 +562,27 @@ def _two_task_runs(root):
     return root
 
 
-def test_grid_of_two_tasks_matches_every_section_cell_and_exports(tmp_path, report_markdown):
+def test_grid_of_two_tasks_matches_every_section_cell_and_exports(tmp_path, report_markdown, monkeypatch):
     import json
+
+    from matplotlib.figure import Figure
 
     from analysis.cli import main
     from analysis.report import build_report
+    from analysis.report.figures import Interval, forest_figure
     from analysis.report.paper_table import format_table, paper_table
 
     runs = _two_task_runs(tmp_path / "runs")
     markdown = build_report([runs], tmp_path / "report", options=_options()).markdown.read_text()
+    saved = []
+    savefig = Figure.savefig
+    monkeypatch.setattr(
+        Figure, "savefig", lambda figure, *a, **k: saved.append(1) or savefig(figure, *a, **k)
+    )
+    # the table's numbers are the report's (below), and it draws none of the report's figures
     rows = paper_table([runs], options=_options())
+    assert saved == []
+    assert forest_figure([Interval("a", 0.5, 0.4, 0.6)], "x").startswith(b"\x89PNG") and saved == [1]
     assert set(rows["task"]) == {"toy_eval", "toy_eval_b"} and set(rows["model"]) == {"toy-model"}
     assert report_markdown.assert_grid_matches_sections(markdown, rows) >= 4 * 2 * 2
     grids = report_markdown.tables(report_markdown.section_of(markdown, "## Across models and tasks"))
