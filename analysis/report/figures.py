@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import matplotlib
@@ -18,6 +20,7 @@ __all__ = [
     "Curve",
     "Interval",
     "curves_figure",
+    "figures_not_rendered",
     "forest_figure",
     "line_description",
     "reliability_figure",
@@ -103,7 +106,26 @@ def forest_figure(
     return _png(figure)
 
 
+_NOT_RENDERED: ContextVar[bool] = ContextVar("capcal_figures_not_rendered", default=False)
+
+
+@contextlib.contextmanager
+def figures_not_rendered() -> Iterator[None]:
+    """Within the block every figure function returns ``b""``: its figure is built and closed, never drawn
+    to PNG. For callers that read a report's numbers and none of its figures (``paper_table``, so ``capcal
+    table``): drawing and saving the PNGs was about three quarters of ``analyze_runs``' time on a two-task
+    toy report (tests/README.md, "The suite's time"). The numbers do not depend on it."""
+    token = _NOT_RENDERED.set(True)
+    try:
+        yield
+    finally:
+        _NOT_RENDERED.reset(token)
+
+
 def _png(figure) -> bytes:
+    if _NOT_RENDERED.get():
+        plt.close(figure)
+        return b""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     plt.close(figure)

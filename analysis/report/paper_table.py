@@ -24,6 +24,7 @@ import pandas as pd
 from analysis.rendering import ReportSection, markdown_table
 from analysis.report.analyze import analyze_runs
 from analysis.report.calibration_table import HIGHER_IS_BETTER, interval_label
+from analysis.report.figures import figures_not_rendered
 from analysis.report.metric_ranges import marked_interval, range_footnotes
 from analysis.report.registry import LEAKY
 from analysis.report.sections import higher_is_better, metric_header
@@ -110,7 +111,8 @@ def paper_table(
     problem = unknown_metric_problem(metrics)
     if problem is not None:
         raise ValueError(problem)
-    rows = metric_rows(analyze_runs(output_dirs, activations_dir, options).results)
+    with figures_not_rendered():  # rows only: the report's figures are not drawn
+        rows = metric_rows(analyze_runs(output_dirs, activations_dir, options).results)
     if rows.empty:
         folders = ", ".join(str(folder) for folder in output_dirs)
         raise ValueError(f"no evaluation task with a confidence estimator in {folders}: nothing to tabulate")

@@ -12,8 +12,15 @@ logging handler's, is captured), ``sys.argv`` as ``python -c`` sets it, and Pyth
 themselves print (a fresh process would print it in every command) is ``ForkedCli.import_output``, for the
 caller to check.
 
-Protocol: one JSON line per command on the server's stdin (``{"runner", "args", "cwd", "timeout"}``), one
-JSON line back (``{"returncode", "stdout", "stderr"}``).
+Protocol: one JSON line per command on the server's stdin (``{"runner", "args", "cwd", "timeout", "env"}``),
+one JSON line back (``{"returncode", "stdout", "stderr"}``). The child's ``os.environ`` is the command's
+``env`` (the caller's whole environment by default); what the preloaded modules read from the environment at
+import time is the server's (``tests/analysis/conftest.py``'s ``forked_cli`` starts it with the test
+session's).
+
+``python -m MODULE`` is ``runpy.run_module(MODULE, run_name="__main__", alter_sys=True)`` as the runner, a
+console script ``runpy.run_path(SCRIPT, run_name="__main__")`` (``sys.argv[0]`` is then the script's path,
+as when it is run).
 """
 
 from __future__ import annotations
@@ -65,10 +72,13 @@ class ForkedCli:
         )
         self.import_output = json.loads(self._server.stdout.readline())
 
-    def run(self, runner: str, args: list[str], cwd: Path, timeout: int) -> subprocess.CompletedProcess:
+    def run(
+        self, runner: str, args: list[str], cwd: Path, timeout: int, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
         """The command's status (negative: the signal that ended it; SIGALRM after ``timeout`` seconds),
-        stdout and stderr."""
-        request = {"runner": runner, "args": args, "cwd": str(cwd), "timeout": timeout}
+        stdout and stderr; its environment is ``env`` (None: this process's ``os.environ``)."""
+        env = dict(os.environ if env is None else env)
+        request = {"runner": runner, "args": args, "cwd": str(cwd), "timeout": timeout, "env": env}
         self._server.stdin.write(json.dumps(request) + "\n")
         self._server.stdin.flush()
         line = self._server.stdout.readline()
@@ -90,13 +100,17 @@ def _captured_fd(fd: int, target: int) -> int:
     return saved
 
 
-def _child(runner: str, args: list[str], cwd: str, timeout: int, out: int, err: int) -> None:
+def _child(
+    runner: str, args: list[str], cwd: str, timeout: int, env: dict[str, str], out: int, err: int
+) -> None:
     """In the forked child: run ``runner`` as ``python -c`` would, and end as Python ends. Never returns."""
     import atexit
     import signal
     import traceback
 
     signal.alarm(timeout)
+    os.environ.clear()
+    os.environ.update(env)
     os.dup2(out, 1)
     os.dup2(err, 2)
     os.chdir(cwd)
@@ -155,6 +169,7 @@ def _serve() -> None:
                     request["args"],
                     request["cwd"],
                     request["timeout"],
+                    request["env"],
                     out.fileno(),
                     err.fileno(),
                 )

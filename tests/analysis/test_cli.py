@@ -8,7 +8,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,27 +28,13 @@ RUNNER = (
 )
 
 
-def capcal(*arguments: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-c", RUNNER, *arguments]
-    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-
-
 @pytest.fixture(scope="module")
-def forked_capcal() -> Iterator[Callable[..., subprocess.CompletedProcess]]:
+def forked_capcal(forked_cli) -> Callable[..., subprocess.CompletedProcess]:
     """``capcal(*arguments)``, each command in a process of its own forked from one server that imported
-    lm-eval, datasets, transformers and torch once (tests/analysis/forked_cli.py: about 5 s of CPU time
-    saved per command); what those imports print would be in every command's stderr, so there must be
-    nothing."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    try:
-        from forked_cli import ForkedCli
-    finally:
-        sys.path.remove(str(Path(__file__).parent))
-    server = ForkedCli({**os.environ, "OMP_NUM_THREADS": "1"}, REPO)
-    assert server.import_output == ""
-    yield lambda *arguments: server.run(RUNNER, list(arguments), REPO, timeout=300)
-    server.close()
+    lm-eval, datasets, transformers and torch once (``forked_cli``: about 5 s of CPU time saved per
+    command)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return lambda *arguments: forked_cli.run(RUNNER, list(arguments), REPO, timeout=300, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -235,7 +221,7 @@ def test_an_input_that_cannot_work_is_one_line_before_any_model_is_loaded(
     assert result.stdout == "model code imported: False\n"
 
 
-def test_a_failed_run_is_one_line_and_the_traceback_needs_debug(tmp_path):
+def test_a_failed_run_is_one_line_and_the_traceback_needs_debug(tmp_path, forked_capcal):
     (tmp_path / "gsm8k").mkdir()
     (tmp_path / "gsm8k" / "test.jsonl").write_text("not json\n")  # present, so the checks pass; unreadable
     flags = [
@@ -249,14 +235,14 @@ def test_a_failed_run_is_one_line_and_the_traceback_needs_debug(tmp_path):
         "--limit",
         "1",
     ]
-    result = capcal(*flags)
+    result = forked_capcal(*flags)
     assert result.returncode == 1
     assert result.stderr.splitlines()[-1] == (
         f"capcal eval: error: ValueError: {tmp_path}/gsm8k/test.jsonl:1: not valid JSON (Expecting value) "
         "(--debug shows the traceback)"
     )
     assert "Traceback" not in result.stderr
-    debug = capcal(*flags, "--debug")
+    debug = forked_capcal(*flags, "--debug")
     assert debug.returncode == 1 and "Traceback (most recent call last)" in debug.stderr
     assert debug.stderr.splitlines()[-1].startswith("capcal eval: error: ValueError: ")
 
@@ -351,19 +337,27 @@ def test_lm_eval_dictionary_flags_and_seeds():
 
 
 def _capcal_in(folder: Path, *arguments: str) -> subprocess.CompletedProcess:
-    """``capcal ARGS`` run from ``folder`` (a folder outside any git work tree)."""
+    """``capcal ARGS`` run from ``folder`` (a folder outside any git work tree), in a fresh process."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-c", RUNNER, *arguments]
     return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
-def dummy_runs(tmp_path_factory) -> tuple[Path, list[subprocess.CompletedProcess]]:
+def forked_capcal_in(forked_cli) -> Callable[..., subprocess.CompletedProcess]:
+    """``_capcal_in(folder, *arguments)`` in a process forked from ``forked_cli`` (lm-eval's dummy model and
+    the commands that read runs: no model is loaded)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return lambda folder, *arguments: forked_cli.run(RUNNER, list(arguments), folder, timeout=600, env=env)
+
+
+@pytest.fixture(scope="module")
+def dummy_runs(tmp_path_factory, forked_capcal_in) -> tuple[Path, list[subprocess.CompletedProcess]]:
     """lm-eval's dummy model (it answers "lol") on two arithmetic tasks with k = 1, each into its own
     folder, from a folder outside any git work tree: (that folder, the two runs)."""
     root = tmp_path_factory.mktemp("dummy_runs")
     runs = [
-        _capcal_in(root, "eval", "--model", "dummy", "--tasks", task, "--repeats", "1", "--limit", "2",
+        forked_capcal_in(root, "eval", "--model", "dummy", "--tasks", task, "--repeats", "1", "--limit", "2",
                    "--gen_kwargs", "max_gen_toks=8", "--log_samples", "--output_path", f"out_{task}")
         for task in ("capcal_arithmetic", "capcal_arithmetic_train")
     ]  # fmt: skip
@@ -395,21 +389,21 @@ def test_eval_prints_none_of_lm_evals_misleading_lines(dummy_runs):
         assert "not a git repository" not in run.stderr
 
 
-def test_check_takes_several_folders(dummy_runs):
+def test_check_takes_several_folders(dummy_runs, forked_capcal_in):
     root, _ = dummy_runs
-    result = _capcal_in(root, "check", "out_capcal_arithmetic", "out_capcal_arithmetic_train")
+    result = forked_capcal_in(root, "check", "out_capcal_arithmetic", "out_capcal_arithmetic_train")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "capcal_arithmetic " in result.stdout and "capcal_arithmetic_train" in result.stdout
     assert "\n2 of 2 run(s) complete\n" in result.stdout
 
 
-def test_a_symlink_loop_is_one_line_in_analyze_check_and_report(tmp_path):
+def test_a_symlink_loop_is_one_line_in_analyze_check_and_report(tmp_path, forked_capcal_in):
     folder = tmp_path / "runs" / "model__x"
     folder.mkdir(parents=True)
     samples = folder / "samples_capcal_arithmetic_2026-01-02T03-04-05.123456.jsonl"
     os.symlink(samples.name, samples)
     for command in (["analyze"], ["check"], ["report", "--output", str(tmp_path / "report")]):
-        result = _capcal_in(tmp_path, *command, "runs")
+        result = forked_capcal_in(tmp_path, *command, "runs")
         assert result.returncode == 2, result.stderr[-3000:]
         assert result.stderr == (
             f"capcal {command[0]}: error: runs/model__x/{samples.name}: cannot be read (Too many levels of "

@@ -215,11 +215,29 @@ def _options(**kwargs):
     return ReportOptions(n_resamples=20, consistency_ks=(2,), max_examples=12, **kwargs)
 
 
-def test_report_follows_declared_relations_not_names(tmp_path):
+@pytest.fixture(scope="module")
+def toy_report(tmp_path_factory) -> str:
+    """The markdown of the report on ``_runs`` with ``_options()``, built once for the tests that only read
+    it."""
     from analysis.report import build_report
 
-    files = build_report([_runs(tmp_path / "runs")], tmp_path / "report", options=_options())
-    text = files.markdown.read_text()
+    root = tmp_path_factory.mktemp("toy_report")
+    return build_report([_runs(root / "runs")], root / "report", options=_options()).markdown.read_text()
+
+
+@pytest.fixture(scope="module")
+def two_task_report(tmp_path_factory) -> tuple:
+    """``_two_task_runs`` and the markdown of its report with ``_options()``, built once for the tests that
+    only read them: (runs folder, markdown)."""
+    from analysis.report import build_report
+
+    root = tmp_path_factory.mktemp("two_task_report")
+    runs = _two_task_runs(root / "runs")
+    return runs, build_report([runs], root / "report", options=_options()).markdown.read_text()
+
+
+def test_report_follows_declared_relations_not_names(toy_report):
+    text = toy_report
     assert "## toy-model · toy_eval" in text
     assert "toy_calib ·" not in text and "other_calib ·" not in text  # calibration splits are not reported
     assert (
@@ -516,13 +534,10 @@ def test_report_opens_with_a_summary_that_ranks_concludes_and_warns(tmp_path, re
         assert warning in summary, warning
 
 
-def test_every_metric_column_states_its_direction(tmp_path):
-    from analysis.report import build_report
+def test_every_metric_column_states_its_direction(toy_report):
     from analysis.report.calibration_table import HIGHER_IS_BETTER
 
-    markdown = build_report(
-        [_runs(tmp_path / "runs")], tmp_path / "r", options=_options()
-    ).markdown.read_text()
+    markdown = toy_report
     headers = [line for line in markdown.splitlines() if line.startswith("| ") and "---" not in line]
     names = {name.replace("_", "_") for name in HIGHER_IS_BETTER} | set(HIGHER_IS_BETTER)
     seen = 0
@@ -562,16 +577,27 @@ def _two_task_runs(root):
     return root
 
 
-def test_grid_of_two_tasks_matches_every_section_cell_and_exports(tmp_path, report_markdown):
+def test_grid_of_two_tasks_matches_every_section_cell_and_exports(
+    tmp_path, report_markdown, monkeypatch, two_task_report
+):
     import json
 
+    from matplotlib.figure import Figure
+
     from analysis.cli import main
-    from analysis.report import build_report
+    from analysis.report.figures import Interval, forest_figure
     from analysis.report.paper_table import format_table, paper_table
 
-    runs = _two_task_runs(tmp_path / "runs")
-    markdown = build_report([runs], tmp_path / "report", options=_options()).markdown.read_text()
+    runs, markdown = two_task_report
+    saved = []
+    savefig = Figure.savefig
+    monkeypatch.setattr(
+        Figure, "savefig", lambda figure, *a, **k: saved.append(1) or savefig(figure, *a, **k)
+    )
+    # the table's numbers are the report's (below), and it draws none of the report's figures
     rows = paper_table([runs], options=_options())
+    assert saved == []
+    assert forest_figure([Interval("a", 0.5, 0.4, 0.6)], "x").startswith(b"\x89PNG") and saved == [1]
     assert set(rows["task"]) == {"toy_eval", "toy_eval_b"} and set(rows["model"]) == {"toy-model"}
     assert report_markdown.assert_grid_matches_sections(markdown, rows) >= 4 * 2 * 2
     grids = report_markdown.tables(report_markdown.section_of(markdown, "## Across models and tasks"))
@@ -860,16 +886,14 @@ def _numbers(cell: str) -> list[float]:
     return [float(x) for x in re.findall(r"-?\d+\.\d+", cell)]
 
 
-def test_every_value_outside_its_range_is_marked_where_shown_with_its_reason(tmp_path, report_markdown):
+def test_every_value_outside_its_range_is_marked_where_shown_with_its_reason(
+    report_markdown, two_task_report
+):
     """In the ranking tables, the section tables and the grids of a small report (N = 10 and 12, k = 4),
     a cell carries ‡ exactly when a shown value of the corrected Brier or debiased ECE is below 0, § when a
     skill is above 1, ¶ when a skill's estimate is below -1 (up to the 3 decimals shown), and each mark
     has its reason in a footnote under the same table."""
-    from analysis.report import build_report
-
-    markdown = build_report(
-        [_two_task_runs(tmp_path / "runs")], tmp_path / "report", options=_options()
-    ).markdown.read_text()
+    _, markdown = two_task_report
     body = markdown.split("## Appendix")[0]
     tables, notes = report_markdown.tables(body), report_markdown.footnotes(body)
     seen = {"‡": 0, "§": 0, "¶": 0}
@@ -925,13 +949,12 @@ def test_blank_cells_say_why(tmp_path, report_markdown):
     assert blanks >= 3  # the random rows, and the grids where a-model has no P(True)
 
 
-def test_routing_and_budget_captions_name_the_lines_their_legends_show(tmp_path):
+def test_routing_and_budget_captions_name_the_lines_their_legends_show(toy_report):
     """Each reference line of the routing figure is named in its caption by the style it is drawn in
     (exactly once, each style its own), under the name its legend shows; the black dashed line is one
     oracle only; the tie that puts oracle_cheap near random is said; the paper-form consistency is
     labelled leaky. The budget and pass@k guides name their reference lines the same way."""
     from analysis.applications.routing import routing_curves
-    from analysis.report import build_report
     from analysis.report.figures import Curve, line_description
     from analysis.report.sections import routing_guide, routing_lines
 
@@ -958,9 +981,7 @@ def test_routing_and_budget_captions_name_the_lines_their_legends_show(tmp_path)
     assert "6 of the 10 questions have mu_hat = 0 for cheap" in guide
     assert "consistency_k5 (leaky): the paper-form consistency" in guide
 
-    markdown = build_report(
-        [_runs(tmp_path / "runs")], tmp_path / "report", options=_options()
-    ).markdown.read_text()
+    markdown = toy_report
     assert "grey dotted line with squares (uniform allocation)" in markdown
     assert "black dashed line with triangles (the oracle, allocating by mu_hat itself)" in markdown
     assert "black dashed line with circles (actual (unbiased pass@k))" in markdown

@@ -227,15 +227,17 @@ def test_a_planted_per_row_loop_fails_the_check(tiny, monkeypatch):
         check_decode_step(model)
 
 
-@pytest.mark.parametrize("attention", ["exact", "batched"])
-def test_sliding_window_layers_match_the_reference_decoder(tmp_path, attention):
-    """Gemma-3's architecture (2 layers, hidden 64: one sliding-window layer of 6 positions, one full one):
-    prompts longer than the window and samples that outgrow it give the reference decoder's tokens."""
+@pytest.fixture(scope="module")
+def sliding_window(tmp_path_factory):
+    """Gemma-3's architecture (2 layers, hidden 64: one sliding-window layer of 6 positions, one full one),
+    its prompts and the reference decoder's samples of them (computed once for both attention modes)."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from capcal_models.prepare import prepare_model
 
-    path = decode_step_ops.tiny_model(prepare_model("gemma3-270m").path, tmp_path / "gemma", seed=5)
+    path = decode_step_ops.tiny_model(
+        prepare_model("gemma3-270m").path, tmp_path_factory.mktemp("gemma"), seed=5
+    )
     config = AutoConfig.from_pretrained(path)
     config.update({"sliding_window": 6, "layer_types": ["sliding_attention", "full_attention"]})
     torch.manual_seed(5)
@@ -244,6 +246,13 @@ def test_sliding_window_layers_match_the_reference_decoder(tmp_path, attention):
         PromptJob(list(range(100 + 5 * i, 108 + 9 * i)), [10 * i + j for j in range(3)]) for i in range(4)
     ]
     expected = [[_reference(model, job, s, 10, set(), None) for s in range(3)] for job in jobs]
+    return model, jobs, expected
+
+
+@pytest.mark.parametrize("attention", ["exact", "batched"])
+def test_sliding_window_layers_match_the_reference_decoder(sliding_window, attention):
+    """Prompts longer than the window and samples that outgrow it give the reference decoder's tokens."""
+    model, jobs, expected = sliding_window
     for rows in (2, 12):
         fresh = [PromptJob(job.token_ids, job.seeds) for job in jobs]
         sample_continuations(model, fresh, PARAMS, 10, None, set(), rows, attention=attention)

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +50,15 @@ def _capcal(*arguments: str, timeout: int = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "analysis.cli", *arguments]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def forked_capcal(forked_cli) -> Callable[..., subprocess.CompletedProcess]:
+    """``_capcal`` for a command that is refused: in a process of its own forked from ``forked_cli`` (the
+    server that imported lm-eval and torch once)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    runner = "import runpy\nrunpy.run_module('analysis.cli', run_name='__main__', alter_sys=True)\n"
+    return lambda *arguments: forked_cli.run(runner, list(arguments), Path.cwd(), timeout=600, env=env)
 
 
 def _one_error_line(run: subprocess.CompletedProcess) -> str:
@@ -71,8 +81,10 @@ def _one_error_line(run: subprocess.CompletedProcess) -> str:
         (["--looks", "2"], "--looks and --adaptive_rule need --adaptive"),
     ],
 )
-def test_bad_adaptive_settings_are_one_line_before_the_model_loads(flags, message, smollm2_path) -> None:
-    run = _capcal("eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
+def test_bad_adaptive_settings_are_one_line_before_the_model_loads(
+    flags, message, smollm2_path, forked_capcal
+) -> None:
+    run = forked_capcal("eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
                   "--tasks", TASK, "--repeats", str(K_MAX), "--limit", "2", "--apply_chat_template",
                   *flags)  # fmt: skip
     assert message in _one_error_line(run)
@@ -87,27 +99,27 @@ def test_bad_adaptive_settings_are_one_line_before_the_model_loads(flags, messag
     ],
 )  # fmt: skip
 def test_adaptive_with_too_few_repeats_is_one_line_before_the_model_loads(
-    repeats, message, smollm2_path
+    repeats, message, smollm2_path, forked_capcal
 ) -> None:
     """Issue 47.11/14: ``--adaptive --repeats 1`` failed only after the model loaded and sampled (exit 1, "an
     unbiased mu^2 needs a first look l_1 >= 2"); a k_max the default looks leave one look of ran as fixed k
     with no notice (exit 0, 0% saved)."""
-    run = _capcal("eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
+    run = forked_capcal("eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
                   "--tasks", TASK, "--repeats", repeats, "--limit", "2", "--apply_chat_template",
                   "--adaptive")  # fmt: skip
     assert message in _one_error_line(run)
 
 
-def test_adaptive_on_a_task_that_does_not_sample_is_refused(smollm2_path) -> None:
-    run = _capcal("eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
+def test_adaptive_on_a_task_that_does_not_sample_is_refused(smollm2_path, forked_capcal) -> None:
+    run = forked_capcal("eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
                   "--tasks", "capcal_arithmetic_ptrue", "--limit", "2", "--apply_chat_template",
                   "--adaptive")  # fmt: skip
     assert "--adaptive samples capcal's sampling tasks only; capcal_arithmetic_ptrue" in _one_error_line(run)
 
 
-def test_adaptive_with_a_stock_model_is_refused() -> None:
+def test_adaptive_with_a_stock_model_is_refused(forked_capcal) -> None:
     """Stock lm-eval models draw new samples at every look: the stop would depend on samples not logged."""
-    run = _capcal("eval", "--model", "hf", "--model_args", "pretrained=/no/such/model",
+    run = forked_capcal("eval", "--model", "hf", "--model_args", "pretrained=/no/such/model",
                   "--tasks", TASK, "--limit", "2", "--adaptive")  # fmt: skip
     assert "--adaptive needs one of capcal's engines (capcal-hf, capcal-vllm" in _one_error_line(run)
 

@@ -189,7 +189,7 @@ def test_accepted_model_arguments_follow_the_class_hierarchy():
     assert {"base_url", "num_concurrent", "tokenizer", "model"} <= api and "dtype" not in api
 
 
-def test_evaluate_checks_its_inputs_before_loading_the_model(smollm2_path):
+def test_evaluate_checks_its_inputs_before_loading_the_model(smollm2_path, forked_cli):
     # the checkpoint exists: without the check, the model would load and the typo fail inside transformers
     code = (
         "import sys\n"
@@ -201,7 +201,8 @@ def test_evaluate_checks_its_inputs_before_loading_the_model(smollm2_path):
         "print(sorted(m for m in sys.modules if m.endswith('modeling_llama')))\n"
     )
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True)
+    # a process of its own, forked from the server that imported lm-eval and torch once (``forked_cli``)
+    result = forked_cli.run(code, [], REPO, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     message, loaded = result.stdout.splitlines()
     assert message == (
