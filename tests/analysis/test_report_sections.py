@@ -456,6 +456,32 @@ def test_a_compared_self_calibration_loop_opens_with_how_to_read_it(tmp_path):
     assert differences and all(v.startswith(("0.000", "-0.000")) for v in differences)
 
 
+def test_a_self_calibration_section_draws_1000_resamples_by_default(tmp_path, monkeypatch):
+    """The documented default of ``self_calibration_sections`` and of the ``read_comparisons`` under it is
+    1,000 bootstrap resamples from seed 0, and given values reach the comparison (a unit swap 1000 -> 1024 of
+    a default, or a value not passed on, is the bug this catches). What reaches ``compare_checked_runs`` is
+    recorded there and the comparison stopped (a refused comparison becomes the section's warning): the
+    bootstrap itself, 1,000 resamples, would take seconds, and its settings are all this test reads."""
+    from analysis.self_calibration import results
+
+    loop = tmp_path / "loop"
+    for side in ("before", "after"):
+        _loop_side(loop / side)
+    (loop / "loop.json").write_text(json.dumps({"settings": {"confidence": "p_yes"}}))
+    received: list[tuple] = []
+
+    def recorded(before, after, **options):
+        received.append((options["n_resamples"], options["seed"], options["confidence"]))
+        raise ValueError("recorded")
+
+    monkeypatch.setattr(results, "compare_checked_runs", recorded)
+    (section,) = self_calibration_sections([tmp_path])
+    assert section.warnings == ["not compared: recorded"]
+    results.read_comparisons([tmp_path])
+    self_calibration_sections([tmp_path], n_resamples=7, seed=5)
+    assert received == [(1000, 0, "p_yes"), (1000, 0, "p_yes"), (7, 5, "p_yes")]
+
+
 # ------------------------------------------------------------------ routing guide
 
 
