@@ -66,7 +66,15 @@ from analysis.self_calibration.example_draw import plan_epoch, split_validation
 from analysis.self_calibration.loss import mean_loss, selfcal_loss
 from analysis.self_calibration.train_config import METHOD_SCHEDULE, TrainConfig
 
-__all__ = ["METHOD_SCHEDULE", "TrainConfig", "TrainResult", "method_lr_factor", "train_self_calibration"]
+__all__ = [
+    "METHOD_SCHEDULE",
+    "TrainConfig",
+    "TrainResult",
+    "lora_config",
+    "method_lr_factor",
+    "train_self_calibration",
+    "training_arguments",
+]
 
 
 @dataclass(frozen=True)
@@ -146,9 +154,25 @@ def _dataset(examples: list[dict]):
     return Examples()
 
 
-def _training_arguments(config: TrainConfig, checkpoints: Path, method_schedule: bool) -> Any:
-    """transformers' ``TrainingArguments`` of ``config``; the method's cosine is the trainer's own (counted
-    in micro-batches), so ``Trainer``'s scheduler stays constant then."""
+def lora_config(config: TrainConfig) -> Any:
+    """peft's ``LoraConfig`` of ``config``: a causal-LM adapter of rank ``lora_r``, scale ``lora_alpha``
+    (peft multiplies the update by ``lora_alpha / lora_r``), dropout ``lora_dropout``, on the modules named
+    in ``target_modules`` (the method's: r 32, alpha 16, dropout 0.05, ``q_proj`` and ``v_proj``)."""
+    from peft import LoraConfig
+
+    return LoraConfig(
+        task_type="CAUSAL_LM",
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=list(config.target_modules),
+    )
+
+
+def training_arguments(config: TrainConfig, checkpoints: Path, method_schedule: bool) -> Any:
+    """transformers' ``TrainingArguments`` of ``config``, checkpoints under ``checkpoints``; with
+    ``method_schedule`` the method's cosine is the trainer's own (counted in micro-batches), so ``Trainer``'s
+    scheduler stays constant, else ``config.lr_scheduler_type`` is ``Trainer``'s schedule."""
     import torch
     from transformers import TrainingArguments
 
@@ -196,7 +220,7 @@ def train_self_calibration(
     ``loss_eval_examples`` training tuples (a seeded draw). ``callbacks`` go to ``Trainer``.
     """
     import torch
-    from peft import LoraConfig, get_peft_model
+    from peft import get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
     from transformers.trainer_utils import get_last_checkpoint
 
@@ -213,21 +237,14 @@ def train_self_calibration(
     drawn, epoch = plan.drawn, plan.epoch
     model = AutoModelForCausalLM.from_pretrained(str(base_model), dtype=torch.float32)
     base_dtype = getattr(model.config, "dtype", None) or torch.float32
-    lora = LoraConfig(
-        task_type="CAUSAL_LM",
-        r=config.lora_r,
-        lora_alpha=config.lora_alpha,
-        lora_dropout=config.lora_dropout,
-        target_modules=list(config.target_modules),
-    )
-    model = get_peft_model(model, lora)
+    model = get_peft_model(model, lora_config(config))
     probe = np.random.default_rng(config.seed).permutation(training)[: config.loss_eval_examples]
     probe_examples = [examples[i] for i in sorted(probe)]
     validation_examples = [examples[i] for i in validation]
     before = mean_loss(model, probe_examples, pad_id, config) if evaluate_loss else None
     validation_before = mean_loss(model, validation_examples, pad_id, config) if evaluate_loss else None
     checkpoints = output_dir / "checkpoints"
-    arguments = _training_arguments(
+    arguments = training_arguments(
         config, checkpoints, method_schedule=plan.schedule_micro_batches is not None
     )
     trainer = _trainer_class()(

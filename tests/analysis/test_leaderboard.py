@@ -271,6 +271,25 @@ def test_an_earlier_export_over_other_tasks_is_refused_and_a_re_export_is_not(tm
     assert "SmolLM2" in line and "an earlier export of capcal_calibration_open" in line
     assert main(["leaderboard", str(STORED), "--output", str(root)]) == 0  # both at once: replaces it
     assert main(["leaderboard", str(STORED), "--output", str(root)]) == 0  # and again
+    # a third model's export over the same columns and tasks stays (read by its capcal record)
+    first = sorted(root.rglob("*.json"))[0]
+    (root / "third-model").mkdir()
+    shutil.copy(first, root / "third-model" / first.name)
+    assert main(["leaderboard", str(STORED), "--output", str(root)]) == 0
+    (root / "third-model" / first.name).unlink()
+    # an export without its capcal record (which names its columns and tasks) is refused the same way
+    capsys.readouterr()
+    stripped = 0
+    for path in root.rglob("*.json"):
+        data = json.loads(path.read_text())
+        if isinstance(data, dict) and "capcal" in data:
+            del data["capcal"]
+            path.write_text(json.dumps(data))
+            stripped += 1
+    assert stripped == 2  # the two models' exports
+    assert main(["leaderboard", str(STORED / "qwen2.5-coder-0.5b"), "--output", str(root)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "an earlier export of capcal_calibration_open" in line
 
 
 def test_the_template_reads_precision_nan_and_enum_members_as_it_does(tmp_path):

@@ -456,6 +456,48 @@ def test_a_compared_self_calibration_loop_opens_with_how_to_read_it(tmp_path):
     assert differences and all(v.startswith(("0.000", "-0.000")) for v in differences)
 
 
+def test_a_self_calibration_section_draws_1000_resamples_by_default(tmp_path, monkeypatch):
+    """The documented default of ``self_calibration_sections`` and of the ``read_comparisons`` under it is
+    1,000 bootstrap resamples from seed 0, and given values reach the comparison, with each loop's sides in
+    their places, its confidence and its training record from ``loop.json``, the loops in path order (a unit
+    swap 1000 -> 1024 of a default, a value not passed on, the sides swapped, are the bugs this catches).
+    What reaches ``compare_checked_runs`` is recorded there and the comparison stopped (a refused comparison
+    becomes the section's warning): the bootstrap itself, 1,000 resamples, would take seconds, and its
+    settings are all this test reads."""
+    from analysis.self_calibration import results
+
+    training = {"settings": {"lora_r": 8}, "data": "train.jsonl"}
+    for name, confidence in (("b_loop", "p_yes_normalized"), ("a_loop", "p_yes")):
+        for side in ("before", "after"):
+            _loop_side(tmp_path / name / side)
+        record = {"settings": {"confidence": confidence}, "training": training}
+        (tmp_path / name / "loop.json").write_text(json.dumps(record))
+    received: list[tuple] = []
+
+    def recorded(before, after, **options):
+        (folder, first), (_, second) = (
+            run.sampling.path.relative_to(tmp_path).parts[:2] for run in (before, after)
+        )
+        sides = (first, second)
+        received.append((folder, sides, options["n_resamples"], options["seed"], options["confidence"]))
+        assert options["training"] == training and tuple(options["training_question_ids"]) == ()
+        raise ValueError("recorded")
+
+    monkeypatch.setattr(results, "compare_checked_runs", recorded)
+    sections = self_calibration_sections([tmp_path])
+    assert [section.warnings for section in sections] == [["not compared: recorded"]] * 2
+    assert not any(section.sentences for section in sections)  # no "how to read" without a comparison
+    assert [section.title[-8:] for section in sections] == ["(a_loop)", "(b_loop)"]
+    results.read_comparisons([tmp_path / "a_loop"])
+    self_calibration_sections([tmp_path / "b_loop"], n_resamples=7, seed=5)
+    assert received == [
+        ("a_loop", ("before", "after"), 1000, 0, "p_yes"),
+        ("b_loop", ("before", "after"), 1000, 0, "p_yes_normalized"),
+        ("a_loop", ("before", "after"), 1000, 0, "p_yes"),
+        ("b_loop", ("before", "after"), 7, 5, "p_yes_normalized"),
+    ]
+
+
 # ------------------------------------------------------------------ routing guide
 
 

@@ -5,7 +5,10 @@
   repeat) and prompt activations equal those of an uninterrupted run with its own cache; no sample committed
   before a kill is lost or generated again;
 - in process: questions with some repeats cached decode only the missing ones and give the same samples;
-  fully cached questions are only prefilled when their activations are missing; greedy decodes are cached.
+  fully cached questions are only prefilled when their activations are missing; greedy decodes are cached;
+- fast, on a random-weight 2-layer model of SmolLM2's architecture: each finished sample is committed under
+  its own (request key, repeat), also when the repeats to decode are not 0..m-1, so a later run reads every
+  one back and decodes only the lost one.
 
 Both decode one row at a time (batch size 1); that decoding does not depend on the batch size or on the
 other rows is checked by test_hf_batch_invariance.py. The kill test's uninterrupted reference decodes its 16
@@ -31,6 +34,8 @@ from safetensors.torch import load_file
 from capcal_models.hf import source_identity
 
 sys.path.insert(0, str(Path(__file__).parent))  # sampling_checks.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import decode_step_ops  # noqa: E402  (benchmarks/decode_step_ops.py: a random-weight model)
 from sampling_checks import cloned_requests, gsm8k_task  # noqa: E402
 
 RUN_SEED = 1234
@@ -64,6 +69,76 @@ def test_model_identity_changes_with_the_checkpoint_files(tmp_path: Path) -> Non
     os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1_000_000))
     assert source_identity(str(folder)) != before
     assert source_identity("org/model") == {"name": "org/model"}  # a hub name: its loaded commit decides
+
+
+def _toy_requests(questions: int, k: int) -> list:
+    """k clones (lm-eval's way: k references to one Instance) of a sampled request per question."""
+    from lm_eval.api.instance import Instance
+
+    requests = []
+    for question in range(questions):
+        instance = Instance(
+            request_type="generate_until",
+            doc={"question_id": f"toy/{question}"},
+            arguments=(
+                f"Question {question}: what is {question} + 2?",
+                {"max_gen_toks": 5, "do_sample": True},
+            ),
+            idx=0,
+            metadata=("toy", question, k),
+        )
+        requests.extend([instance] * k)
+    return requests
+
+
+def test_each_finished_sample_is_committed_under_its_own_repeat(smollm2_path, tmp_path: Path) -> None:
+    """capcal-hf's decode loop hands over finished samples as (job, index among the job's samples); the cache
+    row is (request key, the repeat at that index). With repeats 0 and 2 of a question lost, a run decodes
+    those two as its samples 0 and 1 and must commit them as repeats 0 and 2 (a sample committed under its
+    index, or under another field of the request, is read back as the wrong repeat or not at all).
+
+    Checked against independent readings: the SQLite rows themselves (2 questions x 3 repeats, each a JSON
+    list of 5 token ids, which the tokenizer decodes to the text lm-eval got for that repeat), a third run
+    that reads every sample back and decodes nothing, and a run without a cache that draws the same texts
+    (the samples are seeded by repeat)."""
+    from transformers import AutoTokenizer
+
+    from capcal_models.hf import CapcalHFLM
+
+    model = decode_step_ops.tiny_model(smollm2_path, tmp_path / "tiny", seed=3)
+    cache_path = tmp_path / "samples.sqlite"
+
+    def lm(**cache) -> CapcalHFLM:
+        return CapcalHFLM(pretrained=str(model), batch_size=2, device="cpu", seed=RUN_SEED, **cache)
+
+    requests = _toy_requests(2, 3)
+    texts, counts = _generate(lm(cache_path=str(cache_path)), requests)
+    assert counts == {"cached_samples_used": 0, "samples_generated": 6}
+    rows = _rows(cache_path)
+    keys = sorted({key for key, _ in rows})
+    assert len(keys) == 2 and sorted(rows) == [(key, repeat) for key in keys for repeat in range(3)]
+    assert all(len(json.loads(value)) == 5 for value, _ in rows.values())
+    # lm-eval gets each question's texts in repeat order: repeat r's text is its row's tokens, decoded
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    decoded = {
+        tuple(tokenizer.decode(json.loads(rows[(key, r)][0]), skip_special_tokens=True) for r in range(3))
+        for key in keys
+    }
+    assert decoded == {tuple(texts[:3]), tuple(texts[3:])}
+    lost = [(keys[0], 0), (keys[0], 2)]
+    connection = sqlite3.connect(cache_path)
+    with connection:
+        connection.executemany("DELETE FROM samples WHERE request_key = ? AND repeat = ?", lost)
+    connection.close()
+    again, counts = _generate(lm(cache_path=str(cache_path)), requests)
+    assert counts == {"cached_samples_used": 4, "samples_generated": 2} and again == texts
+    assert {row: value for row, (value, _) in _rows(cache_path).items()} == {
+        row: value for row, (value, _) in rows.items()
+    }
+    third, counts = _generate(lm(cache_path=str(cache_path)), requests)
+    assert counts == {"cached_samples_used": 6, "samples_generated": 0} and third == texts
+    fresh, counts = _generate(lm(sample_cache=False), requests)
+    assert counts == {"cached_samples_used": 0, "samples_generated": 6} and fresh == texts
 
 
 # ------------------------------------------------------------------------------------------ real model

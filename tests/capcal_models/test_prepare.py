@@ -82,3 +82,14 @@ def test_gemma3_270m_is_prepared_from_its_chunk_packages():
     assert 260_000_000 < manifest["parameters"] < 280_000_000
     assert manifest["has_chat_template"] is False
     assert "19" in manifest["verification"]["greedy_text"]
+
+
+def test_capcal_models_prepare_and_path_print_each_named_model(smollm2_path, capsys):
+    """``capcal models prepare NAME...`` prepares each name given (an already prepared one is reused, not
+    converted again) and prints ``name<TAB>folder``; ``capcal models path NAME`` prints the folder."""
+    from analysis.cli import main
+
+    assert main(["models", "prepare", "smollm2"]) == 0
+    assert capsys.readouterr().out == f"smollm2\t{smollm2_path}\n"
+    assert main(["models", "path", "smollm2"]) == 0
+    assert capsys.readouterr().out == f"{smollm2_path}\n"

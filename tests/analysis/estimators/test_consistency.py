@@ -160,6 +160,8 @@ def test_leakage_free_validation():
         leakage_free_consistency(answers, [[1, 0, 1, 1]], 3, pool_size=2)
     with pytest.raises(ValueError, match="0/1"):
         leakage_free_consistency(answers, [[1, 0, 2, 1]], 2)
+    with pytest.raises(ValueError, match=r"correctness: row 0 holds 0.5, not a whole number"):
+        leakage_free_consistency(answers, [[1, 0, 0.5, 1]], 2)  # read as integers, as the table's
     with pytest.raises(ValueError, match="row lengths"):
         leakage_free_consistency(answers, [[1, 0, 1]], 2)
     with pytest.raises(ValueError, match="exceeds"):
@@ -237,3 +239,69 @@ def test_every_leakage_free_column_of_a_table_draws_from_the_one_pool_of_max_ks(
         own = leakage_free_consistency(answers, z, k, pool_size=k, seed=3).confidence
         assert not np.array_equal(shared, own)  # the test tells the two pools apart
         np.testing.assert_array_equal(out[f"consistency_lf_k{k}"].to_numpy(), shared)
+
+
+def test_consistency_from_table_passes_each_column_and_setting_through():
+    """Each column of the table and each setting reaches its use (a column read from a sibling one, a setting
+    left at its default, are the bugs this catches). The questions are built so that any draw of k = 5 of
+    their 6 answers has one modal count, worked out here: six different wrong answers (1 of 5; as their
+    correctness, all 0, it would be 5 of 5), merged by ``answer_class`` into three odd and three even
+    (3 of 5), six unparseable answers (one class: 5 of 5; ``unparseable="singletons"``: 1 of 5) and six
+    equal correct ones (5 of 5)."""
+    rows = [["8", "9", "10", "11", "12", "13"], [None] * 6, ["7"] * 6]
+    table = pd.DataFrame(
+        {
+            "question_id": ["toy/wrong", "toy/none", "toy/right"],
+            "extracted_answers": rows,
+            "correctness": [[int(a == "7") for a in row] for row in rows],
+        }
+    )
+    out = consistency_from_table(table, ks=(5,), seed=3)
+    assert out["question_id"].tolist() == ["toy/wrong", "toy/none", "toy/right"]
+    assert out["consistency_k5"].tolist() == [1 / 5, 5 / 5, 5 / 5]
+    merged = consistency_from_table(table, ks=(5,), answer_class=lambda a: int(a) % 2)
+    assert merged["consistency_k5"].tolist() == [3 / 5, 5 / 5, 5 / 5]
+    singletons = consistency_from_table(table, ks=(5,), unparseable="singletons")
+    assert singletons["consistency_k5"].tolist() == [1 / 5, 1 / 5, 5 / 5]
+    # the answers' row lengths are the correctness' too
+    short = table.copy()
+    short.at[2, "correctness"] = short.at[2, "correctness"][:5]
+    with pytest.raises(ValueError, match=r"correctness: row lengths differ .* \(first at row 2\)"):
+        consistency_from_table(short, ks=(2,))
+    with pytest.raises(ValueError, match="table has no 'question_id' column"):
+        consistency_from_table(pd.DataFrame({"x": [1]}))
+
+
+def test_consistency_from_table_draws_with_its_seed():
+    """The table's ``seed`` reaches both forms' draws: another seed, other columns (40 questions of 12
+    answers, k = 2 and a pool of 10); the same seed, the same columns."""
+    rng = np.random.default_rng(9)
+    rows = _random_answers(rng, 40, 12, 12)
+    table = pd.DataFrame(
+        {
+            "question_id": [f"toy/{i}" for i in range(40)],
+            "extracted_answers": rows,
+            "correctness": [[int(a == "7") for a in row] for row in rows],
+        }
+    )
+    out, again = (consistency_from_table(table, ks=(2, 10), seed=3) for _ in range(2))
+    other = consistency_from_table(table, ks=(2, 10), seed=4)
+    pd.testing.assert_frame_equal(out, again)
+    for column in ("consistency_k2", "consistency_lf_k2", "mu_hat_lf"):
+        assert not out[column].equals(other[column]), column
+
+
+def test_the_leakage_free_split_and_draw_take_the_given_seed():
+    """``leakage_free_consistency``'s ``seed`` reaches its split and its draw: the same seed gives the same
+    split, another seed another one (on 50 questions of 12 responses, a pool of 6)."""
+    rng = np.random.default_rng(8)
+    rows = _random_answers(rng, 50, 12, 12)
+    correctness = [[int(a == "42") for a in row] for row in rows]
+    answers = encode_answer_classes(rows)
+    first = leakage_free_consistency(answers, correctness, 3, pool_size=6, seed=5)
+    again = leakage_free_consistency(answers, correctness, 3, pool_size=6, seed=5)
+    other = leakage_free_consistency(answers, correctness, 3, pool_size=6, seed=0)
+    np.testing.assert_array_equal(first.pool_mask, again.pool_mask)
+    np.testing.assert_array_equal(first.draw_indices, again.draw_indices)
+    assert not np.array_equal(first.pool_mask, other.pool_mask)
+    assert not np.array_equal(first.draw_indices, other.draw_indices)

@@ -266,6 +266,9 @@ def test_split_and_config_validation_messages():
     with pytest.raises(ValueError) as error:
         ProbeConfig(ridge_alphas=())
     assert str(error.value) == "ridge_alphas must be a non-empty tuple of positive numbers"
+    with pytest.raises(ValueError) as error:  # empty: no learning rate to select from
+        ProbeConfig(learning_rates=())
+    assert str(error.value) == "learning_rates must be a non-empty tuple of positive numbers"
 
 
 def test_paper_probe_reports_divergence_on_every_learning_rate():

@@ -24,6 +24,7 @@ One adaptive run serves all of them (module fixture ``runs``, one file so that o
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import shutil
@@ -631,3 +632,61 @@ def test_a_first_look_below_8_is_warned_about() -> None:
         "--adaptive with a first look of 4, below 8: the capability Brier skill after stopping is not "
         "reliable"
     )
+
+
+def test_each_look_gets_the_runs_notify_which_repeats_no_notice_of_k_max(smollm2_path, monkeypatch) -> None:
+    """``evaluate_adaptive`` tells the caller's ``notify`` what k_max leaves out once, before the looks; each
+    look's ``evaluate`` gets a ``notify`` that drops the notices of a look's own smaller k (already known
+    from the plan) and passes every other one on to the caller (lm-eval's default, a logger warning, would
+    hide the look's response notices from the caller and repeat the k notices at every look).
+
+    A stand-in for the model run (no model loads: a fast test of the looks' wiring): ``_load_model`` returns
+    a placeholder, and each look's ``evaluate`` notifies what the harness's ``evaluate`` notifies before a
+    run (its ``check_inputs``' notices for that look's k, the real check on the real task) and one notice of
+    its own, then returns two questions' records: doc 0 always correct (unanimous at the first look), doc 1
+    mixed (sampled again, to k_max)."""
+    from analysis.evaluation import adaptive
+    from analysis.evaluation.harness import check_inputs
+
+    model_args = {"pretrained": str(smollm2_path)}
+    received: list[str] = []
+    looks: list[tuple[int, object, object]] = []
+    vectors = {0: [1, 1, 1, 1], 1: [1, 0, 0, 1]}
+
+    def evaluate_look(lm, tasks, *, repeats, limit, samples, notify=None, **kwargs):
+        notify = notify or logging.getLogger("analysis.evaluation").warning  # the harness's default
+        looks.append((repeats, limit, samples))
+        checked = check_inputs("capcal-hf", tasks, model_args, repeats=repeats, limit=limit,
+                               apply_chat_template=True)  # fmt: skip
+        for notice in checked.notices:
+            notify(notice)
+        notify(f"look at k = {repeats}: a notice of its own")
+        docs = samples[TASK] if samples else range(2)
+        records = [{"doc_id": doc, "correctness": vectors[doc][:repeats]} for doc in docs]
+        return {
+            "samples": {TASK: records},
+            "results": {TASK: {"alias": TASK, "correctness,all_responses": 0.0}},
+            "configs": {TASK: {}},
+            "config": {},
+        }
+
+    monkeypatch.setattr(adaptive, "_load_model", lambda *arguments: object())
+    monkeypatch.setattr(adaptive, "evaluate", evaluate_look)
+    results = adaptive.evaluate_adaptive(
+        "capcal-hf", [TASK], model_args, looks=[2], repeats=4, limit=2, device="cpu", batch_size=1,
+        apply_chat_template=True, notify=received.append, inform=lambda line: None,
+    )  # fmt: skip
+    assert looks == [(2, 2, None), (4, None, {TASK: [1]})]
+    k_max_notice = (
+        "--repeats 4 on capcal_arithmetic: the consistency estimator needs k >= 6 and will be missing, and "
+        "mu_hat takes only 5 values; use --repeats 16 (the tasks' default)"
+    )
+    first_look_warning = received[1]
+    assert first_look_warning.startswith("--adaptive with a first look of 2, below 8")
+    assert received == [
+        k_max_notice,
+        first_look_warning,
+        "look at k = 2: a notice of its own",
+        "look at k = 4: a notice of its own",
+    ]
+    assert [record["adaptive"]["n"] for record in results["samples"][TASK]] == [2, 4]

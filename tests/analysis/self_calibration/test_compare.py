@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -64,8 +65,14 @@ def test_identical_runs_differ_by_zero_and_oracle_confidence_is_perfect(tmp_path
         (z.sum(axis=1) > 0).mean()
     )  # c = z: stop at a correct one
     files = write_comparison(oracle, tmp_path)
+    written = json.loads(files["json"].read_text())  # each part from its own frame or record
+    assert [row["metric"] for row in written["metrics"]] == list(oracle.metrics["metric"])
+    np.testing.assert_allclose([row["after"] for row in written["metrics"]], oracle.metrics["after"])
+    assert written["counts"] == oracle.counts and written["settings"]["n_resamples"] == 40
+    pd.testing.assert_frame_equal(pd.read_csv(files["curves"]), oracle.curves, check_dtype=False)
     text = files["markdown"].read_text()
     assert "before" in text and "after - before" in text and files["html"].is_file()
+    assert files["html"].suffix == ".html" and text.splitlines()[0] == "# Self-Calibration training"
     # the operating-point table shows the accuracy itself with its interval (not a bound in its place)
     accuracy, low, high = (
         (z.sum(axis=1) > 0).mean(),

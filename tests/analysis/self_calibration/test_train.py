@@ -266,3 +266,46 @@ def test_backward_gets_the_mean_over_the_accumulation_window(
     assert all(entry["grad_norm"] > 0 for entry in logged)
     expected_lr = [1e-3 * method_lr_factor(s, steps * accumulation) for s in range(steps)]
     np.testing.assert_allclose([entry["learning_rate"] for entry in logged], expected_lr, rtol=1e-6)
+
+
+# Every setting away from its default and from every other one, so a setting read from a sibling shows.
+DISTINCT = dict(
+    lora_r=7, lora_alpha=3, lora_dropout=0.125, target_modules=("k_proj", "o_proj"), learning_rate=1.5e-4,
+    lr_scheduler_type="linear", warmup_steps=2, weight_decay=0.03, max_grad_norm=0.7, train_batch_size=9,
+    gradient_accumulation_steps=5, epochs=2.5, max_steps=11, save_steps=6, save_total_limit=8,
+    logging_steps=4, seed=13,
+)  # fmt: skip
+
+
+def test_the_adapter_takes_each_lora_setting_of_the_config():
+    """``lora_config`` (what ``train_self_calibration`` hands to ``get_peft_model``): rank from ``lora_r``,
+    scale from ``lora_alpha``, dropout, modules, a causal-LM task; the method's 32 / 16 / 0.05 / q, v by
+    default. Fast: peft's config only, no model."""
+    from analysis.self_calibration.train import lora_config
+
+    lora = lora_config(TrainConfig(**DISTINCT))
+    assert (lora.r, lora.lora_alpha, lora.lora_dropout) == (7, 3, 0.125)
+    assert set(lora.target_modules) == {"k_proj", "o_proj"} and lora.task_type == "CAUSAL_LM"
+    default = lora_config(TrainConfig())
+    assert (default.r, default.lora_alpha, default.lora_dropout) == (32, 16, 0.05)
+    assert set(default.target_modules) == {"q_proj", "v_proj"}
+
+
+@pytest.mark.parametrize("method_schedule", [True, False])
+def test_the_trainer_takes_each_optimisation_setting_of_the_config(tmp_path, method_schedule):
+    """``training_arguments``: each ``TrainConfig`` setting reaches its ``TrainingArguments`` field (the
+    seed as the data seed too); the schedule is ``constant`` when the method's cosine runs in the trainer,
+    the config's own otherwise."""
+    from analysis.self_calibration.train import training_arguments
+
+    arguments = training_arguments(TrainConfig(**DISTINCT), tmp_path / "checkpoints", method_schedule)
+    assert arguments.output_dir == str(tmp_path / "checkpoints")
+    assert (arguments.per_device_train_batch_size, arguments.gradient_accumulation_steps) == (9, 5)
+    assert (arguments.learning_rate, arguments.weight_decay, arguments.max_grad_norm) == (1.5e-4, 0.03, 0.7)
+    assert (arguments.warmup_steps, arguments.num_train_epochs, arguments.max_steps) == (2, 2.5, 11)
+    assert (arguments.logging_steps, arguments.save_steps, arguments.save_total_limit) == (4, 6, 8)
+    assert (arguments.seed, arguments.data_seed) == (13, 13)
+    assert arguments.lr_scheduler_type == ("constant" if method_schedule else "linear")
+    assert arguments.save_strategy == "steps" and arguments.optim == "adamw_torch"
+    assert arguments.report_to == [] and arguments.remove_unused_columns is False  # the rows keep "lm"
+    assert arguments.dataloader_num_workers == 0
