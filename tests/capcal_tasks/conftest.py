@@ -93,3 +93,26 @@ def loaded_task(local_data) -> Callable[..., object]:
         return tasks[key]
 
     return load
+
+
+@pytest.fixture(scope="session")
+def smollm2_chat_template(smollm2_path) -> Callable[..., str]:
+    """SmolLM2's chat template as lm-eval's ``chat_template`` argument takes it: ``render(messages,
+    add_generation_prompt=True)`` -> the rendered text."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_path)
+
+    def render(messages, add_generation_prompt=True):
+        return tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=add_generation_prompt
+        )
+
+    return render
+
+
+@pytest.fixture(scope="session")
+def unmodified_task(wrapped_rescore, shared_data) -> Callable[[str], object]:
+    """``load(relative)``: lm-eval's task as its YAML ``relative`` (under lm-eval's task folder) defines it,
+    nothing of capcal's, its rows from ../shared/data (``wrapped_rescore.unmodified_task``)."""
+    return lambda relative: wrapped_rescore.unmodified_task(relative, shared_data)

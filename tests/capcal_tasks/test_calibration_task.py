@@ -52,20 +52,6 @@ def _requests(task, chat_template=None, **kwargs) -> list:
     return sorted(task.instances, key=lambda instance: (instance.doc_id, instance.idx))
 
 
-@pytest.fixture(scope="module")
-def smollm2_chat_template(smollm2_path):
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(smollm2_path)
-
-    def render(messages, add_generation_prompt=True):
-        return tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=add_generation_prompt
-        )
-
-    return render
-
-
 @pytest.mark.parametrize("chat", [False, True], ids=["plain", "chat_template"])
 @pytest.mark.parametrize("sampling_task", SAMPLING_TASKS)
 def test_requests_are_those_of_the_separate_tasks(sampling_task, chat, smollm2_chat_template, loaded):

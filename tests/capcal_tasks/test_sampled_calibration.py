@@ -9,53 +9,24 @@ confidence gets P(True) only, and a pipeline without answer classes no consisten
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
-import datasets
 import pytest
 from lm_eval.api.task import ConfigurableTask
-from lm_eval.tasks._yaml_loader import load_yaml
 
 from capcal_tasks.calibration_columns import COLUMNS, STATISTICS
 from capcal_tasks.calibration_task import RequestIndex
-from capcal_tasks.local_rows import local_dataset
 from capcal_tasks.sampled_calibration import SampledCalibrationTask
 from capcal_tasks.sampled_confidence import ptrue_task, verbalized_task
 from capcal_tasks.sampled_task import SampledTask
 from capcal_tasks.task_manager import CapcalTaskManager
-from capcal_tasks.task_names import lm_eval_tasks_dir, unknown_task_names
+from capcal_tasks.task_names import unknown_task_names
 
 LIMIT = 2
 
 
-def _stock(relative: str, data_dir: Path) -> ConfigurableTask:
-    """lm-eval's task as its YAML defines it, its rows read from ``data_dir``."""
-    path = lm_eval_tasks_dir() / relative
-    config = load_yaml(path, resolve_func=True)
-    for key in ("tag", "group"):
-        config.pop(key, None)
-    rows = local_dataset(config["task"], load_yaml(path, resolve_func=False, recursive=True), root=data_dir)()
-    config["custom_dataset"] = lambda **_: datasets.DatasetDict(dict(rows))
-    return ConfigurableTask(config=config)
-
-
 @pytest.fixture(scope="module")
-def gsm8k(shared_data) -> ConfigurableTask:
-    return _stock("gsm8k/gsm8k.yaml", shared_data)
-
-
-@pytest.fixture(scope="module")
-def chat_template(smollm2_path):
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(smollm2_path)
-
-    def render(messages, add_generation_prompt=True):
-        return tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=add_generation_prompt
-        )
-
-    return render
+def gsm8k(unmodified_task) -> ConfigurableTask:
+    return unmodified_task("gsm8k/gsm8k.yaml")
 
 
 def _requests(task, template=None, limit: int = LIMIT) -> list:
@@ -66,11 +37,11 @@ def _requests(task, template=None, limit: int = LIMIT) -> list:
 
 
 @pytest.mark.parametrize("chat", [False, True], ids=["plain", "chat_template"])
-def test_requests_are_those_of_the_separate_tasks(shared_data, chat_template, chat):
+def test_requests_are_those_of_the_separate_tasks(unmodified_task, smollm2_chat_template, chat):
     """bbh's description and three few-shot examples reach the sampling prompt only: the confidence prompts
     are the separate <task>_ptrue / <task>_verbalized tasks' own, request by request."""
-    template = chat_template if chat else None
-    base = _stock("bbh/cot_fewshot/boolean_expressions.yaml", shared_data)
+    template = smollm2_chat_template if chat else None
+    base = unmodified_task("bbh/cot_fewshot/boolean_expressions.yaml")
     name = "bbh_cot_fewshot_boolean_expressions_calibration"
     k = 3
     task = SampledCalibrationTask(base=base, k=k)
@@ -168,10 +139,10 @@ def test_the_pipeline_reaches_sampling_only_and_the_columns_are_a_hand_computati
     assert aggregation["correctness"]([row["correctness"] for row in rows]) == pytest.approx(7 / 12)
 
 
-def test_a_prompt_without_the_verbalized_confidence_gets_ptrue_only(shared_data):
+def test_a_prompt_without_the_verbalized_confidence_gets_ptrue_only(unmodified_task):
     """gsm8k_cot_llama's prompt ends in its instructions for the answer: no verbalized request, and its
     columns NaN with that reason (nothing asked, so no parse failure either)."""
-    task = SampledCalibrationTask(base=_stock("gsm8k/gsm8k-cot-llama.yaml", shared_data), k=4)
+    task = SampledCalibrationTask(base=unmodified_task("gsm8k/gsm8k-cot-llama.yaml"), k=4)
     instances = _requests(task)
     assert [i.idx for i in instances if i.doc_id == 0] == [0, 1, 2]
     assert "verbalized_generation_kwargs" not in task.dump_config()
@@ -196,10 +167,10 @@ def test_a_prompt_without_the_verbalized_confidence_gets_ptrue_only(shared_data)
     assert "not in an answer cue" in reason
 
 
-def test_a_pipeline_without_answer_classes_leaves_consistency_out(shared_data):
+def test_a_pipeline_without_answer_classes_leaves_consistency_out(unmodified_task):
     """aime25's responses reach its metric whole: no answer classes, so no consistency (at k = 4, where it
     would be computed), with the reason."""
-    task = SampledCalibrationTask(base=_stock("aime/aime25.yaml", shared_data), k=4)
+    task = SampledCalibrationTask(base=unmodified_task("aime/aime25.yaml"), k=4)
     instances = _requests(task)
     for instance in instances:
         instance.resps = (

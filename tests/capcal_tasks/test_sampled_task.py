@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-import datasets
 import pytest
 from lm_eval.api.task import ConfigurableTask
 from lm_eval.tasks._yaml_loader import load_yaml
@@ -18,7 +17,6 @@ from analysis.cli.main import build_parser
 from capcal_models.model_identity import parse_model_args
 from capcal_tasks import tasks_dir
 from capcal_tasks.confidence import verbalized
-from capcal_tasks.local_rows import local_dataset
 from capcal_tasks.sampled_confidence import (
     ptrue_task,
     question_text,
@@ -31,19 +29,9 @@ from capcal_tasks.task_admission import RefusedTask
 from capcal_tasks.task_names import lm_eval_tasks_dir
 
 
-def _stock(relative: str, data_dir) -> ConfigurableTask:
-    path = lm_eval_tasks_dir() / relative
-    config = load_yaml(path, resolve_func=True)
-    for key in ("tag", "group"):
-        config.pop(key, None)
-    rows = local_dataset(config["task"], load_yaml(path, resolve_func=False, recursive=True), root=data_dir)()
-    config["custom_dataset"] = lambda **_: datasets.DatasetDict(dict(rows))
-    return ConfigurableTask(config=config)
-
-
 @pytest.fixture(scope="module")
-def gsm8k(shared_data) -> ConfigurableTask:
-    return _stock("gsm8k/gsm8k.yaml", shared_data)
+def gsm8k(unmodified_task) -> ConfigurableTask:
+    return unmodified_task("gsm8k/gsm8k.yaml")
 
 
 def _scored(task: SampledTask, doc: dict, responses: list[str]) -> dict:
@@ -82,8 +70,8 @@ def test_the_chosen_pipeline_is_kept(gsm8k):
         SampledTask(base=gsm8k, k=2, metadata={"filter": "x"})
 
 
-def test_whole_responses_have_no_answer_classes(shared_data):
-    aime = _stock("aime/aime25.yaml", shared_data)
+def test_whole_responses_have_no_answer_classes(unmodified_task):
+    aime = unmodified_task("aime/aime25.yaml")
     wrapped = SampledTask(base=aime, k=2)
     doc = aime.eval_docs[0]
     record = _scored(wrapped, doc, [f"so \\boxed{{{doc['answer']}}}", "\\boxed{1}"])
@@ -158,8 +146,8 @@ def _raw(relative: str) -> dict:
         ("bbh/cot_fewshot/date_understanding.yaml", lambda doc: doc["input"]),  # "Q: {{input}}\nA: Let's ..."
     ],
 )
-def test_verbalized_prompt_asks_about_the_tasks_own_question(shared_data, relative, question):
-    base = _stock(relative, shared_data)
+def test_verbalized_prompt_asks_about_the_tasks_own_question(unmodified_task, relative, question):
+    base = unmodified_task(relative)
     name = f"{base.config.task}_k2"  # the wrapped task's name (a YAML task of lm-eval's class: form)
     task = verbalized_task(base, name)
     assert task.config.task == f"{name}_verbalized" and task.config.output_type == "generate_until"
@@ -180,7 +168,7 @@ def test_verbalized_prompt_asks_about_the_tasks_own_question(shared_data, relati
         assert task.doc_to_target(doc) == base.doc_to_target(original)  # the base task's gold, logged
 
 
-def test_verbalized_task_is_capcals_own_template(shared_data, gsm8k):
+def test_verbalized_task_is_capcals_own_template(gsm8k):
     """Prompt builder, parser, record, metrics and generation settings are those of capcal's own
     capcal_gsm8k_verbalized (one copy), on the same question text."""
     task = verbalized_task(gsm8k, "gsm8k")
@@ -215,7 +203,7 @@ def test_the_wrapped_tasks_of_the_run_tests_allow_the_verbalized_confidence(rela
     assert verbalized_problem(_raw(relative)) is None
 
 
-def test_prompts_that_do_not_allow_the_verbalized_confidence_are_refused(shared_data):
+def test_prompts_that_do_not_allow_the_verbalized_confidence_are_refused(unmodified_task):
     arc = verbalized_problem(_raw("arc/arc_challenge_chat.yaml"))  # ends in instructions for the answer
     assert arc.startswith("capcal_confidences asks for the verbalized confidence, which its prompt does not")
     assert "is one of A, B, C or D.', not in an answer cue (Answer:, A:, Solution:)" in arc
@@ -233,7 +221,7 @@ def test_prompts_that_do_not_allow_the_verbalized_confidence_are_refused(shared_
     assert "ends in 'Translate it:'" in verbalized_problem({"doc_to_text": "{{en}}\nTranslate it:"})
     assert "is not a text template" in verbalized_problem({"doc_to_text": None})
     # a !function prompt: each question is checked when the task is built
-    math500 = _stock("minerva_math/minerva_math500.yaml", shared_data)  # "Problem:\n...\n\nSolution:"
+    math500 = unmodified_task("minerva_math/minerva_math500.yaml")  # "Problem:\n...\n\nSolution:"
     task = verbalized_task(math500, "minerva_math500")
     assert task.eval_docs[0]["question_text"] == math500.eval_docs[0]["problem"].strip()
     math500.config.doc_to_text = lambda doc: f"Solve: {doc['problem']}\nPut your answer in a box."
@@ -242,7 +230,7 @@ def test_prompts_that_do_not_allow_the_verbalized_confidence_are_refused(shared_
         match="^task minerva_math500: capcal_confidences asks .* function gives question 0 does not end",
     ):
         verbalized_task(math500, "minerva_math500")
-    gsm8k = _stock("gsm8k/gsm8k.yaml", shared_data)
+    gsm8k = unmodified_task("gsm8k/gsm8k.yaml")
     gsm8k.config.doc_to_text = "{{question}}\nEnd your response with 'The answer is N'."
     with pytest.raises(RefusedTask, match="not in an answer cue"):
         verbalized_task(gsm8k, "gsm8k")

@@ -361,22 +361,6 @@ def test_confidence_prompts_are_the_paper_prompts(earlier_samples_files, loaded_
     )
 
 
-def _chat_template(tokenizer):
-    def render(messages, add_generation_prompt=True):
-        return tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=add_generation_prompt
-        )
-
-    return render
-
-
-@pytest.fixture(scope="module")
-def smollm2_chat_template(smollm2_path):
-    from transformers import AutoTokenizer
-
-    return _chat_template(AutoTokenizer.from_pretrained(smollm2_path))
-
-
 @pytest.mark.parametrize("chat", [False, True], ids=["plain", "chat_template"])
 def test_ptrue_requests_in_both_modes(chat, smollm2_chat_template, earlier_samples_files, loaded_task):
     """Plain prompts score " Yes"/" No"; after a chat template's generation prompt, "Yes"/"No"."""

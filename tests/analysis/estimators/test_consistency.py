@@ -32,6 +32,17 @@ def _random_answers(rng: np.random.Generator, n_questions: int, n_min: int, n_ma
     return rows
 
 
+def _answers_table(rows: list[list]) -> pd.DataFrame:
+    """A sampling table of ``rows`` (one list of extracted answers per question), "7" the correct answer."""
+    return pd.DataFrame(
+        {
+            "question_id": [f"toy/{i}" for i in range(len(rows))],
+            "extracted_answers": rows,
+            "correctness": [[int(a == "7") for a in row] for row in rows],
+        }
+    )
+
+
 def _brute_modal(answers: list, singletons: bool = False) -> int:
     keys = [("none", j) if (a is None and singletons) else a for j, a in enumerate(answers)]
     return max(Counter(keys).values())
@@ -175,13 +186,7 @@ def test_leakage_free_validation():
 def test_consistency_from_table_on_a_load_run_shaped_table():
     rng = np.random.default_rng(6)
     rows = _random_answers(rng, 50, 25, 25)
-    table = pd.DataFrame(
-        {
-            "question_id": [f"toy/{i}" for i in range(50)],
-            "extracted_answers": rows,
-            "correctness": [[int(a == "7") for a in row] for row in rows],
-        }
-    )
+    table = _answers_table(rows)
     out = consistency_from_table(table, ks=(5, 20), seed=0)
     assert list(out.columns) == [
         "question_id", "mu_hat", "consistency_k5", "consistency_lf_k5", "consistency_k20",
@@ -221,13 +226,7 @@ def test_every_leakage_free_column_of_a_table_draws_from_the_one_pool_of_max_ks(
     rng = np.random.default_rng(11)
     n, ks = 25, (5, 10, 20)
     rows = [["7" if rng.random() < p else "8" for _ in range(n)] for p in rng.uniform(0.1, 0.9, size=40)]
-    table = pd.DataFrame(
-        {
-            "question_id": [f"toy/{i}" for i in range(len(rows))],
-            "extracted_answers": rows,
-            "correctness": [[int(a == "7") for a in row] for row in rows],
-        }
-    )
+    table = _answers_table(rows)
     out = consistency_from_table(table, ks=ks, seed=3)
     assert (out["n_lf"] == n - 20).all()
     sevens = np.array([row.count("7") for row in rows]) - np.rint(out["mu_hat_lf"] * out["n_lf"]).astype(int)
@@ -277,13 +276,7 @@ def test_consistency_from_table_draws_with_its_seed():
     answers, k = 2 and a pool of 10); the same seed, the same columns."""
     rng = np.random.default_rng(9)
     rows = _random_answers(rng, 40, 12, 12)
-    table = pd.DataFrame(
-        {
-            "question_id": [f"toy/{i}" for i in range(40)],
-            "extracted_answers": rows,
-            "correctness": [[int(a == "7") for a in row] for row in rows],
-        }
-    )
+    table = _answers_table(rows)
     out, again = (consistency_from_table(table, ks=(2, 10), seed=3) for _ in range(2))
     other = consistency_from_table(table, ks=(2, 10), seed=4)
     pd.testing.assert_frame_equal(out, again)
