@@ -24,9 +24,12 @@ Run from the repository root (a temporary copy of the repository is mutated, nev
     python tests/mutation_operators.py --sample 80 --seed 0 --log /tmp/mutops.jsonl --survivors survivors.txt
 
 Each sampled mutant is written into the copy, and the fast tests (``-m "not slow"``, ``-x``) of the test
-files that import its module run against it with a timeout: killed (the tests fail), survived (they pass),
-timeout (counted as killed, named apart). The score per package is killed / (killed + survived) with a
-Wilson 95% interval (:func:`wilson_interval`).
+files that import its module run against it (those named after the module first): survived (every covering
+test passes), killed (a test fails, and passes when re-run alone without the mutant), timeout (counted as
+killed, named apart) or error (the failing test fails without the mutant too). No clean run of all the
+covering files is needed unless a mutant times out (:func:`judge`). The score per package is killed /
+(killed + survived) with a Wilson 95% interval (:func:`wilson_interval`). ``--exclude`` leaves out the
+mutants of earlier samples (their names, or their logs), matched without their line numbers.
 """
 
 from __future__ import annotations
@@ -636,6 +639,25 @@ def draw(mutants: list[Mutant], size: int, seed: int) -> list[Mutant]:
     return random.Random(seed).sample(ordered, min(size, len(ordered)))
 
 
+def loose_name(name: str) -> tuple[str, ...]:
+    """A mutant's name without its line (module, column, operator, description): the same mutant after
+    lines were added above it."""
+    module, _line, column, operator, description = name.split(":", 4)
+    return module, column, operator, description
+
+
+def sampled_names(path: Path) -> list[str]:
+    """The mutant names in ``path``: one per line, or a ``--log`` (JSON lines with ``name``); a survivors
+    file's diff lines are skipped."""
+    names = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("{"):
+            names.append(json.loads(line)["name"])
+        elif line.count(":") >= 4 and not line.startswith((" ", "+", "-", "@")):
+            names.append(line)
+    return names
+
+
 # --- which tests -------------------------------------------------------------------------------------------
 
 
@@ -732,8 +754,12 @@ def copy_repository(repo: Path = REPO) -> Path:
     return target
 
 
-def run_tests(copy: Path, tests: list[str], timeout: float) -> tuple[int | None, float]:
-    """The fast tests ``tests`` run in ``copy`` (exit status, or None past ``timeout`` seconds; seconds)."""
+def run_tests(
+    copy: Path, tests: list[str], timeout: float, report: Path | None = None, collect_only: bool = False
+) -> tuple[int | None, float]:
+    """The fast tests ``tests`` (files or test ids) run in ``copy`` (exit status, or None past ``timeout``
+    seconds; seconds); pytest's output written to ``report`` if given (its ``FAILED``/``ERROR`` lines name
+    the tests that failed: :func:`failed_tests`)."""
     environment = dict(os.environ, PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1")
     environment.setdefault("CAPCAL_SHARED_DATA", str(REPO.parent / "shared" / "data"))
     command = [
@@ -742,6 +768,7 @@ def run_tests(copy: Path, tests: list[str], timeout: float) -> tuple[int | None,
         "pytest",
         "-x",
         "-q",
+        "-rfE",
         "-p",
         "no:cacheprovider",
         "-p",
@@ -750,17 +777,23 @@ def run_tests(copy: Path, tests: list[str], timeout: float) -> tuple[int | None,
         "not slow",
         "-k",
         SLOW_SIMULATIONS,
+        *(["--collect-only"] if collect_only else []),
         *tests,
     ]
     start = time.monotonic()
-    process = subprocess.Popen(
-        command,
-        cwd=copy,
-        env=environment,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    output = report.open("wb") if report is not None else subprocess.DEVNULL
+    try:
+        process = subprocess.Popen(
+            command,
+            cwd=copy,
+            env=environment,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        if report is not None:
+            output.close()
     try:
         returncode: int | None = process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -771,6 +804,111 @@ def run_tests(copy: Path, tests: list[str], timeout: float) -> tuple[int | None,
         os.killpg(process.pid, signal.SIGKILL)
         raise
     return returncode, time.monotonic() - start
+
+
+def failed_tests(report: str) -> list[str]:
+    """The test ids of pytest's short summary (``-rfE``): ``FAILED id - reason`` and ``ERROR id - reason``
+    lines (an ``ERROR`` of a file that failed to import names the file)."""
+    found = []
+    for line in report.splitlines():
+        match = re.match(r"(FAILED|ERROR) (tests/.+?)(?: - .*)?$", line)
+        if match:
+            found.append(match.group(2))
+    return found
+
+
+def ordered_test_files(module: str, tests: list[str]) -> tuple[list[str], list[str]]:
+    """The covering files in two stages: first those named after the module (``test_LEAF*.py``, where a
+    kill is likeliest and ``-x`` stops soonest), then the rest; one stage is empty where either would be."""
+    leaf = module.rsplit(".", 1)[-1]
+    own = [test for test in tests if Path(test).stem.startswith(f"test_{leaf}")]
+    rest = [test for test in tests if test not in own]
+    return (own, rest) if own and rest else (tests, [])
+
+
+def judge(
+    copy: Path,
+    path: str,
+    source: str,
+    tests: list[str],
+    reference: float | None,
+    factor: float = 2.0,
+    cap: float = 1800.0,
+    module: str | None = None,
+    slack: float = 30.0,
+    retried: bool = False,
+) -> dict:
+    """A mutant's verdict: ``source`` written over ``path`` in ``copy`` (restored afterwards) and its covering
+    ``tests`` run in two stages (:func:`ordered_test_files`, by ``module``'s name), each with ``-x``.
+
+    - survived: every covering test passed with the mutant (no clean run needed);
+    - killed: a test failed with the mutant and passes without it (that test, re-run alone on the clean copy;
+      a file that failed to import is collected again);
+    - error: the failing test fails without the mutant too (the verdict is not the mutant's);
+    - timeout: past ``factor`` times the ``reference`` seconds (a clean or surviving run of these files)
+      plus ``slack``, or past ``cap`` without a reference, and the clean files ran within that limit (else
+      the mutant is run once more with the limit the clean run gives);
+    - no tests: every covering test is slow.
+    Returns the record's verdict, seconds (of the mutant's runs), the failing test of a kill, and why."""
+    target = copy / path
+    original = target.read_text(encoding="utf-8")
+    stages = [stage for stage in ordered_test_files(module or path, tests) if stage]
+    limit = factor * reference + slack if reference is not None else cap
+    statuses: list[int | None] = []
+    seconds = 0.0
+    with tempfile.TemporaryDirectory(prefix="capcal-mutops-report-") as folder:
+        report = Path(folder) / "report.txt"
+        target.write_text(source, encoding="utf-8")
+        try:
+            for stage in stages:
+                status, took = run_tests(copy, stage, max(limit - seconds, 1.0), report)
+                seconds += took
+                statuses.append(status)
+                if status != 0 and status != 5:
+                    break
+        finally:
+            target.write_text(original, encoding="utf-8")
+        status = statuses[-1]
+        if status is None:
+            clean, clean_seconds = run_tests(copy, tests, cap)
+            if clean != 0:
+                return {
+                    "verdict": "error",
+                    "seconds": round(seconds, 1),
+                    "why": f"the clean run exited {clean}",
+                }
+            if not retried and factor * clean_seconds + slack > limit + 1:  # too tight a limit: once more
+                return judge(
+                    copy, path, source, tests, clean_seconds, factor, cap, module, slack, retried=True
+                )
+            return {
+                "verdict": "timeout",
+                "seconds": round(seconds, 1),
+                "clean_seconds": round(clean_seconds, 1),
+            }
+        if all(code == 5 for code in statuses):
+            return {"verdict": "no tests", "seconds": 0.0, "why": "no fast test in the covering files"}
+        if status in (0, 5):
+            return {"verdict": "survived", "seconds": round(seconds, 1)}
+        if status not in (1, 2):
+            return {"verdict": "error", "seconds": round(seconds, 1), "why": f"pytest exited {status}"}
+        failed = failed_tests(report.read_text(encoding="utf-8", errors="replace"))
+        files = [test for test in failed if "::" not in test]
+        checks = [test for test in failed if "::" in test]
+        clean_runs = []
+        if checks:
+            clean_runs.append(run_tests(copy, checks, cap)[0])
+        if files or not failed:  # an import error, or no id found: the clean files collected (or all run)
+            clean_runs.append(
+                run_tests(copy, files or stages[len(statuses) - 1], cap, collect_only=bool(files))[0]
+            )
+        if any(code != 0 for code in clean_runs):
+            return {
+                "verdict": "error",
+                "seconds": round(seconds, 1),
+                "why": f"{failed or 'the covering tests'} fail without the mutant too",
+            }
+        return {"verdict": "killed", "seconds": round(seconds, 1), "by": failed[:3]}
 
 
 def score_table(results: Iterable[dict]) -> dict[str, dict[str, float]]:
@@ -812,6 +950,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--timeout-factor", type=float, default=2.0, help="timeout: this times the clean run, + 30 s"
     )
+    parser.add_argument(
+        "--exclude",
+        type=Path,
+        action="append",
+        default=[],
+        help="a file of mutants drawn before (names, or a --log), left out of the draw (repeatable)",
+    )
+    parser.add_argument(
+        "--until",
+        help="launch no mutant after this clock time (HH:MM, today): the run stops with a uniform prefix",
+    )
     parser.add_argument("--show", nargs="+", help="print these mutants (by name) as diffs, and stop")
     arguments = parser.parse_args(argv)
 
@@ -830,7 +979,12 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.count:
         return 0
 
-    sample = draw(mutants, arguments.sample, arguments.seed)
+    excluded = {loose_name(name) for path in arguments.exclude for name in sampled_names(path)}
+    sample = draw(
+        [mutant for mutant in mutants if loose_name(mutant.name) not in excluded],
+        arguments.sample,
+        arguments.seed,
+    )
     done: dict[str, dict] = {}
     if arguments.log and arguments.log.exists():
         for line in arguments.log.read_text(encoding="utf-8").splitlines():
@@ -838,13 +992,16 @@ def main(argv: list[str] | None = None) -> int:
             done[record["name"]] = record
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # a stopped run removes its copy
     copy = copy_repository()
-    clean: dict[tuple[str, ...], tuple[int | None, float]] = {}
+    reference: dict[tuple[str, ...], float] = {}  # seconds of a surviving run of these files
     results = []
     try:
         for number, mutant in enumerate(sample, 1):
             if mutant.name in done:
                 results.append(done[mutant.name])
                 continue
+            if arguments.until and time.strftime("%H:%M") >= arguments.until:
+                print(f"stopped at {arguments.until}: {number - 1} of {len(sample)} run", flush=True)
+                break
             tests = covering_test_files(mutant.module)
             record = {
                 "name": mutant.name,
@@ -856,24 +1013,21 @@ def main(argv: list[str] | None = None) -> int:
                 record.update(verdict="no tests", seconds=0.0)
             else:
                 key = tuple(tests)
-                if key not in clean:
-                    clean[key] = run_tests(copy, tests, timeout=1800)
-                clean_status, clean_seconds = clean[key]
-                if clean_status == 5:  # every covering test is slow: the fast tests do not reach it
-                    record.update(verdict="no tests", seconds=0.0, why="no fast test in the covering files")
-                elif clean_status != 0:
-                    record.update(verdict="error", seconds=0.0, why=f"the clean run exited {clean_status}")
-                else:
-                    target = copy / mutant.path
-                    original = target.read_text(encoding="utf-8")
-                    target.write_text(mutant.source, encoding="utf-8")
-                    try:
-                        status, seconds = run_tests(
-                            copy, tests, arguments.timeout_factor * clean_seconds + 30
-                        )
-                    finally:
-                        target.write_text(original, encoding="utf-8")
-                    record.update(verdict=verdict(status), seconds=round(seconds, 1))
+                record.update(
+                    judge(
+                        copy,
+                        mutant.path,
+                        mutant.source,
+                        tests,
+                        reference.get(key),
+                        arguments.timeout_factor,
+                        module=mutant.module,
+                    )
+                )
+                if record["verdict"] == "survived":
+                    reference[key] = max(reference.get(key, 0.0), record["seconds"])
+                elif "clean_seconds" in record:
+                    reference[key] = record["clean_seconds"]
             results.append(record)
             print(f"[{number}/{len(sample)}] {record['verdict']:9} {mutant.name}", flush=True)
             if arguments.log:

@@ -19,8 +19,13 @@ from tests.mutation_operators import (
     covering_test_files,
     diff,
     draw,
+    failed_tests,
+    judge,
+    loose_name,
     mutants_of_source,
+    ordered_test_files,
     run_tests,
+    sampled_names,
     score_table,
     verdict,
     wilson_interval,
@@ -435,3 +440,100 @@ def test_a_mutant_is_shown_as_the_diff_of_its_one_line(tmp_path: Path) -> None:
     assert diff(mutant, tmp_path) == (
         "--- pkg/m.py\n+++ pkg/m.py\n@@ -1,3 +1,3 @@\n a = 1\n-b = x < y\n+b = (x <= y)\n c = 3\n"
     )
+
+
+def test_an_earlier_samples_mutants_are_left_out_of_the_draw_after_lines_moved(tmp_path: Path) -> None:
+    log = tmp_path / "seed0.jsonl"
+    log.write_text('{"name": "analysis.m:12:4:boundary:< -> <= (0)", "verdict": "killed"}\n')
+    survivors = tmp_path / "survivors.txt"
+    survivors.write_text(
+        "capcal_models.hf:3:0:sibling_key:self.a -> self.b\n--- capcal_models/hf.py\n+++ x\n@@ -1 +1 @@\n"
+    )
+    names = sampled_names(log) + sampled_names(survivors)
+    assert names == [
+        "analysis.m:12:4:boundary:< -> <= (0)",
+        "capcal_models.hf:3:0:sibling_key:self.a -> self.b",
+    ]
+    # the same mutant two lines lower is the same mutant; another column or description is another one
+    excluded = {loose_name(name) for name in names}
+    assert loose_name("analysis.m:14:4:boundary:< -> <= (0)") in excluded
+    assert loose_name("analysis.m:12:8:boundary:< -> <= (0)") not in excluded
+    assert loose_name("analysis.m:12:4:boundary:<= -> < (0)") not in excluded
+
+
+def test_the_failing_tests_are_read_from_pytests_short_summary() -> None:
+    report = (
+        "..F\n=========================== short test summary info ============================\n"
+        "FAILED tests/a/test_x.py::test_one[1 of 2] - AssertionError: assert 1 == 2\n"
+        "ERROR tests/a/test_y.py - ImportError: cannot import name 'z'\n"
+        "FAILED tests/a/test_x.py::test_two\n"
+        "!!!!!!!!!!!!!!!!!!!!!!!!!! stopping after 1 failures !!!!!!!!!!!!!!!!!!!!!!!!!!!\n"
+    )
+    assert failed_tests(report) == [
+        "tests/a/test_x.py::test_one[1 of 2]",
+        "tests/a/test_y.py",
+        "tests/a/test_x.py::test_two",
+    ]
+
+
+def test_the_test_files_named_after_the_module_run_first() -> None:
+    files = [
+        "tests/analysis/test_cli.py",
+        "tests/analysis/test_leaderboard.py",
+        "tests/test_leaderboard_x.py",
+    ]
+    assert ordered_test_files("analysis.leaderboard", files) == (
+        ["tests/analysis/test_leaderboard.py", "tests/test_leaderboard_x.py"],
+        ["tests/analysis/test_cli.py"],
+    )
+    assert ordered_test_files("analysis.report", files) == (files, [])
+    assert ordered_test_files("analysis.cli", ["tests/analysis/test_cli.py"]) == (
+        ["tests/analysis/test_cli.py"],
+        [],
+    )
+
+
+def test_a_verdict_is_the_mutants_own_a_kill_checked_without_it_a_survivor_against_every_file(
+    tmp_path: Path,
+) -> None:
+    """:func:`judge` on a small repository: a kill names the test that fails with the mutant and passes
+    without it; a test that fails without the mutant too gives an error, not a kill; a survivor passed every
+    covering file; a file that no longer imports is a kill; a mutant that loops is a timeout; a file whose
+    tests are all slow gives no tests. The real file is restored after each."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "tests").mkdir()
+    module = "def first_look(k, n):\n    return k < n\n"
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "look.py").write_text(module)
+    header = "import pytest\nfrom pkg.look import first_look\n\n"
+    tests = {
+        "test_look.py": "def test_pinned():\n    assert not first_look(3, 3)\n",
+        "test_blind.py": "def test_blind():\n    assert first_look(1, 3)\n",
+        "test_broken.py": "def test_ok():\n    assert first_look(1, 3)\n\ndef test_broken():\n    assert 0\n",
+        "test_slow.py": "@pytest.mark.slow\ndef test_slow():\n    assert not first_look(3, 3)\n",
+    }
+    for name, text in tests.items():
+        (tmp_path / "tests" / name).write_text(header + text)
+    (boundary,) = mutants_of_source(module, "pkg/look.py", operators=["boundary"])
+    copy = copy_repository(tmp_path)
+
+    def verdict_of(source: str, files: list[str], **options: float) -> dict:
+        record = judge(copy, "pkg/look.py", source, files, None, module="pkg.look", **options)
+        assert (copy / "pkg" / "look.py").read_text() == module
+        return record
+
+    try:
+        killed = verdict_of(boundary.source, ["tests/test_blind.py", "tests/test_look.py"])
+        assert (killed["verdict"], killed["by"]) == ("killed", ["tests/test_look.py::test_pinned"])
+        assert verdict_of(boundary.source, ["tests/test_blind.py"])["verdict"] == "survived"
+        error = verdict_of(boundary.source, ["tests/test_broken.py"])
+        assert error["verdict"] == "error" and "tests/test_broken.py::test_broken" in error["why"]
+        broken_import = verdict_of("raise ImportError('planted')\n", ["tests/test_look.py"])
+        assert (broken_import["verdict"], broken_import["by"]) == ("killed", ["tests/test_look.py"])
+        assert verdict_of(boundary.source, ["tests/test_slow.py"])["verdict"] == "no tests"
+        loop = "def first_look(k, n):\n    while True:\n        pass\n"
+        assert verdict_of(loop, ["tests/test_look.py"], cap=4.0, slack=0.0)["verdict"] == "timeout"
+    finally:
+        shutil.rmtree(copy.parent)
+    assert (tmp_path / "pkg" / "look.py").read_text() == module
