@@ -326,6 +326,37 @@ def test_eval_flags_become_one_evaluate_call():
     assert request["batch_size"] is None  # evaluate chooses one per engine (capcal_models.batch_size)
 
 
+def test_each_switch_of_capcal_eval_is_off_by_default_and_reaches_evaluate_alone_when_given():
+    """Every ``store_true`` flag of ``capcal eval`` (listed by hand, not read from the parser): off by
+    default, on when given last on the line (a flag that took a value would fail there), and it changes its
+    own request key and no other (``--predict_only`` also logs the samples, as lm_eval does)."""
+    base = ["eval", "--model", "hf", "--tasks", "t", "--output_path", "out"]
+    default = eval_request(build_parser().parse_args(base))
+    switches = {
+        "--log_samples": {"log_samples"},
+        "--predict_only": {"predict_only", "log_samples"},
+        "--check_integrity": {"check_integrity"},
+        "--write_out": {"write_out"},
+        "--confirm_run_unsafe_code": {"confirm_run_unsafe_code"},
+        "--plain_prompts": {"plain_prompts"},
+        "--allow_large": {"allow_large"},
+        "--trust_remote_code": {"model_args"},
+    }
+    for flag, keys in switches.items():
+        given = eval_request(build_parser().parse_args([*base, flag]))
+        assert {key for key in given if given[key] != default[key]} == keys, flag
+        for key in keys - {"model_args"}:
+            assert (default[key], given[key]) == (False, True), flag
+    assert default["model_args"] == {}
+    assert eval_request(build_parser().parse_args([*base, "--trust_remote_code"]))["model_args"] == {
+        "trust_remote_code": True
+    }
+    for flag in ("--show_config", "--debug", "--adaptive"):
+        name = flag.removeprefix("--")
+        assert getattr(build_parser().parse_args(base), name) is False, flag
+        assert getattr(build_parser().parse_args([*base, flag]), name) is True, flag
+
+
 def test_lm_eval_dictionary_flags_and_seeds():
     assert parse_dict_flag(['{"a": [1, 2]}', "b=x,c=2"], "--metadata") == {"a": [1, 2], "b": "x", "c": 2}
     assert parse_dict_flag(None, "--gen_kwargs") == {}
