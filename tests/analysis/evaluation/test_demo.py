@@ -236,3 +236,38 @@ def test_the_second_models_verbalized_confidence_is_refused_early_without_a_chat
     with pytest.raises(ValueError, match="gemma3-270m has no chat template.*qwen2.5-coder-1.5b"):
         run_demo(output, strong_model="gemma3-270m", strong_verbalized_max_gen_toks=64)
     assert not output.exists() or not any(output.rglob("*.json"))
+
+
+def test_the_demos_result_holds_its_folders_its_seconds_and_its_runs_as_measured(tmp_path):
+    """``run_demo``'s record: each field from its own source (the seconds and step seconds as measured, the
+    folders under the output folder, the runs by name), and every run's common arguments from the demo's
+    settings (the one seed in lm-eval's four seeds, the batch size, the bundled data)."""
+    from analysis.demo import DemoResult, _DemoRuns
+    from analysis.report import ReportFiles
+
+    demo = _DemoRuns.create(tmp_path / "out", per_level=2, train_per_level=3, batch_size=8, seed=5)
+    out = (tmp_path / "out").resolve()
+    assert demo.common == {
+        "output_path": out / "lm_eval",
+        "log_samples": True,
+        "data_dir": "bundled",
+        "batch_size": 8,
+        "random_seed": 5,
+        "numpy_random_seed": 5,
+        "torch_random_seed": 5,
+        "fewshot_random_seed": 5,
+    }
+    assert demo.metadata == {"arithmetic_per_level": 2, "arithmetic_train_per_level": 3}
+    demo.runs["sample capcal_arithmetic"] = {"results": out / "r.json", "samples": {}}
+    report = ReportFiles(out / "report" / "report.html", out / "report" / "report.md", [])
+    steps = {"prepare models": 0.4, "sample": 30.2, "report": 2.1}
+    assert demo.result(report, 33.5, steps) == DemoResult(
+        output_dir=out,
+        report_html=out / "report" / "report.html",
+        report_markdown=out / "report" / "report.md",
+        seconds=33.5,
+        step_seconds={"prepare models": 0.4, "sample": 30.2, "report": 2.1},
+        lm_eval_dir=out / "lm_eval",
+        activations_dir=out / "activations",
+        runs={"sample capcal_arithmetic": {"results": out / "r.json", "samples": {}}},
+    )
