@@ -289,3 +289,46 @@ def test_the_layout_is_the_one_lm_evals_cli_writes(tmp_path):
     assert names == ["results_TIME.json", "samples_capcal_arithmetic_TIME.jsonl"]
     added = {"capcal_model", "capcal_version"}
     assert layout(tmp_path / "capcal") == (names, result_keys | added, sample_keys)
+
+
+def test_an_incomplete_saved_run_has_its_results_and_its_samples_renamed_and_is_refused_in_one_line(tmp_path):
+    """The check after lm-eval saved a run: a samples file holding 1 of its task's 2 logged questions
+    refuses the run (``IncompleteOutputError``, one line naming the file and the counts) and renames the
+    results file and every samples file ``*.incomplete``, so that no reader takes the run for complete."""
+    from analysis.checks.output_checks import IncompleteOutputError
+    from analysis.evaluation.harness import _check_saved
+
+    results_path = tmp_path / "results_2026.json"
+    results_path.write_text("{}")
+    short, whole = tmp_path / "samples_a_2026.jsonl", tmp_path / "samples_b_2026.jsonl"
+    short.write_text('{"doc_id": 0}\n')
+    whole.write_text('{"doc_id": 0}\n{"doc_id": 1}\n')
+    files = {"results": results_path, "samples": {"a": short, "b": whole}}
+    results = {
+        "samples": {"a": [{}, {}], "b": [{}, {}]},
+        "configs": {"a": {"output_type": "generate_until"}, "b": {"output_type": "generate_until"}},
+    }
+    with pytest.raises(IncompleteOutputError) as raised:
+        _check_saved(results, files, [], "hf", {})
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(
+        "the run's output is incomplete: samples_a_2026.jsonl holds 1 of 2 questions (no write error was"
+        " reported); renamed 3 file(s) *.incomplete; "
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "results_2026.json.incomplete",
+        "samples_a_2026.jsonl.incomplete",
+        "samples_b_2026.jsonl.incomplete",
+    ]
+    # complete: nothing raised, nothing renamed
+    short.with_name(short.name + ".incomplete").rename(short)
+    short.write_text('{"doc_id": 0}\n{"doc_id": 1}\n')
+    whole.with_name(whole.name + ".incomplete").rename(whole)
+    results_path.with_name(results_path.name + ".incomplete").rename(results_path)
+    _check_saved(results, files, [], "hf", {})
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "results_2026.json",
+        "samples_a_2026.jsonl",
+        "samples_b_2026.jsonl",
+    ]
