@@ -5,6 +5,7 @@ with the correctness vector or the plan is one ``RunFormatError`` naming the lin
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -103,7 +104,10 @@ def _tampered(change) -> dict:
         (lambda r: r["adaptive"].update(n=8), "adaptive.n"),
         (lambda r: r["adaptive"].update(stopped="unanimous at 16"), "adaptive.stopped"),
         (lambda r: r["adaptive"].update(interval=[0.0, 1.0]), "adaptive.interval"),
-        (lambda r: r["adaptive"].update(rule={"name": "unanimous"}), "adaptive.rule"),
+        (
+            lambda r: r["adaptive"].update(rule={"name": "unanimous"}),
+            re.escape("adaptive.rule must be {'name': one of unanimity, confidence_width, ...}"),
+        ),
         (lambda r: r["adaptive"].update(looks=[8, 4, 16]), "strictly increasing"),
         (lambda r: r.update(pass_at_8=0.9), "pass@m for m <= the first look"),
         (lambda r: r.update(pass_at_4=0.5), "pass_at_4"),
