@@ -299,6 +299,51 @@ def test_the_demo_elicits_the_second_models_verbalized_confidence_only_when_aske
     assert build_parser().parse_args(["demo", "--strong_verbalized", "256"]).strong_verbalized == 256
 
 
+def test_each_flag_of_capcal_demo_reaches_run_demo_as_given(monkeypatch):
+    """Every flag of ``capcal demo`` given a value away from its default (and from the others'): ``run_demo``
+    gets that value, an integer where the flag counts something, under its own keyword (the model run is
+    stood in for: the CLI only parses and calls). Without flags it gets ``run_demo``'s own defaults."""
+    import inspect
+
+    import analysis.demo
+    from analysis.cli import demo as demo_command
+
+    calls = []
+    signature = inspect.signature(analysis.demo.run_demo)
+    monkeypatch.setattr(analysis.demo, "run_demo", lambda **given: calls.append(given))
+    counts = {
+        "--repeats": ("repeats", 3),
+        "--train_repeats": ("train_repeats", 5),
+        "--strong_repeats": ("strong_repeats", 7),
+        "--per_level": ("per_level", 2),
+        "--train_per_level": ("train_per_level", 4),
+        "--max_gen_toks": ("max_gen_toks", 9),
+        "--verbalized_max_gen_toks": ("verbalized_max_gen_toks", 11),
+        "--strong_verbalized": ("strong_verbalized_max_gen_toks", 13),
+        "--batch_size": ("batch_size", 6),
+        "--resamples": ("resamples", 17),
+    }
+    texts = {
+        "--output_dir": ("output_dir", "elsewhere"),
+        "--task": ("task", "capcal_gsm8k"),
+        "--model": ("cheap_model", "gemma3-270m"),
+        "--strong_model": ("strong_model", "qwen2.5-coder-1.5b"),
+    }
+    argv = ["demo"] + [
+        item for flag, (_, value) in {**counts, **texts}.items() for item in (flag, str(value))
+    ]
+    assert demo_command.run(build_parser().parse_args(argv)) == 0
+    expected = {keyword: value for keyword, value in {**counts, **texts}.values()}
+    assert calls[-1] == expected
+    assert all(type(calls[-1][keyword]) is int for keyword, _ in counts.values())
+    demo_command.run(build_parser().parse_args(["demo", "--strong_model", "none"]))
+    assert calls[-1]["strong_model"] is None
+    demo_command.run(build_parser().parse_args(["demo"]))
+    defaults = {name: parameter.default for name, parameter in signature.parameters.items()}
+    defaults.pop("seed")  # not a flag of capcal demo
+    assert calls[-1] == defaults
+
+
 def test_eval_flags_become_one_evaluate_call():
     args = build_parser().parse_args(
         ["eval", "--model", "capcal-hf", "-a", "pretrained=/m,seed=3", "batch_size=8", "--tasks", "a,b", "c"]
