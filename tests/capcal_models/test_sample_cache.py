@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from capcal_models.sample_cache import SampleCache, open_sample_cache, request_key
+from capcal_models.sample_cache import SampleCache, committed_samples, open_sample_cache, request_key
 
 
 def test_sample_cache_persists_per_request_and_repeat(tmp_path: Path) -> None:
@@ -122,3 +122,24 @@ def test_a_killed_writer_loses_only_its_uncommitted_batch(tmp_path: Path) -> Non
             run.wait(timeout=30)
     rows = _committed(path)
     assert rows == [(f"request-{i:03d}", 0, f"sample {i}") for i in range(200)]
+
+
+def test_the_samples_committed_are_counted_per_cache_file_whichever_way_they_were_written(
+    tmp_path: Path,
+) -> None:
+    """``committed_samples`` (what a stopped run reports it has saved): per resolved cache file, the rows of
+    ``put``/``put_many`` and of a batched writer's commits, another file counted apart."""
+    first, second = tmp_path / "a" / "samples.sqlite", tmp_path / "b" / "samples.sqlite"
+    before = committed_samples()
+    cache = SampleCache(first)
+    cache.put("k1", {0: "x", 1: "y"})
+    cache.put_many({("k2", 0): "z", ("k3", 4): "w", ("k3", 5): "v"})
+    with SampleCache(second).writer(max_rows=2) as writer:
+        writer.put("k1", {0: "x", 1: "y", 2: "z"})
+    with SampleCache(tmp_path / "a" / ".." / "a" / "samples.sqlite").writer() as writer:
+        writer.put("k4", {0: "u"})
+    counted = committed_samples()
+    assert counted[first.resolve()] - before.get(first.resolve(), 0) == 2 + 3 + 1
+    assert counted[second.resolve()] - before.get(second.resolve(), 0) == 3
+    assert set(counted) - set(before) == {first.resolve(), second.resolve()}
+    cache.close()
