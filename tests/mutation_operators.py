@@ -837,6 +837,7 @@ def judge(
     module: str | None = None,
     slack: float = 30.0,
     retried: bool = False,
+    clean_cap: float = 1800.0,
 ) -> dict:
     """A mutant's verdict: ``source`` written over ``path`` in ``copy`` (restored afterwards) and its covering
     ``tests`` run in two stages (:func:`ordered_test_files`, by ``module``'s name), each with ``-x``.
@@ -847,7 +848,8 @@ def judge(
     - error: the failing test fails without the mutant too (the verdict is not the mutant's);
     - timeout: past ``factor`` times the ``reference`` seconds (a clean or surviving run of these files)
       plus ``slack``, or past ``cap`` without a reference, and the clean files ran within that limit (else
-      the mutant is run once more with the limit the clean run gives);
+      the mutant is run once more with the limit the clean run gives); every clean run may take
+      ``clean_cap`` seconds, so the verdict of a mutant that never ends does not depend on the load;
     - no tests: every covering test is slow.
     Returns the record's verdict, seconds (of the mutant's runs), the failing test of a kill, and why."""
     target = copy / path
@@ -870,7 +872,7 @@ def judge(
             target.write_text(original, encoding="utf-8")
         status = statuses[-1]
         if status is None:
-            clean, clean_seconds = run_tests(copy, tests, cap)
+            clean, clean_seconds = run_tests(copy, tests, clean_cap)
             if clean != 0:
                 return {
                     "verdict": "error",
@@ -879,7 +881,7 @@ def judge(
                 }
             if not retried and factor * clean_seconds + slack > limit + 1:  # too tight a limit: once more
                 return judge(
-                    copy, path, source, tests, clean_seconds, factor, cap, module, slack, retried=True
+                    copy, path, source, tests, clean_seconds, factor, cap, module, slack, True, clean_cap
                 )
             return {
                 "verdict": "timeout",
@@ -897,10 +899,10 @@ def judge(
         checks = [test for test in failed if "::" in test]
         clean_runs = []
         if checks:
-            clean_runs.append(run_tests(copy, checks, cap)[0])
+            clean_runs.append(run_tests(copy, checks, clean_cap)[0])
         if files or not failed:  # an import error, or no id found: the clean files collected (or all run)
             clean_runs.append(
-                run_tests(copy, files or stages[len(statuses) - 1], cap, collect_only=bool(files))[0]
+                run_tests(copy, files or stages[len(statuses) - 1], clean_cap, collect_only=bool(files))[0]
             )
         if any(code != 0 for code in clean_runs):
             return {
