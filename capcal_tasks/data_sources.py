@@ -57,7 +57,7 @@ def unique_questions(dataset: datasets.Dataset) -> datasets.Dataset:
     """The docs whose ``question_id`` has not occurred before (the first of identical questions is kept):
     identical question text is one query x, with one capability target mu(x)."""
     first_index: dict[str, int] = {}
-    for index, identifier in enumerate(dataset["question_id"]):
+    for index, identifier in enumerate(dataset["question_id"][:]):
         first_index.setdefault(identifier, index)
     if len(first_index) == len(dataset):
         return dataset

@@ -157,8 +157,11 @@ def _operators(model, run) -> tuple[int, int, int]:
 
 
 def _per_step(model, run) -> tuple[float, float]:
-    """Operators and host reads per decode step: a run of 16 new tokens less one of 8."""
-    long, short = _operators(model, lambda: run(16)), _operators(model, lambda: run(8))
+    """Operators and host reads per decode step: a run of 12 new tokens less one of 4, so that the difference
+    is one whole window of ``SYNC_STEPS`` (8) steps and its one host read (16 less 8 before: the same window,
+    a third fewer profiled steps)."""
+    long = _operators(model, lambda: run(4 + SYNC_STEPS))
+    short = _operators(model, lambda: run(4))
     steps = long[2] - short[2]
     return (long[0] - short[0]) / steps, (long[1] - short[1]) / steps
 
