@@ -402,15 +402,24 @@ def test_the_covering_tests_of_a_module_are_the_test_files_that_import_it() -> N
     assert "tests/test_mutation_operators.py" not in covering_test_files("analysis.leaderboard")
 
 
+FIRST_LOOK = "def first_look(k, n):\n    return k < n\n"
+
+
+def _first_look_repository(root: Path) -> str:
+    """A git repository at ``root`` with ``pkg/look.py`` (``first_look``, one boundary) and an empty
+    ``tests/``; returns the module's text."""
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "pkg").mkdir()
+    (root / "tests").mkdir()
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "look.py").write_text(FIRST_LOOK)
+    return FIRST_LOOK
+
+
 def test_a_mutant_is_run_in_a_copy_killed_by_a_failing_test_and_survives_a_blind_one(tmp_path: Path) -> None:
     """The driver's own loop on a two-file repository: the copy holds the untracked files, a boundary mutant
     fails the test that pins the boundary, passes one that does not, and the real file is never touched."""
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "tests").mkdir()
-    module = "def first_look(k, n):\n    return k < n\n"
-    (tmp_path / "pkg" / "__init__.py").write_text("")
-    (tmp_path / "pkg" / "look.py").write_text(module)
+    module = _first_look_repository(tmp_path)
     (tmp_path / "tests" / "test_pinned.py").write_text(
         "from pkg.look import first_look\n\ndef test_pinned():\n    assert not first_look(3, 3)\n"
     )
@@ -500,12 +509,7 @@ def test_a_verdict_is_the_mutants_own_a_kill_checked_without_it_a_survivor_again
     without it; a test that fails without the mutant too gives an error, not a kill; a survivor passed every
     covering file; a file that no longer imports is a kill; a mutant that loops is a timeout; a file whose
     tests are all slow gives no tests. The real file is restored after each."""
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "tests").mkdir()
-    module = "def first_look(k, n):\n    return k < n\n"
-    (tmp_path / "pkg" / "__init__.py").write_text("")
-    (tmp_path / "pkg" / "look.py").write_text(module)
+    module = _first_look_repository(tmp_path)
     header = "import pytest\nfrom pkg.look import first_look\n\n"
     tests = {
         "test_look.py": "def test_pinned():\n    assert not first_look(3, 3)\n",
