@@ -4,10 +4,13 @@
 its start, records its whole process tree (psutil: the run, vLLM's engine processes, the watchdog of
 ``capcal_models.stopping``), sends the signal to the run's own process only (as ``kill PID`` or a
 scheduler's SIGKILL would; a terminal's Ctrl-C would reach the whole foreground group) and returns what was
-left alive of that tree 5 s after the signal, with the run's exit status and its stderr lines that say it
-was stopped. The 5 s are an idle machine's: the check polls until the whole tree has ended and gives up
-after ``CHECK_AFTER_S * contention()`` (``tests/time_limits.py``), so a loaded machine that schedules the
-engine's processes late does not fail it, and a process that never ends still does.
+left alive of that tree 5 s after the signal, and at least ``AFTER_EXIT_S`` after the run's own exit (the
+watchdog's poll and grace, ``capcal_models.stopping``, plus 1 s), with the run's exit status and its stderr
+lines that say it was stopped. These spans are an idle machine's: the check polls until the whole tree has
+ended and gives up after the spans times ``contention()`` (``tests/time_limits.py``), so a loaded machine
+that schedules the engine's processes late does not fail it, and a process that never ends still does. A
+run whose unwinding takes longer than 5 s still gives its watchdog the whole ``AFTER_EXIT_S`` (CI's failure
+of 2026-11-28: the check gave up at the run's exit, before the watchdog had seen it).
 """
 
 from __future__ import annotations
@@ -21,12 +24,13 @@ from pathlib import Path
 
 import psutil
 
-from capcal_models.stopping import WATCHDOG_VARIABLE
+from capcal_models.stopping import GRACE_SECONDS, POLL_SECONDS, WATCHDOG_VARIABLE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/time_limits.py
 from time_limits import contention  # noqa: E402
 
 CHECK_AFTER_S = 5.0
+AFTER_EXIT_S = POLL_SECONDS + GRACE_SECONDS + 1.0
 
 
 def committed(cache: Path) -> dict[tuple[str, int], str]:
@@ -52,7 +56,7 @@ class StoppedRun:
     stop_lines: list[str]  # the lines on stderr that say the run was stopped
     log: str
     tree: list[str]  # "name pid" of every process of the run's tree when the signal was sent
-    alive: list[str]  # those still running CHECK_AFTER_S x contention() after the signal
+    alive: list[str]  # those still running when the check gave up (see the module)
     rows_at_signal: int
     exit_seconds: float  # from the signal to the run's exit
 
@@ -104,7 +108,8 @@ def stop_run(
         run.send_signal(sig)
         status = run.wait(timeout=120)
         exited = time.monotonic()
-        give_up = signalled + CHECK_AFTER_S * contention()
+        factor = contention()
+        give_up = max(signalled + CHECK_AFTER_S * factor, exited + AFTER_EXIT_S * factor)
         alive = _alive(tree)
         while alive and time.monotonic() < give_up:  # wait for the tree to end, not for a time
             time.sleep(0.1)

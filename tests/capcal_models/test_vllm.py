@@ -281,7 +281,7 @@ def test_a_stopped_capcal_eval_run_leaves_nothing_running_and_resumes_to_the_uni
         assert stopped.exit_status == (143 if sig == signal.SIGTERM else -signal.SIGKILL), stopped.log[-4000:]
         for engine_process in ("VLLM::EngineCore", "VLLM::Worker", "stopping.py"):
             assert any(engine_process in process for process in stopped.tree), stopped.tree
-        assert stopped.alive == [], (sig.name, stopped.tree)  # nothing left 5 s after the signal
+        assert stopped.alive == [], (sig.name, stopped.tree)  # nothing left after the watchdog grace
         assert "Traceback" not in stopped.log
         if sig == signal.SIGTERM:
             (line,) = stopped.stop_lines
@@ -314,7 +314,7 @@ def test_a_stopped_capcal_eval_run_leaves_nothing_running_and_resumes_to_the_uni
         print(
             f"{sig.name}: exit {stopped.exit_status} {stopped.exit_seconds:.1f} s after the signal, "
             f"{stopped.rows_at_signal} of {total} samples committed at the signal; tree {stopped.tree}; "
-            f"alive 5 s later: {stopped.alive}"
+            f"alive when the check gave up: {stopped.alive}"
         )
     generated, seconds = config["capcal_samples_generated"], time.monotonic() - started
     print(f"the re-run generated {generated}; {seconds:.0f} s in all")
