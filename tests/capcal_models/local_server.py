@@ -145,6 +145,12 @@ class FaultInjectingProxy(PostServer):
     (status 200, the server's body cut in half). ``down_after`` answers 503 to everything after that many
     successful answers. Counts what it injected per kind, the successful answers per request identity, the
     requests in flight, the Authorization headers it saw and the most requests in flight at once.
+
+    ``sample_logprobs`` (a dict; None: off) records each sample's log-probability as the server drew it: a
+    request without ``logprobs`` is forwarded with ``"logprobs": 0`` (the sampled tokens' own
+    log-probabilities, which change no sample), and each choice's (sum of its token log-probabilities, token
+    count) goes to ``sample_logprobs[prompt][text]`` (``prompt``: its prompt as JSON, text or token ids),
+    its ``logprobs`` answered as null, as to a request that did not ask for them.
     """
 
     ROUTE = "/v1/{endpoint:.*}"
@@ -163,6 +169,7 @@ class FaultInjectingProxy(PostServer):
         self.seen: set[str] = set()
         self.authorization: set[str] = set()
         self.forwarded: list[dict] = []
+        self.sample_logprobs: dict[str, dict[str, list[float]]] | None = None
         self.in_flight = self.max_in_flight = 0
         self._fault_every = 0
         self._fault_offset = 0
@@ -232,7 +239,20 @@ class FaultInjectingProxy(PostServer):
     async def _forward(self, request, body: dict) -> tuple[int, str]:
         import aiohttp
 
+        record = self.sample_logprobs is not None and "logprobs" not in body
         async with aiohttp.ClientSession() as session:
             url = f"{self.upstream}/{request.match_info['endpoint']}"
-            async with session.post(url, json=body) as upstream:
-                return upstream.status, await upstream.text()
+            async with session.post(url, json={**body, "logprobs": 0} if record else body) as upstream:
+                status, text = upstream.status, await upstream.text()
+        if not record or status != 200:
+            return status, text
+        answer, prompts = json.loads(text), body["prompt"]
+        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]  # one prompt (text or token ids), not a batch of them
+        for choice in answer["choices"]:  # choice i of a batch: prompt i // n (vLLM's order)
+            prompt = json.dumps(prompts[choice["index"] // int(body.get("n") or 1)])
+            token_logprobs = choice["logprobs"]["token_logprobs"]
+            recorded = self.sample_logprobs.setdefault(prompt, {})
+            recorded[choice["text"]] = [float(sum(token_logprobs)), len(token_logprobs)]
+            choice["logprobs"] = None
+        return status, json.dumps(answer)

