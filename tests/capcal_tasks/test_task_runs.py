@@ -1,8 +1,8 @@
 """End to end on the real SmolLM2 through the real ``capcal eval`` and stock ``lm_eval`` command lines,
 offline, on the real data (GPQA on its fixture):
 
-A. ``capcal eval --model capcal-hf --tasks capcal_core,... --repeats 2 --limit 2 --apply_chat_template``: the
-   seven sampling tasks and the capability-form P(True) and verbalized tasks;
+A. ``capcal eval --tasks capcal_core,... --repeats 2 --limit 2 --apply_chat_template``: the seven sampling
+   tasks and the capability-form P(True) and verbalized tasks;
 B. stock ``lm_eval --include_path $(capcal tasks-dir)`` without a chat template: capcal_core (the YAML's
    k = 16) and the response-level tasks on run A's samples files;
 C. the same response-level tasks with the chat template, in this process (``lm_eval.simple_evaluate`` with
@@ -66,14 +66,11 @@ def _model_arguments(smollm2_path: Path, batch_size: int = 16) -> list[str]:
 def run_a(tmp_path_factory, smollm2_path, local_data, forked_cli) -> Path:
     output = tmp_path_factory.mktemp("run_a")
     tasks = ",".join(["capcal_core", "capcal_gsm8k_ptrue", "capcal_mmlu_ptrue", "capcal_gsm8k_verbalized"])
-    # capcal-hf: each prompt prefilled once for its k samples and once for P(True)'s two words (stock hf
-    # prefills each clone and each word, and pads a batch to its longest prompt: AIME's reach 900 tokens);
-    # stock hf on every dataset is run B's, capcal eval with stock hf is tests/analysis/test_end_to_end.py's
-    # capcal_eval_run. In a process of its own forked from ``forked_cli`` (tests/conftest.py: lm-eval and
-    # torch imported once); the model loads in that process.
+    # in a process of its own forked from ``forked_cli`` (tests/conftest.py: lm-eval and torch imported
+    # once); the model loads in that process. Batch 4: stock hf pads a batch to its longest prompt, and
+    # AIME's (up to 900 tokens) would pad the other datasets' (up to 360) in a batch of 16
     run = forked_cli.capcal(
-        ["eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
-         "--tasks", tasks, "--repeats", str(K),
+        ["eval", *_model_arguments(smollm2_path, 4), "--tasks", tasks, "--repeats", str(K),
          "--limit", str(LIMIT), "--gen_kwargs", "max_gen_toks=16", "--apply_chat_template",
          "--seed", "7", "--log_samples", "--output_path", str(output)],
         Path.cwd(), 1200, env=_env(local_data),
