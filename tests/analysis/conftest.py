@@ -1,14 +1,13 @@
 """The real runs shared by the analysis tests: ``tiny_run`` (SmolLM2, capcal_gsm8k, 2 questions, k 2) for the
 pipeline and CLI tests, and ``small_demo`` (the README's demo at a small size) for the demo tests and the
-report tests on its output (both in tests/analysis/evaluation/test_demo.py, so that one worker runs it); and
-``forked_cli``, the server that the CLI tests fork their commands from."""
+report tests on its output (both in tests/analysis/evaluation/test_demo.py, so that one worker runs it).
+``forked_cli``, the server that the CLI tests fork their commands from, is tests/conftest.py's."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,25 +16,6 @@ from analysis.report import figures
 
 TINY_TASK, TINY_LIMIT, TINY_REPEATS = "capcal_gsm8k", 2, 2  # the tests repeat these numbers
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="session")
-def forked_cli() -> Iterator:
-    """One ``tests/analysis/forked_cli.py`` server per worker: every CLI test that only checks what a command
-    prints and returns (a refusal, a dry run on lm-eval's dummy model) runs its command in a child forked
-    from it, instead of a fresh interpreter that imports lm-eval, datasets, transformers and torch again
-    (5-6 s of CPU time a command). What those imports print would be in every command's stderr: there must
-    be nothing. ``forked_cli.run(runner, args, cwd, timeout, env)``."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    try:
-        from forked_cli import ForkedCli
-    finally:
-        sys.path.remove(str(Path(__file__).parent))
-    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    server = ForkedCli({**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}, REPO)
-    assert server.import_output == ""
-    yield server
-    server.close()
 
 
 @pytest.fixture(scope="session")

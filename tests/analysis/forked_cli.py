@@ -57,6 +57,10 @@ PRELOADED = (
 )
 
 
+# the runner of ``python -m analysis.cli`` (the ``capcal`` command)
+CAPCAL_RUNNER = "import runpy\nrunpy.run_module('analysis.cli', run_name='__main__', alter_sys=True)\n"
+
+
 class ForkedCli:
     """One server process; ``run(runner, args, cwd)`` is ``subprocess.run([sys.executable, "-c", runner,
     *args], cwd=cwd, capture_output=True, text=True)`` in a child forked from it."""
@@ -88,6 +92,13 @@ class ForkedCli:
         return subprocess.CompletedProcess(
             [sys.executable, "-c", runner, *args], done["returncode"], done["stdout"], done["stderr"]
         )
+
+    def capcal(
+        self, args: list[str], cwd: Path, timeout: int, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
+        """``capcal ARGS`` (``python -m analysis.cli ARGS``) in a child: ``run`` with ``CAPCAL_RUNNER``. A
+        real run too: the model is loaded in the child, never in the server."""
+        return self.run(CAPCAL_RUNNER, list(args), cwd, timeout, env)
 
     def close(self) -> None:
         self._server.stdin.close()

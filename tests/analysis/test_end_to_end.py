@@ -1,6 +1,8 @@
 """End to end on a real model: lm-eval samples k responses per question from SmolLM2, capcal reads them back.
 
-Runs the real ``capcal`` command line in subprocesses (minutes on a 2-core CPU). Stock ``lm_eval
+Runs the real ``capcal`` command line, each command in a process of its own forked from the session's
+``forked_cli`` server (which imported lm-eval, torch and transformers once; the model is loaded in the
+command's own process), minutes on a 2-core CPU. Stock ``lm_eval
 --include_path`` on capcal_gsm8k at the YAML's k = 16 is tested in tests/capcal_tasks/test_task_runs.py
 (``run_b``: capcal_core, every dataset's task with the same settings); a run of its own here repeated it at
 full cost until 2026-11-28.
@@ -14,7 +16,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,11 +26,18 @@ import pytest
 from analysis.runs import load_run
 
 LIMIT, K, MAX_GEN_TOKS = 3, 4, 48
-CAPCAL = [sys.executable, "-m", "analysis.cli"]
 
 
 def _env(shared_data: Path) -> dict:
     return {**os.environ, "CAPCAL_DATA_DIR": str(shared_data), "OMP_NUM_THREADS": "1"}
+
+
+def _capcal(
+    forked_cli, shared_data: Path, *arguments: str, timeout: int = 300
+) -> subprocess.CompletedProcess:
+    """``capcal ARGUMENTS`` in a process of its own (forked from ``forked_cli``), offline on the shared
+    data."""
+    return forked_cli.capcal(list(arguments), Path.cwd(), timeout, env=_env(shared_data))
 
 
 def _samples_lines(output: Path, task: str) -> list[dict]:
@@ -39,15 +47,16 @@ def _samples_lines(output: Path, task: str) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def capcal_eval_run(tmp_path_factory, smollm2_path, shared_data) -> Path:
+def capcal_eval_run(tmp_path_factory, smollm2_path, shared_data, forked_cli) -> Path:
     output = tmp_path_factory.mktemp("capcal_eval")
-    command = CAPCAL + [
+    result = _capcal(
+        forked_cli, shared_data,
         "eval", "--model", "hf", "--model_args", f"pretrained={smollm2_path}",
         "--tasks", "capcal_gsm8k", "--limit", str(LIMIT), "--repeats", str(K),
         "--gen_kwargs", f"max_gen_toks={MAX_GEN_TOKS}", "--apply_chat_template",
         "--batch_size", "16", "--seed", "7", "--log_samples", "--output_path", str(output),
-    ]  # fmt: skip
-    result = subprocess.run(command, env=_env(shared_data), capture_output=True, text=True, timeout=1200)
+        timeout=1200,
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
     assert "expected_accuracy" in result.stdout  # lm-eval's results table
     return output
@@ -83,12 +92,9 @@ def test_results_table_reports_mean_expected_accuracy_with_stderr(capcal_eval_ru
 
 
 @pytest.mark.slow
-def test_capcal_analyze_on_the_run(capcal_eval_run, shared_data):
+def test_capcal_analyze_on_the_run(capcal_eval_run, shared_data, forked_cli):
     table_file = capcal_eval_run / "questions.csv"
-    result = subprocess.run(
-        CAPCAL + ["analyze", str(capcal_eval_run), "--output", str(table_file)],
-        env=_env(shared_data), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    result = _capcal(forked_cli, shared_data, "analyze", str(capcal_eval_run), "--output", str(table_file))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "mean_expected_accuracy" in result.stdout and table_file.is_file()
 
@@ -105,12 +111,11 @@ def test_capcal_analyze_on_the_run(capcal_eval_run, shared_data):
 
 
 @pytest.mark.slow
-def test_capcal_check_passes_the_run_and_flags_a_lost_question(capcal_eval_run, shared_data, tmp_path):
+def test_capcal_check_passes_the_run_and_flags_a_lost_question(
+    capcal_eval_run, shared_data, tmp_path, forked_cli
+):
     def check(folder: Path) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            CAPCAL + ["check", str(folder)],
-            env=_env(shared_data), capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+        return _capcal(forked_cli, shared_data, "check", str(folder))
 
     result = check(capcal_eval_run)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
@@ -137,11 +142,12 @@ def _sections(markdown: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def math_runs(tmp_path_factory, smollm2_path, shared_data) -> tuple[Path, float]:
-    """Sampling with activations (capcal-hf) on MATH-500, AIME 2025 and MATH train, then P(True) (stock hf)
-    on the same questions: (lm-eval output folder, seconds). MATH train is not in ../shared/data, so its
-    local file holds MATH-500 problems 401-416 (real MATH problems, none of them among the evaluated first
-    12); the tasks read it as capcal_math_train."""
+def math_runs(tmp_path_factory, smollm2_path, shared_data, forked_cli) -> tuple[Path, float]:
+    """Sampling with activations (capcal-hf) on MATH-500, AIME 2025 and MATH train, then P(True) (capcal-hf,
+    as ``capcal demo`` asks it: each prompt prefilled once for both answer words, where stock hf prefills it
+    twice) on the same questions: (lm-eval output folder, seconds). MATH train is not in ../shared/data, so
+    its local file holds MATH-500 problems 401-416 (real MATH problems, none of them among the evaluated
+    first 12); the tasks read it as capcal_math_train."""
     root = tmp_path_factory.mktemp("math_runs")
     data = root / "data"
     (data / "math").mkdir(parents=True)
@@ -154,15 +160,15 @@ def math_runs(tmp_path_factory, smollm2_path, shared_data) -> tuple[Path, float]
               "--output_path", str(output), "--data_dir", str(data)]  # fmt: skip
     sampler = f"pretrained={smollm2_path},activations={activations}"
     commands = [
-        CAPCAL + ["eval", "--model", "capcal-hf", "--model_args", sampler,
-                  "--tasks", "capcal_math500,capcal_aime25,capcal_math_train", "--repeats", str(MATH_K),
-                  "--gen_kwargs", f"max_gen_toks={MATH_TOKS}", "--seed", "7", *common],
-        CAPCAL + ["eval", "--model", "hf", "--model_args", f"pretrained={smollm2_path}",
-                  "--tasks", "capcal_math500_ptrue,capcal_aime25_ptrue,capcal_math_train_ptrue", *common],
+        ["eval", "--model", "capcal-hf", "--model_args", sampler,
+         "--tasks", "capcal_math500,capcal_aime25,capcal_math_train", "--repeats", str(MATH_K),
+         "--gen_kwargs", f"max_gen_toks={MATH_TOKS}", "--seed", "7", *common],
+        ["eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
+         "--tasks", "capcal_math500_ptrue,capcal_aime25_ptrue,capcal_math_train_ptrue", *common],
     ]  # fmt: skip
     started = time.monotonic()
     for command in commands:
-        result = subprocess.run(command, env=_env(shared_data), capture_output=True, text=True, timeout=900)
+        result = _capcal(forked_cli, shared_data, *command, timeout=900)
         assert result.returncode == 0, result.stderr[-4000:]
     return output, time.monotonic() - started
 
@@ -173,12 +179,16 @@ MATH_OPTIONS = {"n_resamples": 50, "seed": 3}  # the report's and the paper tabl
 @pytest.fixture(scope="module")
 def math_report(math_runs, tmp_path_factory) -> str:
     """The Markdown of the report on ``math_runs`` (``build_report``, in this process), read by the report
-    test and compared cell by cell with ``capcal table`` (one build of it for both)."""
+    test and compared cell by cell with ``capcal table`` (one build of it for both). Its figures are built
+    but not drawn (``figures_not_rendered``: the Markdown is the same, an empty PNG behind each link); the
+    ``capcal report`` of ``test_capcal_report_calibration_option`` draws them on the same runs."""
     from analysis.report import ReportOptions, build_report
+    from analysis.report.figures import figures_not_rendered
 
     output, _ = math_runs
     folder = tmp_path_factory.mktemp("math_report")
-    files = build_report([output], folder / "report", options=ReportOptions(**MATH_OPTIONS))
+    with figures_not_rendered():
+        files = build_report([output], folder / "report", options=ReportOptions(**MATH_OPTIONS))
     return files.markdown.read_text(encoding="utf-8")
 
 
@@ -230,11 +240,13 @@ def test_capcal_table_of_two_real_tasks_matches_the_report_cell_by_cell(
     from analysis.cli import main
     from analysis.report import ReportOptions
     from analysis.report.analyze import analyze_runs
+    from analysis.report.figures import figures_not_rendered
     from analysis.report.paper_table import metric_rows
 
     output, _ = math_runs
     markdown = math_report
-    rows = metric_rows(analyze_runs([output], None, ReportOptions(**MATH_OPTIONS)).results)
+    with figures_not_rendered():  # the numbers only
+        rows = metric_rows(analyze_runs([output], None, ReportOptions(**MATH_OPTIONS)).results)
     tasks = ("capcal_math500", "capcal_aime25")
     assert set(zip(rows["model"], rows["task"], strict=True)) == {("smollm2", task) for task in tasks}
     for task in tasks:  # the fitted estimators and P(True) in both columns
@@ -262,12 +274,12 @@ def test_capcal_table_of_two_real_tasks_matches_the_report_cell_by_cell(
 
 
 @pytest.mark.slow
-def test_capcal_report_calibration_option(math_runs, shared_data, tmp_path):
+def test_capcal_report_calibration_option(math_runs, shared_data, tmp_path, forked_cli):
     output, _ = math_runs
     report = tmp_path / "report"
-    command = CAPCAL + ["report", str(output), "--output", str(report), "--resamples", "20",
-                        "--calibration", "capcal_aime25=capcal_math_train"]  # fmt: skip
-    result = subprocess.run(command, env=_env(shared_data), capture_output=True, text=True, timeout=300)
+    command = ["report", str(output), "--output", str(report), "--resamples", "20",
+               "--calibration", "capcal_aime25=capcal_math_train"]  # fmt: skip
+    result = _capcal(forked_cli, shared_data, *command)
     assert result.returncode == 0, result.stderr[-3000:]
     sections = _sections((report / "report.md").read_text(encoding="utf-8"))
     assert (
@@ -276,15 +288,8 @@ def test_capcal_report_calibration_option(math_runs, shared_data, tmp_path):
     )
     assert "override" not in sections["smollm2 · capcal_math500"]
 
-    bad = CAPCAL + [
-        "report",
-        str(output),
-        "--output",
-        str(report),
-        "--calibration",
-        "capcal_aime25=capcal_math500",
-    ]
-    result = subprocess.run(bad, env=_env(shared_data), capture_output=True, text=True, timeout=300)
+    bad = ["report", str(output), "--output", str(report), "--calibration", "capcal_aime25=capcal_math500"]
+    result = _capcal(forked_cli, shared_data, *bad)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     *warnings, line = result.stderr.strip().splitlines()  # the input notices first, then the one error line
     assert all(warning.startswith("capcal report: warning: ") for warning in warnings), warnings

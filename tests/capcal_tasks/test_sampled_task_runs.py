@@ -59,16 +59,32 @@ STOCK_TASKS = {
 }
 LIMIT, K = 2, 2
 CALIBRATION = "gsm8k_calibration"  # the calibration task of gsm8k (capcal_tasks.sampled_calibration)
-CAPCAL = [sys.executable, "-m", "analysis.cli"]
 LM_EVAL = str(Path(sys.executable).with_name("lm_eval"))
 
 
-def _run(command: list[str], data_dir: Path, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "CAPCAL_DATA_DIR": str(data_dir), "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
+def _env(data_dir: Path) -> dict[str, str]:
+    return {**os.environ, "CAPCAL_DATA_DIR": str(data_dir), "OMP_NUM_THREADS": "1"}
+
+
+def _checked(result: subprocess.CompletedProcess, check: bool) -> subprocess.CompletedProcess:
     if check:
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     return result
+
+
+def _run(command: list[str], data_dir: Path, check: bool = True) -> subprocess.CompletedProcess:
+    """``command`` in a fresh process (stock ``lm_eval``: nothing of capcal imported before lm-eval's own
+    loading of the task YAMLs)."""
+    result = subprocess.run(command, env=_env(data_dir), capture_output=True, text=True, timeout=1800)
+    return _checked(result, check)
+
+
+def _capcal(
+    forked_cli, arguments: list[str], data_dir: Path, check: bool = True
+) -> subprocess.CompletedProcess:
+    """``capcal ARGUMENTS`` in a process of its own, forked from ``forked_cli`` (tests/conftest.py: the server
+    that imported lm-eval and torch once; a real run loads its model in that process)."""
+    return _checked(forked_cli.capcal(arguments, Path.cwd(), 1800, env=_env(data_dir)), check)
 
 
 def _samples(output: Path, task: str) -> list[dict]:
@@ -84,15 +100,16 @@ def _results(output: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def capcal_run(tmp_path_factory, smollm2_path, shared_data) -> Path:
+def capcal_run(tmp_path_factory, smollm2_path, shared_data, forked_cli) -> Path:
     output = tmp_path_factory.mktemp("wrapped")
-    _run(
-        CAPCAL + ["eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
-                  "--tasks", ",".join([*STOCK_TASKS, CALIBRATION]), "--repeats", str(K),
-                  "--limit", str(LIMIT),
-                  "--gen_kwargs", "max_gen_toks=24", "--apply_chat_template", "--seed", "7",
-                  "--metadata", "capcal_confidences=ptrue,verbalized",
-                  "--log_samples", "--output_path", str(output)],
+    _capcal(
+        forked_cli,
+        ["eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
+         "--tasks", ",".join([*STOCK_TASKS, CALIBRATION]), "--repeats", str(K),
+         "--limit", str(LIMIT),
+         "--gen_kwargs", "max_gen_toks=24", "--apply_chat_template", "--seed", "7",
+         "--metadata", "capcal_confidences=ptrue,verbalized",
+         "--log_samples", "--output_path", str(output)],
         shared_data,
     )  # fmt: skip
     return output
@@ -114,8 +131,8 @@ def test_every_label_is_the_unmodified_tasks_score(capcal_run, shared_data, task
 
 
 @pytest.mark.slow
-def test_capcal_check_and_report_read_wrapped_tasks(capcal_run, shared_data, tmp_path):
-    checked = _run(CAPCAL + ["check", str(capcal_run)], shared_data, check=False)
+def test_capcal_check_and_report_read_wrapped_tasks(capcal_run, shared_data, tmp_path, forked_cli):
+    checked = _capcal(forked_cli, ["check", str(capcal_run)], shared_data, check=False)
     runs = 3 * len(STOCK_TASKS)  # each task, its P(True) and its verbalized-confidence task
     # SmolLM2 reasons at length before a \boxed{P}, which 24 tokens cut: check calls such a verbalized run
     # incomplete (the run's limit is to blame, not the model) and says why; every other run is complete
@@ -140,7 +157,7 @@ def test_capcal_check_and_report_read_wrapped_tasks(capcal_run, shared_data, tmp
     config = _results(capcal_run)["configs"]["gsm8k"]
     assert config["repeats"] == K and config["generation_kwargs"]["do_sample"] is True
     assert config["metadata"]["capcal_sampled"]["task_generation_kwargs"]["do_sample"] is False
-    _run(CAPCAL + ["report", str(capcal_run), "--output", str(tmp_path / "report")], shared_data)
+    _capcal(forked_cli, ["report", str(capcal_run), "--output", str(tmp_path / "report")], shared_data)
     text = (tmp_path / "report" / "report.md").read_text()
     for task in STOCK_TASKS:  # each task's section reads its P(True) and verbalized runs
         assert f"| {task}_verbalized | confidence |  | {task} |" in text
@@ -225,7 +242,7 @@ def test_verbalized_records_ask_the_tasks_own_question(capcal_run):
 
 @pytest.mark.slow
 def test_stock_lm_eval_runs_a_wrapped_task_and_its_ptrue_task(
-    tmp_path, smollm2_path, shared_data, wrapped_rescore
+    tmp_path, smollm2_path, shared_data, wrapped_rescore, forked_cli
 ):
     """lm-eval's ``class:`` route: a SampledTask YAML and a SampledPTrueTask YAML beside it (its target: its
     name without ``_ptrue``). ``--metadata capcal_confidences`` alone adds no task under stock lm_eval: the
@@ -268,24 +285,25 @@ def test_stock_lm_eval_runs_a_wrapped_task_and_its_ptrue_task(
     _check_calibration_columns(output, "gsm8k_k2_calibration", "flexible-extract", 2)
     ptrue = _samples(output, "gsm8k_k2_ptrue")
     assert len(ptrue) == 2 and all(0.0 <= line["p_true"] <= 1.0 for line in ptrue)
-    checked = _run(CAPCAL + ["check", str(output)], shared_data)
+    checked = _capcal(forked_cli, ["check", str(output)], shared_data)
     assert "2 of 2 run(s) complete" in checked.stdout
     assert "gsm8k_k2: lm-eval task gsm8k (version 3.0) sampled k = 2 times" in checked.stdout
     assert "join gsm8k_k2_ptrue (" in checked.stdout
     assert "-> gsm8k_k2: matched 2 of 2 records and 2 gsm8k_k2 questions" in checked.stdout
-    _run(CAPCAL + ["report", str(output), "--output", str(tmp_path / "report")], shared_data)
+    _capcal(forked_cli, ["report", str(output), "--output", str(tmp_path / "report")], shared_data)
     assert (tmp_path / "report" / "report.html").is_file()
     assert "p_true" in (tmp_path / "report" / "report.md").read_text()
 
 
 @pytest.mark.slow
-def test_refusals_come_before_the_model(smollm2_path, shared_data, tmp_path):
-    refused = _run(
-        CAPCAL + ["eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
-                  "--tasks", "gsm8k_cot_self_consistency,wmt16-de-en,arc_challenge,nq_open,"
-                  "arc_challenge_chat,arc_challenge_calibration,gsm8k_cot_llama_calibration",
-                  "--repeats", "8", "--num_fewshot", "1", "--metadata", "capcal_confidences=ptrue,verbalized",
-                  "--output_path", str(tmp_path)],
+def test_refusals_come_before_the_model(smollm2_path, shared_data, tmp_path, forked_cli):
+    refused = _capcal(
+        forked_cli,
+        ["eval", "--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path}",
+         "--tasks", "gsm8k_cot_self_consistency,wmt16-de-en,arc_challenge,nq_open,"
+         "arc_challenge_chat,arc_challenge_calibration,gsm8k_cot_llama_calibration",
+         "--repeats", "8", "--num_fewshot", "1", "--metadata", "capcal_confidences=ptrue,verbalized",
+         "--output_path", str(tmp_path)],
         shared_data,
         check=False,
     )  # fmt: skip

@@ -36,13 +36,16 @@ CORE_TASKS = {
     "capcal_gpqa": "gpqa",
 }
 LIMIT, K = 2, 2
-CAPCAL = [sys.executable, "-m", "analysis.cli"]
 LM_EVAL = str(Path(sys.executable).with_name("lm_eval"))
 
 
+def _env(data_dir: Path) -> dict[str, str]:
+    return {**os.environ, "CAPCAL_DATA_DIR": str(data_dir), "OMP_NUM_THREADS": "1"}
+
+
 def _run(command: list[str], data_dir: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "CAPCAL_DATA_DIR": str(data_dir), "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
+    """``command`` in a fresh process (stock ``lm_eval``: nothing of capcal imported before lm-eval's own)."""
+    result = subprocess.run(command, env=_env(data_dir), capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, result.stderr[-4000:]
     return result
 
@@ -60,17 +63,19 @@ def _model_arguments(smollm2_path: Path, batch_size: int = 16) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def run_a(tmp_path_factory, smollm2_path, local_data) -> Path:
+def run_a(tmp_path_factory, smollm2_path, local_data, forked_cli) -> Path:
     output = tmp_path_factory.mktemp("run_a")
     tasks = ",".join(["capcal_core", "capcal_gsm8k_ptrue", "capcal_mmlu_ptrue", "capcal_gsm8k_verbalized"])
-    _run(
-        # batch 4: stock hf pads a batch to its longest prompt, and AIME's (up to 900 tokens) would pad the
-        # other datasets' (up to 360) in a batch of 16
-        CAPCAL + ["eval", *_model_arguments(smollm2_path, 4), "--tasks", tasks, "--repeats", str(K),
-                  "--limit", str(LIMIT), "--gen_kwargs", "max_gen_toks=16", "--apply_chat_template",
-                  "--seed", "7", "--log_samples", "--output_path", str(output)],
-        local_data,
+    # in a process of its own forked from ``forked_cli`` (tests/conftest.py: lm-eval and torch imported
+    # once); the model loads in that process. Batch 4: stock hf pads a batch to its longest prompt, and
+    # AIME's (up to 900 tokens) would pad the other datasets' (up to 360) in a batch of 16
+    run = forked_cli.capcal(
+        ["eval", *_model_arguments(smollm2_path, 4), "--tasks", tasks, "--repeats", str(K),
+         "--limit", str(LIMIT), "--gen_kwargs", "max_gen_toks=16", "--apply_chat_template",
+         "--seed", "7", "--log_samples", "--output_path", str(output)],
+        Path.cwd(), 1200, env=_env(local_data),
     )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-4000:]
     return output
 
 

@@ -47,19 +47,13 @@ REPO = Path(__file__).resolve().parents[3]
 TASK, LIMIT, K_MAX, LOOKS, MAX_GEN_TOKS, SEED = "capcal_arithmetic", 6, 4, (2, 3, 4), 8, 7
 
 
-def _capcal(*arguments: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "analysis.cli", *arguments]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-@pytest.fixture
+@pytest.fixture(scope="module")
 def forked_capcal(forked_cli) -> Callable[..., subprocess.CompletedProcess]:
-    """``_capcal`` for a command that is refused: in a process of its own forked from ``forked_cli`` (the
-    server that imported lm-eval and torch once)."""
+    """``capcal ARGUMENTS``: in a process of its own forked from ``forked_cli`` (the server that imported
+    lm-eval and torch once), a refusal or a real run (its model loads in that process). The run killed by
+    SIGKILL is a fresh process (``test_a_killed_adaptive_run_resumes_to_the_uninterrupted_one``)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    runner = "import runpy\nrunpy.run_module('analysis.cli', run_name='__main__', alter_sys=True)\n"
-    return lambda *arguments: forked_cli.run(runner, list(arguments), Path.cwd(), timeout=600, env=env)
+    return lambda *arguments: forked_cli.capcal(list(arguments), Path.cwd(), timeout=600, env=env)
 
 
 def _one_error_line(run: subprocess.CompletedProcess) -> str:
@@ -141,13 +135,13 @@ def _records(output: Path) -> dict[int, dict]:
 
 
 @pytest.fixture(scope="module")
-def runs(smollm2_path: Path, tmp_path_factory) -> dict:
+def runs(smollm2_path: Path, tmp_path_factory, forked_capcal) -> dict:
     """The adaptive run (``capcal eval --adaptive``, its own cache) and the fixed k = 4 run (in process,
     ``evaluate``, no cache), same seed: {"adaptive": folder, "stderr": text, "fixed": results}."""
     from analysis.evaluation import evaluate
 
     folder = tmp_path_factory.mktemp("adaptive")
-    run = _capcal(*_arguments(smollm2_path, folder / "cache.sqlite", folder / "out"))
+    run = forked_capcal(*_arguments(smollm2_path, folder / "cache.sqlite", folder / "out"))
     assert run.returncode == 0, run.stderr[-3000:]
     fixed = evaluate(
         "capcal-hf",
@@ -244,7 +238,9 @@ def test_the_results_file_records_the_plan_and_the_samples_drawn(runs) -> None:
 
 
 @pytest.mark.slow
-def test_analyze_reads_a_folder_with_a_fixed_k_and_an_adaptive_run_of_one_task(runs, tmp_path) -> None:
+def test_analyze_reads_a_folder_with_a_fixed_k_and_an_adaptive_run_of_one_task(
+    runs, tmp_path, forked_capcal
+) -> None:
     """Issue 47.14: exit 2, "questions of several adaptive plans in one table (first looks [2, 4])", while
     report, table and check read such a folder."""
     import shutil
@@ -252,7 +248,7 @@ def test_analyze_reads_a_folder_with_a_fixed_k_and_an_adaptive_run_of_one_task(r
     folder = tmp_path / "both"
     shutil.copytree(runs["adaptive"], folder / "adaptive")
     shutil.copytree(runs["folder"] / "fixed", folder / "fixed")
-    run = _capcal("analyze", str(folder), "--output", str(tmp_path / "questions.jsonl"))
+    run = forked_capcal("analyze", str(folder), "--output", str(tmp_path / "questions.jsonl"))
     assert run.returncode == 0, run.stderr[-3000:]
     table = [json.loads(line) for line in (tmp_path / "questions.jsonl").read_text().splitlines()]
     assert sorted(row["sampling"] for row in table) == sorted(
@@ -263,14 +259,14 @@ def test_analyze_reads_a_folder_with_a_fixed_k_and_an_adaptive_run_of_one_task(r
 
 @pytest.mark.slow
 def test_without_log_samples_the_aggregates_are_saved_as_a_fixed_run_saves_them(
-    runs, smollm2_path: Path
+    runs, smollm2_path: Path, forked_capcal
 ) -> None:
     """``--adaptive`` without ``--log_samples`` (lm-eval's default) used to fail after all the sampling
     ("samples ... was not written"): it saves the results file, with ``capcal_adaptive``, and no samples file,
     as a fixed-k run without ``--log_samples`` does. Re-run from the first run's cache (nothing decoded)."""
     arguments = _arguments(smollm2_path, runs["folder"] / "cache.sqlite", runs["folder"] / "aggregates")
     arguments.remove("--log_samples")
-    run = _capcal(*arguments)
+    run = forked_capcal(*arguments)
     assert run.returncode == 0, run.stderr[-3000:]
     (results_file,) = (runs["folder"] / "aggregates").rglob("results_*.json")
     assert not list((runs["folder"] / "aggregates").rglob("samples_*"))
@@ -282,7 +278,9 @@ def test_without_log_samples_the_aggregates_are_saved_as_a_fixed_run_saves_them(
 
 
 @pytest.mark.slow
-def test_a_killed_adaptive_run_resumes_to_the_uninterrupted_one(runs, smollm2_path: Path) -> None:
+def test_a_killed_adaptive_run_resumes_to_the_uninterrupted_one(
+    runs, smollm2_path: Path, forked_capcal
+) -> None:
     folder = runs["folder"]
     arguments = _arguments(smollm2_path, folder / "resumed.sqlite", folder / "resumed")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
@@ -298,7 +296,7 @@ def test_a_killed_adaptive_run_resumes_to_the_uninterrupted_one(runs, smollm2_pa
     stopped.wait(timeout=60)
     assert stopped.returncode == -signal.SIGKILL, "".join(seen)[-3000:]
     assert not list((folder / "resumed").rglob("samples_*.jsonl"))  # nothing written yet
-    again = _capcal(*arguments)
+    again = forked_capcal(*arguments)
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"{LIMIT * LOOKS[0]} samples read from the sample cache" in again.stderr
     resumed, uninterrupted = _records(folder / "resumed"), _records(runs["adaptive"])
@@ -326,8 +324,8 @@ def _samples_file(output: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_capcal_check_accepts_the_adaptive_run(adaptive_run: Path) -> None:
-    run = _capcal("check", str(adaptive_run))
+def test_capcal_check_accepts_the_adaptive_run(adaptive_run: Path, forked_capcal) -> None:
+    run = forked_capcal("check", str(adaptive_run))
     assert run.returncode == 0, run.stdout + run.stderr
     assert "1 of 1 run(s) complete" in run.stdout and "fewer than k" not in run.stdout
     from analysis.runs.completeness import check_run
@@ -338,7 +336,7 @@ def test_capcal_check_accepts_the_adaptive_run(adaptive_run: Path) -> None:
 
 @pytest.mark.slow
 def test_a_truncated_adaptive_record_is_caught_naming_file_and_line(
-    adaptive_run: Path, tmp_path: Path
+    adaptive_run: Path, tmp_path: Path, forked_capcal
 ) -> None:
     """A question that went on to k_max cut back to its first look, with n and s made to match: the rule does
     not stop there (its first l_1 samples are mixed), so the record is short of its n."""
@@ -361,7 +359,7 @@ def test_a_truncated_adaptive_record_is_caught_naming_file_and_line(
     record["n_samples"] = look
     record["adaptive"].update(n=look, s=sum(record["correctness"]))
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    run = _capcal("check", str(copy))
+    run = forked_capcal("check", str(copy))
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
     (error,) = [text for text in run.stderr.splitlines() if "error:" in text]
     assert error.startswith(f"capcal check: error: {path}:{line}: the rule does not stop at 1 of {look}"), (
@@ -423,7 +421,7 @@ def test_the_calibration_table_equals_the_adaptive_estimators(adaptive_run: Path
 
 @pytest.mark.slow
 def test_capcal_table_rows_and_the_report_say_how_the_run_was_sampled(
-    adaptive_run: Path, tmp_path: Path
+    adaptive_run: Path, tmp_path: Path, forked_capcal
 ) -> None:
     """Through ``analyze_runs`` (``capcal table``'s path, with consistency at k = 1 so that the 2-sample run
     has an estimator) and ``capcal report`` (Markdown): the rows' sampling, consistency from the first look,
@@ -441,7 +439,9 @@ def test_capcal_table_rows_and_the_report_say_how_the_run_was_sampled(
     (results,) = adaptive_run.rglob("results_*.json")
     summary = json.loads(results.read_text())["capcal_adaptive"]["tasks"][TASK]
     drawn, fixed = summary["samples_drawn"], summary["fixed_k_samples"]
-    report = _capcal("report", str(adaptive_run), "--output", str(tmp_path / "report"), "--resamples", "50")
+    report = forked_capcal(
+        "report", str(adaptive_run), "--output", str(tmp_path / "report"), "--resamples", "50"
+    )
     assert report.returncode == 0, report.stderr[-3000:]
     markdown = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
     assert LABEL in markdown  # plain Markdown: parentheses bare
