@@ -15,7 +15,7 @@ caller to check.
 Protocol: one JSON line per command on the server's stdin (``{"runner", "args", "cwd", "timeout", "env"}``),
 one JSON line back (``{"returncode", "stdout", "stderr"}``). The child's ``os.environ`` is the command's
 ``env`` (the caller's whole environment by default); what the preloaded modules read from the environment at
-import time is the server's (``tests/analysis/conftest.py``'s ``forked_cli`` starts it with the test
+import time is the server's (``tests/conftest.py``'s ``forked_cli`` starts it with the test
 session's).
 
 ``python -m MODULE`` is ``runpy.run_module(MODULE, run_name="__main__", alter_sys=True)`` as the runner, a
