@@ -26,14 +26,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from capcal_models import linux_proc
+
 __all__ = ["BatchSizeChoice", "CONTEXT_TOKENS", "CPU_ROW_CAP", "GPU_ROW_CAP", "default_batch_size"]
 
 CONTEXT_TOKENS = 1024  # prompt plus generated tokens of one row, for the memory estimate
 CPU_ROW_CAP = 128  # rows decoded at once on a CPU (docs/benchmarks.md: "The default batch size")
 GPU_ROW_CAP = 256
 MEMORY_SHARE = 0.5  # share of the free memory the rows' KV caches may take
-
-MEMINFO = Path("/proc/meminfo")  # MemAvailable, in kB (1024 bytes)
 
 _DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float64": 8}
 
@@ -56,13 +56,7 @@ def _free_memory_bytes(on_gpu: bool) -> int | None:
         import torch
 
         return int(torch.cuda.mem_get_info()[0])
-    try:
-        for line in MEMINFO.read_text().splitlines():
-            if line.startswith("MemAvailable"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
+    return linux_proc.available_memory_bytes()
 
 
 def _kv_bytes_per_row(config: Mapping[str, Any], dtype: str | None) -> int | None:

@@ -28,36 +28,16 @@ import contextlib
 import types
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 import torch
+
+from capcal_models import linux_proc
 
 __all__ = ["packed_linears", "packing_is_exact", "packing_pays", "row_buckets"]
 
 PACK_AFTER_USES = 8  # uses of a smaller bucket before its weights are packed
 MAX_COPIES = 3  # packed copies of the weights at most, whatever the memory available
 _EXACT: dict[tuple, bool] = {}
-
-
-def _proc_field(path: str, name: str) -> str | None:
-    """The value of the line ``name: value`` in a /proc file (its first such line), or None."""
-    try:
-        for line in Path(path).read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == name:
-                return value.strip()
-    except OSError:
-        return None
-    return None
-
-
-def _available_bytes() -> int | None:
-    value = _proc_field("/proc/meminfo", "MemAvailable")
-    return None if value is None else int(value.split()[0]) * 1024
-
-
-def _cpu_vendor() -> str | None:
-    return _proc_field("/proc/cpuinfo", "vendor_id")
 
 
 def packing_pays() -> bool:
@@ -68,7 +48,7 @@ def packing_pays() -> bool:
     longer, 42.6 -> 48.5 s (the weight products alone 30.8 -> 35.9 s). ``packed_linears`` itself packs on any
     CPU where ``packing_is_exact``; capcal-hf's decoding asks this first.
     """
-    return _cpu_vendor() == "GenuineIntel"
+    return linux_proc.cpu_vendor() == "GenuineIntel"
 
 
 def _linears(model: torch.nn.Module) -> list[torch.nn.Linear]:
@@ -175,7 +155,7 @@ def packed_linears(model: torch.nn.Module, rows: int | Sequence[int], min_rows: 
     linears = _linears(model)
     buckets = sorted({rows} if isinstance(rows, int) else set(rows))
     buckets = [bucket for bucket in buckets if bucket >= max(1, min_rows)]
-    available = _available_bytes()
+    available = linux_proc.available_memory_bytes()
     usable = (
         bool(linears)
         and bool(buckets)

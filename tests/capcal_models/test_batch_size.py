@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from capcal_models import batch_size
+from capcal_models import batch_size, linux_proc
 from capcal_models.batch_size import CONTEXT_TOKENS, CPU_ROW_CAP, default_batch_size
 
 # SmolLM2-135M's sizes (its config.json): 30 layers, 9 heads of 64 (hidden 576), 3 KV heads, float32
@@ -35,7 +35,7 @@ def meminfo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
             text = "\n".join(line for line in text.splitlines() if not line.startswith("MemAvailable"))
         path = tmp_path / "meminfo"
         path.write_text(text, encoding="utf-8")
-        monkeypatch.setattr(batch_size, "MEMINFO", path)
+        monkeypatch.setattr(linux_proc, "MEMINFO", path)
 
     return set_available
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from capcal_models import packed_linear
+from capcal_models import linux_proc, packed_linear
 from capcal_models.decoding import batch_invariant_rows
 from capcal_models.packed_linear import PACK_AFTER_USES, packed_linears, packing_is_exact, row_buckets
 
@@ -90,7 +90,7 @@ def test_no_copy_beyond_the_memory_budget(monkeypatch, packed_calls):
     model = _model()
     floor = batch_invariant_rows(model)
     inputs = torch.randn(floor, 1, 96, generator=torch.Generator().manual_seed(2))
-    monkeypatch.setattr(packed_linear, "_available_bytes", lambda: 4 * 300_000)  # room for the two small
+    monkeypatch.setattr(linux_proc, "available_memory_bytes", lambda: 4 * 300_000)  # room for the two small
     if not packing_is_exact(SHAPES, floor):
         pytest.skip("MKL's packed product does not give F.linear's bits here: capcal-hf does not pack")
     packed_calls.clear()  # the probes' products
@@ -138,7 +138,7 @@ def test_at_most_max_copies_of_the_weights(packed_calls):
 
 @pytest.mark.parametrize(("vendor", "pays"), [("GenuineIntel", True), ("AuthenticAMD", False), (None, False)])
 def test_packing_is_used_on_intel_cpus_only(monkeypatch, vendor, pays):
-    monkeypatch.setattr(packed_linear, "_cpu_vendor", lambda: vendor)
+    monkeypatch.setattr(linux_proc, "cpu_vendor", lambda: vendor)
     assert packed_linear.packing_pays() is pays
 
 
@@ -178,21 +178,3 @@ def test_real_model_samples_are_the_same_without_packing(
     shapes = [(m.in_features, m.out_features) for m in model.modules() if type(m) is torch.nn.Linear]
     if packing_is_exact(shapes, 36):
         assert len(buckets_used) >= 2, buckets_used  # the full batch and at least one smaller bucket
-
-
-def test_available_memory_is_meminfos_kilobytes_times_1024(tmp_path, monkeypatch):
-    """/proc/meminfo gives kB (1024 bytes): 3,000,000 kB available is 3,072,000,000 bytes (not x 1000, not
-    x 1); a missing MemAvailable line, or no file, is None."""
-    meminfo = tmp_path / "meminfo"
-    meminfo.write_text("MemTotal:  8000000 kB\nMemAvailable:    3000000 kB\n", encoding="utf-8")
-    read = packed_linear._proc_field
-    assert read(str(meminfo), "MemAvailable") == "3000000 kB" and read(str(meminfo), "Cached") is None
-    assert read(str(tmp_path / "absent"), "MemAvailable") is None
-    monkeypatch.setattr(
-        packed_linear,
-        "_proc_field",
-        lambda path, name: read(str(meminfo) if "meminfo" in path else path, name),
-    )
-    assert packed_linear._available_bytes() == 3_072_000_000
-    meminfo.write_text("MemTotal:  8000000 kB\n", encoding="utf-8")
-    assert packed_linear._available_bytes() is None
