@@ -32,15 +32,11 @@ def _hostile_logs():
 UNWRITABLE = "/proc/capcal_cannot_write_here"  # /proc takes no new files, even as root
 
 
-# ``python -m analysis.cli ARGS`` in the forked child
-CLI_MODULE = "import runpy\nrunpy.run_module('analysis.cli', run_name='__main__', alter_sys=True)\n"
-
-
 @pytest.fixture
 def capcal(forked_cli) -> Callable[..., subprocess.CompletedProcess]:
     """``capcal(cwd, *arguments)``: ``python -m analysis.cli ARGUMENTS`` run in ``cwd``."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    return lambda cwd, *arguments: forked_cli.run(CLI_MODULE, list(arguments), cwd, timeout=600, env=env)
+    return lambda cwd, *arguments: forked_cli.capcal(list(arguments), cwd, timeout=600, env=env)
 
 
 def _one_error_line(run: subprocess.CompletedProcess, prefix: str) -> str:
