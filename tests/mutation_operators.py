@@ -417,10 +417,16 @@ def _constant_list(node: ast.AST) -> bool:
     )
 
 
+def _assigns_all(node: ast.Assign | ast.AnnAssign) -> bool:
+    """Whether ``node`` assigns a module's ``__all__``: its order only orders ``from module import *``."""
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return any(isinstance(target, ast.Name) and target.id == "__all__" for target in targets)
+
+
 def reverse_order(tree: ast.Module, index: ProjectIndex) -> Iterator[Edit]:
     """``sorted``/``.sort`` with ``reverse`` flipped (or added); ``max`` <-> ``min`` with a ``key``; a literal
     list or tuple of two or more elements reversed where it is the iterable of a loop or comprehension, or a
-    list of distinct constants assigned to a name (a candidate list)."""
+    list of distinct constants assigned to a name (a candidate list; not ``__all__``)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             callee = _callee_name(node)
@@ -447,6 +453,7 @@ def reverse_order(tree: ast.Module, index: ProjectIndex) -> Iterator[Edit]:
             isinstance(node, ast.Assign | ast.AnnAssign)
             and node.value is not None
             and _constant_list(node.value)
+            and not _assigns_all(node)
         ):
             iterables.append(node.value)
         for iterable in iterables:

@@ -260,6 +260,13 @@ def test_a_sort_and_a_candidate_list_are_reversed_and_max_becomes_min() -> None:
     )
 
 
+def test_the_order_of_all_is_no_candidate_list() -> None:
+    # __all__ orders only `from module import *`: reversing it plants no bug (a candidate list still is one)
+    assert _mutants('__all__ = ["a", "b"]\nORDER = ["a", "b"]\n', "reverse_order") == [
+        "__all__ = [\"a\", \"b\"]\nORDER = (['b', 'a'])\n"
+    ]
+
+
 def test_sorted_without_reverse_gets_reverse() -> None:
     assert _mutants("x = sorted(y)\n", "reverse_order") == ["x = (sorted(y, reverse=True))\n"]
 

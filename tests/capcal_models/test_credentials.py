@@ -47,6 +47,13 @@ def test_credentials_in_urls_are_found_and_public_urls_drop_them() -> None:
         assert name in credentials_in_url(f"https://api.example.com/v1?{name}={FAKE_KEY}")
     assert credentials_in_url("https://api.example.com/v1?api-version=2024-01-01") is None
     assert credentials_in_url(None) is None and credentials_in_url("") is None
+    # a key parameter left empty (an unset variable in a templated URL) or without "=" is still the
+    # credential's place in a URL that is written to every results file: flagged by its name, whole
+    for query in ("api_key=", "api_key", "page=2&api_key="):
+        assert (
+            credentials_in_url(f"https://api.example.com/v1?{query}")
+            == "the query parameter 'api_key' in base_url"
+        )
     url = f"https://user:{FAKE_KEY}@api.example.com:8443/v1/completions?key={FAKE_KEY}#part"
     assert public_url(url) == "https://api.example.com:8443/v1/completions"
     assert public_url("http://127.0.0.1/v1") == "http://127.0.0.1/v1" and public_url(None) == ""
