@@ -670,8 +670,9 @@ def sampled_names(path: Path) -> list[str]:
 
 def covering_test_files(module: str, repo: Path = REPO) -> list[str]:
     """The test files (``tests/**/test_*.py``) that import ``module``: by its dotted name, as ``from PARENT
-    import LEAF``, or as ``from PACKAGE import NAME`` of a name the module defines at top level; where none
-    does, those that import its parent package; relative to ``repo``, sorted."""
+    import LEAF``, or as ``from PACKAGE import NAME`` of a name the module defines at top level, or that
+    declare it on a line ``# exercises: MODULE[, MODULE...]`` (a module reached only through another one);
+    where none does, those that import its parent package; relative to ``repo``, sorted."""
     tests = sorted((repo / "tests").rglob("test_*.py"))
     texts = {path: path.read_text(encoding="utf-8") for path in tests}
     candidate = module
@@ -682,6 +683,7 @@ def covering_test_files(module: str, repo: Path = REPO) -> list[str]:
             rf"from\s+{re.escape(parent)}\s+import\s+(\([^)]*\b{leaf}\b|[^\n]*\b{leaf}\b)",
         ]
         if candidate == module:
+            patterns.append(rf"^# exercises:[^\n]*\b{re.escape(module)}\b")
             path = repo / (module.replace(".", "/") + ".py")
             if path.exists():
                 names = _top_level_names(path.read_text(encoding="utf-8"))

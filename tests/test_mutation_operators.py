@@ -407,6 +407,16 @@ def test_verdicts_and_the_score_count_a_timeout_as_killed() -> None:
 def test_the_covering_tests_of_a_module_are_the_test_files_that_import_it() -> None:
     assert covering_test_files("capcal_models.batch_size") == ["tests/capcal_models/test_batch_size.py"]
     assert "tests/test_mutation_operators.py" not in covering_test_files("analysis.leaderboard")
+    # capcal-hf's attention (kv_cache) is reached only through the decode step's tests: declared there
+    assert "tests/capcal_models/test_decode_step.py" in covering_test_files("capcal_models.kv_cache")
+
+
+def test_a_test_file_declares_the_modules_it_exercises_through_others(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("# exercises: pkg.inner, pkg.other\nimport pkg.outer\n")
+    (tmp_path / "tests" / "test_b.py").write_text("x = 1  # exercises: pkg.inner\n")  # not a line of its own
+    (tmp_path / "tests" / "test_c.py").write_text("# exercises: pkg.inner_part\n")  # another module
+    assert covering_test_files("pkg.inner", tmp_path) == ["tests/test_a.py"]
 
 
 FIRST_LOOK = "def first_look(k, n):\n    return k < n\n"

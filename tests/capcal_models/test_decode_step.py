@@ -13,6 +13,7 @@ operators it dispatches (the CPU proxy of its GPU speed, benchmarks/decode_step_
   steps; a planted per-row loop in the step fails that check.
 """
 
+# exercises: capcal_models.kv_cache (capcal-hf's attention over its cache, reached through the decode step)
 from __future__ import annotations
 
 import random

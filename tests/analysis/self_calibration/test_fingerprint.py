@@ -119,3 +119,31 @@ def test_content_digest_is_of_the_bytes_not_the_place(tmp_path):
     assert content_digest(one) != content_digest(two)
     with pytest.raises(FileNotFoundError):
         content_digest(tmp_path / "missing")
+
+
+def test_the_stale_reason_names_every_change_in_order_settings_then_inputs_six_at_most(tmp_path):
+    """Each changed, added or removed setting and input is named, settings first, each part in name order;
+    past six, the rest are counted."""
+    folder = tmp_path / "step"
+    old_settings = {"alpha": 1, "beta": 2, "delta": 4, "kept": 0}
+    run_step("train", folder, old_settings, {"data": "sha256:1", "model": "sha256:m"}, Writer(folder))
+
+    def reason(settings: dict, inputs: dict) -> str:
+        state, why = step_state("train", folder, settings, inputs)
+        assert state == "stale"
+        return why
+
+    # beta changed, delta removed, gamma added; data changed (model unchanged, kept unchanged)
+    settings = {"alpha": 1, "beta": 3, "gamma": 5, "kept": 0}
+    assert reason(settings, {"data": "sha256:2", "model": "sha256:m"}) == (
+        "changed since it ran: setting beta, setting delta, setting gamma, input data"
+    )
+    six = {**old_settings, **{f"b{i}": i for i in range(1, 7)}}  # exactly six: all named
+    assert reason(six, {"data": "sha256:1", "model": "sha256:m"}) == "changed since it ran: " + ", ".join(
+        f"setting b{i}" for i in range(1, 7)
+    )
+    many = {name: 9 for name in ("a1", "a2", "a3", "a4", "a5", "a6", "a7", "kept")}
+    assert reason({**many, "kept": 0}, {"data": "sha256:1", "model": "sha256:m", "zz": "x"}) == (
+        "changed since it ran: setting a1, setting a2, setting a3, setting a4, setting a5, setting a6 "
+        "and 5 more"
+    )
