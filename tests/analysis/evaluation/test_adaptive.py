@@ -690,3 +690,53 @@ def test_each_look_gets_the_runs_notify_which_repeats_no_notice_of_k_max(smollm2
         "look at k = 4: a notice of its own",
     ]
     assert [record["adaptive"]["n"] for record in results["samples"][TASK]] == [2, 4]
+
+
+@pytest.mark.parametrize(
+    ("asked", "chat_template", "multiturn"),
+    [
+        ({"apply_chat_template": True}, "TEMPLATE(True)", True),
+        ({"apply_chat_template": True, "fewshot_as_multiturn": False}, "TEMPLATE(True)", False),
+        ({"apply_chat_template": False, "fewshot_as_multiturn": True, "plain_prompts": True}, None, True),
+        ({"plain_prompts": True}, None, False),
+    ],
+    ids=["template", "template-not-multiturn", "multiturn-without-template", "neither"],
+)
+def test_the_saved_run_records_the_chat_template_and_multiturn_as_asked(
+    smollm2_path, tmp_path, monkeypatch, asked, chat_template, multiturn
+) -> None:
+    """The adaptive run's results file logs lm-eval's experiment arguments as ``evaluate`` does: the chat
+    template only when applied, ``fewshot_as_multiturn`` as given, else as the chat template (lm-eval's
+    default). A stand-in for the model run (no model loads); the tracker is lm-eval's own, read back."""
+    from analysis.evaluation import adaptive
+
+    class StandIn:
+        def chat_template(self, apply: bool) -> str:
+            return f"TEMPLATE({apply})"
+
+    def evaluate_look(lm, tasks, *, repeats, limit, samples, **kwargs):
+        docs = samples[TASK] if samples else range(2)
+        records = [{"doc_id": doc, "correctness": [1, 0, 1, 1][:repeats]} for doc in docs]
+        return {
+            "samples": {TASK: records},
+            "results": {TASK: {"alias": TASK, "correctness,all_responses": 0.0}},
+            "configs": {TASK: {}},
+            "config": {},
+        }
+
+    saved = {}
+
+    def save_run(results, tracker, *arguments):
+        saved["config"] = tracker.general_config_tracker
+        return results
+
+    monkeypatch.setattr(adaptive, "_load_model", lambda *arguments: StandIn())
+    monkeypatch.setattr(adaptive, "evaluate", evaluate_look)
+    monkeypatch.setattr(adaptive, "save_run", save_run)
+    adaptive.evaluate_adaptive(
+        "capcal-hf", [TASK], {"pretrained": str(smollm2_path)}, looks=[2], repeats=4, limit=2,
+        device="cpu", batch_size=1, output_path=tmp_path, notify=lambda line: None,
+        inform=lambda line: None, **asked,
+    )  # fmt: skip
+    assert saved["config"].chat_template == chat_template
+    assert saved["config"].fewshot_as_multiturn is multiturn
