@@ -264,3 +264,18 @@ def test_capcal_confidences_takes_a_comma_separated_list_on_the_command_line():
         parse_model_args("filter=strict-match,verbalized", typed=True, what="--metadata")
     with pytest.raises(ValueError, match="got 'float16'"):
         eval_request(parser.parse_args([*arguments, "--model_args", "pretrained=x,float16"]))
+
+
+def test_a_ptrue_yaml_task_takes_its_own_name_and_asks_about_its_target(local_data, monkeypatch):
+    """lm-eval builds a ``class:`` task from its YAML config: the task keeps the YAML's name (not the
+    ``<target>_ptrue`` that ``ptrue_task`` gives), asks about the questions of ``metadata.target_task``, and
+    joins that task's samples (its ``capcal_target_task``)."""
+    monkeypatch.setenv("CAPCAL_DATA_DIR", str(local_data))
+    task = SampledPTrueTask(
+        config={"task": "gsm8k_confidence", "metadata": {"base_task": "gsm8k", "target_task": "gsm8k_k8"}}
+    )
+    assert task.config.task == "gsm8k_confidence"
+    assert task.config.metadata["capcal_target_task"] == "gsm8k_k8"
+    doc = task.eval_docs[0]
+    assert doc["question_id"].startswith("gsm8k_k8/doc-")
+    assert task.doc_to_choice(doc) == ["Yes", "No"]

@@ -332,3 +332,24 @@ def test_an_incomplete_saved_run_has_its_results_and_its_samples_renamed_and_is_
         "samples_a_2026.jsonl",
         "samples_b_2026.jsonl",
     ]
+
+
+def test_a_run_without_log_samples_is_warned_that_check_and_report_will_have_nothing(tmp_path):
+    """``evaluate``'s ``log_samples`` reaches its input checks: without it the warning that ``capcal check``,
+    ``analyze`` and ``report`` read the samples files is given (once, before the run); with it, not.
+    lm-eval's dummy model (no model loads)."""
+    warned = {}
+    for log_samples in (False, True):
+        received: list[str] = []
+        evaluate(
+            "dummy", "capcal_arithmetic", limit=2, output_path=tmp_path / str(log_samples),
+            log_samples=log_samples, notify=received.append,
+        )  # fmt: skip
+        warned[log_samples] = [line for line in received if line.startswith("no --log_samples")]
+    assert warned == {
+        True: [],
+        False: [
+            "no --log_samples: the responses of capcal_arithmetic will not be saved, and capcal check, "
+            "analyze and report read nothing but them; add --log_samples to keep this run for them"
+        ],
+    }
