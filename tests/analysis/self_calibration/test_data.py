@@ -265,3 +265,11 @@ def test_validation_split_holds_out_whole_questions():
     assert len(held) == 2 and len(validation) == 6 and sorted(training + validation) == list(range(60))
     assert held.isdisjoint(tuples[i]["question_id"] for i in training)
     assert split_validation(tuples, 0.0, seed=0) == (list(range(60)), [])
+
+
+def test_an_unknown_confidence_field_is_refused_naming_the_two_in_order(tmp_path):
+    with pytest.raises(SelfCalibrationDataError) as refused:
+        build_training_data(
+            tmp_path / "sampling", tmp_path / "selfcheck", tmp_path / "out", confidence="p_no"
+        )
+    assert str(refused.value) == "confidence must be one of p_yes, p_yes_normalized"

@@ -309,3 +309,28 @@ def test_the_trainer_takes_each_optimisation_setting_of_the_config(tmp_path, met
     assert arguments.save_strategy == "steps" and arguments.optim == "adamw_torch"
     assert arguments.report_to == [] and arguments.remove_unused_columns is False  # the rows keep "lm"
     assert arguments.dataloader_num_workers == 0
+
+
+def test_training_seeds_transformers_with_the_configs_seed(monkeypatch, tmp_path):
+    """``train_self_calibration`` seeds transformers (the adapter's initial weights, dropout) with
+    ``config.seed`` before anything random happens; every other setting distinct from it. The run is stopped
+    at that point (no model loads)."""
+    import transformers.trainer_utils  # where `from transformers import set_seed` resolves (lazily)
+
+    from analysis.self_calibration import train as train_module
+
+    class Stop(Exception):
+        pass
+
+    seeds: list[int] = []
+
+    def set_seed(seed: int) -> None:
+        seeds.append(seed)
+        raise Stop
+
+    monkeypatch.setattr(transformers.trainer_utils, "set_seed", set_seed)
+    monkeypatch.setattr(train_module, "read_training_data", lambda data: [])
+    config = TrainConfig(seed=7, max_length=333, lora_r=5, lora_alpha=11, loss_eval_examples=13)
+    with pytest.raises(Stop):
+        train_module.train_self_calibration(tmp_path / "data", tmp_path / "model", tmp_path / "out", config)
+    assert seeds == [7]
