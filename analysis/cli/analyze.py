@@ -14,7 +14,7 @@ from analysis.text_safety import terminal_text
 def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
     """``capcal analyze``'s parser."""
     parser = commands.add_parser("analyze", help="per-question table of an lm-eval output folder")
-    parser.add_argument("output_dir")
+    parser.add_argument("output_dir", help="an lm-eval output folder")
     parser.add_argument(
         "--output", help="table file (.jsonl, .csv, .parquet); default OUTPUT_DIR/capcal_questions.jsonl"
     )

@@ -14,7 +14,7 @@ def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
     parser = commands.add_parser(
         "check", help="is every run in lm-eval output folders complete? (exit status 1 if not)"
     )
-    parser.add_argument("output_dirs", nargs="+", metavar="OUTPUT_DIR")
+    parser.add_argument("output_dirs", nargs="+", metavar="OUTPUT_DIR", help="lm-eval output folders")
     return parser
 
 

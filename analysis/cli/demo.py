@@ -11,7 +11,7 @@ from analysis.cli.command import Command, SubParsers
 def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
     """``capcal demo``'s parser."""
     parser = commands.add_parser("demo", help="the full pipeline on local models: sample, elicit, report")
-    parser.add_argument("--output_dir", default="capcal_demo")
+    parser.add_argument("--output_dir", default="capcal_demo", help="folder for the runs and the report")
     parser.add_argument(
         "--task", default="capcal_arithmetic", help="sampling task (default capcal_arithmetic)"
     )
@@ -24,7 +24,7 @@ def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
     parser.add_argument("--strong_repeats", type=int, default=8, help="samples per question, second model")
     parser.add_argument("--per_level", type=int, default=8, help="arithmetic questions per level (5 levels)")
     parser.add_argument("--train_per_level", type=int, default=12, help="training questions per level")
-    parser.add_argument("--max_gen_toks", type=int, default=16)
+    parser.add_argument("--max_gen_toks", type=int, default=16, help="tokens per sampled answer (default 16)")
     parser.add_argument(
         "--verbalized_max_gen_toks",
         type=int,
@@ -37,7 +37,7 @@ def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
         metavar="TOKENS",
         help="also elicit the second model's verbalized confidence, at most TOKENS tokens (e.g. 256)",
     )
-    parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--batch_size", type=int, default=64, help="rows per decoding batch (default 64)")
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples in the report")
     return parser
 

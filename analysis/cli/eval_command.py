@@ -32,26 +32,50 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     )
     lm.add_argument("--tasks", "-t", nargs="+", required=True, help="task names, comma or space separated")
     lm.add_argument("--model_args", "-a", nargs="+", help="key=value,key2=value2 or a JSON object")
-    lm.add_argument("--apply_chat_template", nargs="?", const=True, default=False, metavar="TEMPLATE")
-    lm.add_argument("--fewshot_as_multiturn", nargs="?", const=True, default=None, type=bool_flag)
-    lm.add_argument("--system_instruction")
+    lm.add_argument(
+        "--apply_chat_template",
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="TEMPLATE",
+        help="format prompts with the model's chat template (or the named one)",
+    )
+    lm.add_argument(
+        "--fewshot_as_multiturn",
+        nargs="?",
+        const=True,
+        default=None,
+        type=bool_flag,
+        help="few-shot examples as chat turns (default: on with --apply_chat_template)",
+    )
+    lm.add_argument("--system_instruction", help="a system message put before every prompt")
     lm.add_argument("--limit", "-L", type=float, help="questions per task (a count, or a fraction below 1)")
     lm.add_argument("--samples", "-E", help="JSON (or a JSON file): task -> doc indices (not with --limit)")
-    lm.add_argument("--num_fewshot", "-f", type=int)
+    lm.add_argument(
+        "--num_fewshot", "-f", type=int, help="few-shot examples per prompt (default: the task's)"
+    )
     lm.add_argument(
         "--batch_size", "-b", help="integer, auto or auto:N (default: capcal_models.batch_size chooses)"
     )
-    lm.add_argument("--max_batch_size", type=int)
+    lm.add_argument("--max_batch_size", type=int, help="the largest batch --batch_size auto may choose")
     lm.add_argument("--device", default="cuda:0", help="default cuda:0 (the CPU when there is no GPU)")
     lm.add_argument("--gen_kwargs", nargs="+", help="generation settings, e.g. max_gen_toks=64")
     lm.add_argument("--output_path", "-o", help="folder for the results (and samples) files")
     lm.add_argument(
         "--log_samples", "-s", action="store_true", help="save every sample (needs --output_path)"
     )
-    lm.add_argument("--predict_only", "-x", action="store_true")
+    lm.add_argument(
+        "--predict_only", "-x", action="store_true", help="save the responses without scoring them"
+    )
     lm.add_argument("--use_cache", "-c", metavar="PATH", help="lm-eval's sqlite response cache")
-    lm.add_argument("--cache_requests", nargs="?", const="true", choices=["true", "refresh", "delete"])
-    lm.add_argument("--check_integrity", action="store_true")
+    lm.add_argument(
+        "--cache_requests",
+        nargs="?",
+        const="true",
+        choices=["true", "refresh", "delete"],
+        help="lm-eval's cache of built requests",
+    )
+    lm.add_argument("--check_integrity", action="store_true", help="run the tasks' own tests first")
     lm.add_argument("--write_out", "-w", action="store_true", help="print the prompts of the first documents")
     lm.add_argument("--show_config", action="store_true", help="print the full results and task configs")
     lm.add_argument("--include_path", help="a further folder of task YAMLs")
@@ -61,8 +85,14 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         help="task metadata: a JSON object or key=value pairs (capcal_confidences=ptrue,verbalized: a list)",
     )
-    lm.add_argument("--trust_remote_code", action="store_true")
-    lm.add_argument("--confirm_run_unsafe_code", action="store_true")
+    lm.add_argument(
+        "--trust_remote_code", action="store_true", help="let the model's and datasets' own code run"
+    )
+    lm.add_argument(
+        "--confirm_run_unsafe_code",
+        action="store_true",
+        help="allow tasks that execute model-written code",
+    )
     levels = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
     lm.add_argument("--verbosity", "-v", type=str.upper, choices=levels, help="lm-eval's log level")
     own = parser.add_argument_group("capcal flags")

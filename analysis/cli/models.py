@@ -19,9 +19,9 @@ def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
     )  # fmt: skip
     prepare.add_argument("--force", action="store_true", help="convert again even if prepared")
     listing = actions.add_parser("list", help="show known models, whether prepared and where")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help="one JSON list instead of a table")
     path = actions.add_parser("path", help="print the folder of a prepared model")
-    path.add_argument("name")
+    path.add_argument("name", help="a model name of capcal models list")
     return parser
 
 

@@ -13,11 +13,11 @@ from analysis.text_safety import terminal_text
 def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
     """``capcal report``'s parser."""
     parser = commands.add_parser("report", help="HTML report + Markdown summary of lm-eval output folders")
-    parser.add_argument("output_dirs", nargs="+", metavar="OUTPUT_DIR")
+    parser.add_argument("output_dirs", nargs="+", metavar="OUTPUT_DIR", help="lm-eval output folders")
     parser.add_argument("--output", default="capcal_report", help="report folder (default capcal_report)")
     parser.add_argument("--activations", help="activations folder written by capcal-hf (enables the probe)")
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     parser.add_argument(
         "--calibration",
         action="append",

@@ -30,7 +30,7 @@ def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
     parser = commands.add_parser(
         "rescore", help="re-score a run's logged responses with another checker (no model run)"
     )
-    parser.add_argument("output_dir")
+    parser.add_argument("output_dir", help="an lm-eval output folder with logged samples")
     parser.add_argument(
         "--checker", required=True, help="task, alias, exact, math-verify, math-string or judge"
     )

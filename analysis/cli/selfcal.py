@@ -28,7 +28,12 @@ def add_actions(actions: Any) -> None:
     making.add_argument("sampling_dir", help="folder with the (training-split) sampling run")
     making.add_argument("selfcheck_dir", help="folder with the self-check run on its responses")
     making.add_argument("--output", required=True, help="folder for train.jsonl and its card")
-    making.add_argument("--confidence", default="p_yes", choices=["p_yes", "p_yes_normalized"])
+    making.add_argument(
+        "--confidence",
+        default="p_yes",
+        choices=["p_yes", "p_yes_normalized"],
+        help="the self-check field used as c_i (default p_yes, the paper's)",
+    )
     making.add_argument("--lm_threshold", type=float, default=0.75, help="SSC above it: LM loss")
     making.add_argument("--exclude_run", help="samples file of held-out questions that must not appear")
     training = actions.add_parser("train", help="LoRA training on SSC tuples; adapter + merged checkpoint")
@@ -45,11 +50,16 @@ def add_actions(actions: Any) -> None:
     )
     comparing.add_argument("--output", required=True, help="folder for the comparison and its report")
     comparing.add_argument("--training_data", help="train.jsonl: its questions must not be compared")
-    comparing.add_argument("--confidence", default="p_yes", choices=["p_yes", "p_yes_normalized"])
+    comparing.add_argument(
+        "--confidence",
+        default="p_yes",
+        choices=["p_yes", "p_yes_normalized"],
+        help="the self-check field compared (default p_yes)",
+    )
     comparing.add_argument("--tolerance", type=float, default=0.02, help="allowed drop in accuracy")
     comparing.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
     running = actions.add_parser("run", help="the whole loop: sample, check, data, train, resample, compare")
-    running.add_argument("--output_dir", required=True)
+    running.add_argument("--output_dir", required=True, help="folder for every step's output")
     add_dataclass_flags(running, LoopSettings)
     add_dataclass_flags(running, TrainConfig, skip=["seed"])
 

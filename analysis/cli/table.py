@@ -15,7 +15,7 @@ def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
     parser = commands.add_parser(
         "table", help="estimator x task grid of a metric, for a paper (markdown, latex, csv or json)"
     )
-    parser.add_argument("output_dirs", nargs="+", metavar="OUTPUT_DIR")
+    parser.add_argument("output_dirs", nargs="+", metavar="OUTPUT_DIR", help="lm-eval output folders")
     parser.add_argument(
         "--metric",
         action="append",
@@ -23,11 +23,16 @@ def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
         help="a calibration-table metric (e.g. corrected_capability_brier, soft_auroc); repeatable; "
         "default: the headline metrics",
     )
-    parser.add_argument("--format", default="markdown", choices=["markdown", "latex", "csv", "json"])
+    parser.add_argument(
+        "--format",
+        default="markdown",
+        choices=["markdown", "latex", "csv", "json"],
+        help="table format (default markdown)",
+    )
     parser.add_argument("--output", help="write the table to this file (default: standard output)")
     parser.add_argument("--activations", help="activations folder written by capcal-hf (enables the probe)")
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     parser.add_argument(
         "--calibration", action="append", default=[], metavar="TASK=SPLIT[,SPLIT]", help="as capcal report"
     )

@@ -4,6 +4,7 @@ without slow flags parsed without importing ``analysis.self_calibration``."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib
 import os
@@ -85,3 +86,29 @@ def test_a_command_without_slow_flags_does_not_import_self_calibration():
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert f"self_calibration imported: {imported}" in done.stdout
+
+
+def _commands(parser, path: tuple[str, ...] = ()):
+    """(command path, its parser) of every command and sub-command, depth first."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, (*path, name))
+
+
+def test_every_argument_of_every_command_says_what_it_is_in_its_help() -> None:
+    """Each flag and positional of each ``capcal`` command has a help text, and ``capcal CMD --help`` shows
+    it with the flag (a flag added without ``help=`` is a flag nobody can find)."""
+    seen = 0
+    for path, parser in _commands(build_parser()):
+        shown = "".join(parser.format_help().split())  # argparse wraps lines, also at hyphens
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
+                continue
+            seen += 1
+            name = " ".join(path) + " " + (action.option_strings[0] if action.option_strings else action.dest)
+            assert action.help and action.help.strip(), f"capcal {name} has no help"
+            expanded = parser._get_formatter()._expand_help(action)  # %(default)s, %% as argparse shows them
+            assert "".join(expanded.split()) in shown, f"capcal {name}: its help is not in --help"
+    assert seen > 150  # every command was walked (183 arguments on 2026-11-29)
