@@ -14,7 +14,14 @@ import numpy as np
 import pytest
 from sklearn.linear_model import Ridge
 
-from analysis.estimators import LinearProbe, ProbeConfig, QuestionSplits, SplitLeakageError, fit_probe
+from analysis.estimators import (
+    LinearProbe,
+    ProbeConfig,
+    QuestionSplits,
+    SplitLeakageError,
+    fit_probe,
+    load_probe,
+)
 
 N, LAYERS, HIDDEN = 24, 3, 3
 IDS = [f"q{i:02d}" for i in range(N)]
@@ -449,3 +456,35 @@ def test_fit_probe_refusals_with_whole_messages():
             features, mu_hat, IDS, splits, kind="ridge", config=ProbeConfig(layer=layer, ridge_alphas=(1.0,))
         )
         assert probe.layer == layer
+
+
+def test_load_probe_restores_each_field_of_a_hand_built_probe(tmp_path):
+    """Every field differs from its siblings (train vs validation digest and count, mean vs scale, layer vs
+    n_layers vs hidden_size): the loaded probe equals the saved one field by field."""
+    probe = _hand_probe()
+    loaded = load_probe(probe.save(tmp_path / "probe"))
+    for name in probe.__dataclass_fields__:
+        original, restored = getattr(probe, name), getattr(loaded, name)
+        if isinstance(original, np.ndarray):
+            np.testing.assert_array_equal(restored, original, err_msg=name)
+        else:
+            assert restored == original, name
+    unnormalised = load_probe(_hand_probe(feature_mean=None, feature_scale=None).save(tmp_path / "raw"))
+    assert unnormalised.feature_mean is None and unnormalised.feature_scale is None
+
+
+def test_load_probe_refusals_with_whole_messages(tmp_path):
+    folder = _hand_probe().save(tmp_path / "probe")
+    other = _hand_probe(bias=0.5).save(tmp_path / "other")
+    (folder / "probe.safetensors").write_bytes((other / "probe.safetensors").read_bytes())
+    with pytest.raises(ValueError) as error:
+        load_probe(folder)
+    assert str(error.value) == (
+        f"{folder / 'probe.safetensors'}: does not match the weights {folder / 'probe.json'} was written with"
+    )
+    (other / "probe.json").unlink()
+    with pytest.raises(FileNotFoundError) as error:
+        load_probe(other)
+    assert str(error.value) == (
+        f"{other / 'probe.json'} not found (expected a folder written by LinearProbe.save)"
+    )
