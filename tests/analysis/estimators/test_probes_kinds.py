@@ -488,3 +488,37 @@ def test_load_probe_refusals_with_whole_messages(tmp_path):
     assert str(error.value) == (
         f"{other / 'probe.json'} not found (expected a folder written by LinearProbe.save)"
     )
+
+
+def test_paper_probe_skips_a_learning_rate_that_diverged():
+    """Features of size 1e100 without z-scoring: the rate 1e200 overflows on its first epoch (its selection
+    row has no validation BCE and no best epoch), the rate 1e-203 stays finite and is chosen."""
+    rng = np.random.default_rng(6)
+    features = rng.normal(size=(N, HIDDEN)) * 1e100
+    config = ProbeConfig(learning_rates=(1e200, 1e-203), standardize=(False,), max_epochs=4, patience=2)
+    probe = fit_probe(features, np.round(rng.uniform(size=N), 2), IDS, _splits(), kind="paper", config=config)
+    diverged, finite = probe.selection
+    assert (diverged["learning_rate"], diverged["validation_bce"], diverged["epochs"]) == (1e200, None, 0)
+    assert math.isfinite(finite["validation_bce"]) and finite["epochs"] >= 1
+    assert probe.hyperparameters["learning_rate"] == 1e-203 and np.isfinite(probe.weight).all()
+
+
+def test_random_split_sizes_are_rounded_not_truncated():
+    """10 ids: validation 0.28 -> 2.8 -> 3 questions (truncation would give 2); test 0.15 -> 1.5 -> 2."""
+    splits = QuestionSplits.random(
+        [f"id{i}" for i in range(10)], validation_fraction=0.28, test_fraction=0.15
+    )
+    assert (len(splits.train), len(splits.validation), len(splits.test)) == (5, 3, 2)
+
+
+def test_a_constant_train_feature_gets_scale_one_not_a_division_by_zero():
+    """Column 1 constant (2.5) on the train rows: its mean is 2.5, its scale 1 (not 0), so the ridge probe's
+    weights and predictions stay finite; the other columns get their train standard deviation."""
+    features, mu_hat = _data()
+    pooled = features.mean(axis=1)
+    pooled[_rows(TRAIN), 1] = 2.5
+    probe = fit_probe(pooled, mu_hat, IDS, _splits(), kind="ridge", config=ProbeConfig(ridge_alphas=(1.0,)))
+    assert probe.feature_mean[1] == 2.5 and probe.feature_scale[1] == 1.0
+    assert probe.feature_scale[0] == pytest.approx(pooled[_rows(TRAIN), 0].std(), rel=1e-12)
+    assert np.isfinite(probe.weight).all()
+    assert np.isfinite(probe.predict(pooled[_rows(TEST)], list(TEST))).all()
