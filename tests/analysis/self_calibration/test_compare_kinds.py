@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,7 @@ from analysis.self_calibration.compare import (
     write_comparison,
 )
 from analysis.self_calibration.data import CheckedRun, CheckedSides, SelfCalibrationDataError
+from capcal_metrics import UndefinedMetricWarning
 
 
 def _run(label: str, rows: dict[str, dict], model_ids: list[str] | None = None) -> CheckedRun:
@@ -386,6 +388,10 @@ def test_report_section_facts_and_metric_table_whole(no_figure):
     assert list(table["metric"]) == METRICS
     assert table.iloc[-1]["after - before"] == "-0.250 [0.769, 0.800]"
     assert section.title == "Self-Calibration training: before vs after"
+    assert section.notes == [
+        "Response calibration: each response's self-check P(Yes) against its 0/1 correctness; capability "
+        "calibration: the mean P(Yes) over a question's responses against its expected accuracy."
+    ]
     assert [f.png for f in section.figures] == [b"\x89PNG figure"]
 
 
@@ -564,3 +570,22 @@ def test_curves_figure_draws_each_sides_curve_sorted_by_samples_with_its_band(mo
                 colour,
                 f"{side}: self-consistency",
             )
+
+
+def test_responses_compared_are_the_fewest_any_question_has_and_undefined_resamples_stay_quiet():
+    """before's questions have 6, 4 and 6 responses, after's 7 each: 4 responses per question are compared
+    (the fewest of any question on either side, the first 4 of each). With 3 questions some resamples have
+    one class only (AUROC undefined): they are left out without a warning reaching the caller."""
+    before_rows = _rows(8, ["arithmetic/q0", "arithmetic/q1", "arithmetic/q2"], 6)
+    for key in ("z", "answers", "p_yes", "p_norm"):
+        before_rows["arithmetic/q1"][key] = before_rows["arithmetic/q1"][key][:4]
+    after_rows = _rows(9, list(before_rows), 7)
+    after_rows["arithmetic/q0"]["z"] = [1] * 7  # q0 always right, q2 always wrong on the after side
+    after_rows["arithmetic/q2"]["z"] = [0] * 7
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UndefinedMetricWarning)
+        result = compare_checked_runs(_run("b", before_rows), _run("a", after_rows), n_resamples=20, seed=1)
+    assert result.counts["responses_per_question"] == 4
+    row = result.metrics.set_index("metric").loc["mean self-check confidence"]
+    assert row["before"] == pytest.approx(np.mean([before_rows[q]["p_yes"][:4] for q in before_rows]))
+    assert row["after"] == pytest.approx(np.mean([after_rows[q]["p_yes"][:4] for q in after_rows]))
