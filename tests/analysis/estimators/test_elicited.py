@@ -59,9 +59,9 @@ def _line(doc_id: int, doc: dict, record: dict) -> dict:
     return {"doc_id": doc_id, "doc": doc, "target": "4", "resps": [[]], "metrics": list(record), **record}
 
 
-def _sampling_lines() -> list[dict]:
+def _sampling_lines(answers_of: list[list[str | None]] = ANSWERS) -> list[dict]:
     lines = []
-    for i, answers in enumerate(ANSWERS):
+    for i, answers in enumerate(answers_of):
         responses = [rf"\boxed{{{a}}}" if a is not None else "none" for a in answers]
         record = score_responses(
             responses,
@@ -339,3 +339,28 @@ def test_check_catches_a_self_check_of_another_sampling_run_and_the_report_leave
     )
     assert "re-run the selfcheck task on the samples file of the sampling run used here" in markdown
     assert "| p_true |" in markdown or "p_true" in markdown
+
+
+def test_the_report_leaves_out_a_kind_that_scored_another_run_and_says_so(run_folder):
+    """The report reads the folder with ``on_mismatch="leave_out"``: when the sampling run's first response
+    of a question is scored the other way than the response-level records saw it (a sampling run re-made
+    after them), the report is still made; the two kinds that read responses are each left out in one line
+    of ``not_computed``, the question-level kinds are still joined."""
+    from analysis.report.analyze import analyze_runs
+
+    folder = run_folder / MODEL
+    remade = [["5", "4", "5"], *ANSWERS[1:]]  # question 0's first response now wrong (it was "4")
+    _write(folder, "capcal_toy", _sampling_lines(remade), "sampling")
+    (section,) = analyze_runs([run_folder]).results
+    left_out = [line for line in section.computed.not_computed if "confidences not computed" in line]
+    tail = (
+        "re-run the {kind} task on the samples file of the sampling run used here (the latest), or pick the "
+        "matching runs with --run"
+    )
+    assert sorted(line.split(" ")[0] for line in left_out) == ["selfcheck", "verbalized_rc"]
+    for line in left_out:
+        kind = line.split(" ")[0]
+        assert line.startswith(f"{kind} confidences not computed on capcal_toy: ")
+        assert line.endswith(tail.format(kind=kind))
+    assert "verbalized_confidence" in section.computed.evaluation.columns
+    assert "verbalized_rc_confidence" not in section.computed.evaluation.columns
