@@ -63,3 +63,37 @@ def test_unique_questions_keeps_the_first_of_identical_questions_in_order():
     assert kept["row"][:] == [0, 1, 3, 5] and kept["question_id"][:] == ["q3", "q1", "q2", "q4"]
     distinct = datasets.Dataset.from_dict({"question_id": ["a", "b"], "row": [0, 1]})
     assert unique_questions(distinct) is distinct
+
+
+def _matharena(root, answers: dict[str, list[tuple[str, str]]]):
+    """A MathArena AIME folder: per exam, answers.csv (id,answer) and problems/<id>.tex."""
+    for exam, rows in answers.items():
+        (root / exam / "problems").mkdir(parents=True)
+        (root / exam / "answers.csv").write_text("id,answer\n" + "".join(f"{i},{a}\n" for i, a in rows))
+        for problem_id, _ in rows:
+            (root / exam / "problems" / f"{problem_id.strip()}.tex").write_text(
+                f"Problem {exam} {problem_id}"
+            )
+    return root
+
+
+def test_matharena_rows_take_each_field_from_its_own_column_and_file(tmp_path):
+    from capcal_tasks.aime.task import read_matharena_folder
+
+    folder = _matharena(
+        tmp_path, {"aime_2025_I": [("1", "70"), ("2", " 588")], "aime_2025_II": [("7", "16")]}
+    )
+    assert read_matharena_folder(folder) == [
+        {"id": "aime_2025_I/1", "problem": "Problem aime_2025_I 1", "answer": "70"},
+        {"id": "aime_2025_I/2", "problem": "Problem aime_2025_I 2", "answer": "588"},
+        {"id": "aime_2025_II/7", "problem": "Problem aime_2025_II 7", "answer": "16"},
+    ]
+
+
+def test_a_matharena_answer_that_is_no_integer_is_refused_naming_file_and_line(tmp_path):
+    from capcal_tasks.aime.task import read_matharena_folder
+
+    folder = _matharena(tmp_path, {"aime_2025_I": [("1", "70"), ("2", "x^2")], "aime_2025_II": [("1", "5")]})
+    with pytest.raises(ValueError) as refused:
+        read_matharena_folder(folder)
+    assert str(refused.value) == f"{folder / 'aime_2025_I' / 'answers.csv'}:3: answer 'x^2' is not an integer"
