@@ -115,6 +115,18 @@ def test_no_doc_or_docstring_cites_the_outside_specification():
     assert not citing, f"these files cite {OUTSIDE_SPEC}, which is not in the repository: {citing}"
 
 
+def test_the_command_reference_is_the_parsers():
+    """docs/cli.md is written from the parser (``analysis.cli.reference``): a flag added, renamed or given
+    another default or help shows here until the page is written again."""
+    from analysis.cli.reference import cli_reference
+
+    page = REPO / "docs" / "cli.md"
+    assert page.read_text(encoding="utf-8") == cli_reference(build_parser()), (
+        "docs/cli.md is stale: python -m analysis.cli.reference > docs/cli.md"
+    )
+    assert "docs/cli.md" in README.read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize("path", MARKDOWN, ids=_id)
 def test_every_capcal_command_in_the_docs_exists(path: Path):
     commands = _subcommands(build_parser())

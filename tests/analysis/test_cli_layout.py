@@ -18,6 +18,7 @@ import pytest
 import analysis.cli
 from analysis.cli.command import Command
 from analysis.cli.main import COMMANDS, build_parser, needs_slow_parts
+from analysis.cli.reference import command_parsers
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -88,20 +89,11 @@ def test_a_command_without_slow_flags_does_not_import_self_calibration():
         assert f"self_calibration imported: {imported}" in done.stdout
 
 
-def _commands(parser, path: tuple[str, ...] = ()):
-    """(command path, its parser) of every command and sub-command, depth first."""
-    yield path, parser
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                yield from _commands(sub, (*path, name))
-
-
 def test_every_argument_of_every_command_says_what_it_is_in_its_help() -> None:
     """Each flag and positional of each ``capcal`` command has a help text, and ``capcal CMD --help`` shows
     it with the flag (a flag added without ``help=`` is a flag nobody can find)."""
     seen = 0
-    for path, parser in _commands(build_parser()):
+    for path, _, parser in command_parsers(build_parser()):
         shown = "".join(parser.format_help().split())  # argparse wraps lines, also at hyphens
         for action in parser._actions:
             if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
