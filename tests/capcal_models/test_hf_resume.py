@@ -20,6 +20,7 @@ the CPU time).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import subprocess
@@ -91,7 +92,9 @@ def _toy_requests(questions: int, k: int) -> list:
     return requests
 
 
-def test_each_finished_sample_is_committed_under_its_own_repeat(smollm2_path, tmp_path: Path) -> None:
+def test_each_finished_sample_is_committed_under_its_own_repeat(
+    smollm2_path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """capcal-hf's decode loop hands over finished samples as (job, index among the job's samples); the cache
     row is (request key, the repeat at that index). With repeats 0 and 2 of a question lost, a run decodes
     those two as its samples 0 and 1 and must commit them as repeats 0 and 2 (a sample committed under its
@@ -130,8 +133,10 @@ def test_each_finished_sample_is_committed_under_its_own_repeat(smollm2_path, tm
     with connection:
         connection.executemany("DELETE FROM samples WHERE request_key = ? AND repeat = ?", lost)
     connection.close()
-    again, counts = _generate(lm(cache_path=str(cache_path)), requests)
+    with caplog.at_level(logging.INFO, logger="capcal_models.hf"):
+        again, counts = _generate(lm(cache_path=str(cache_path)), requests)
     assert counts == {"cached_samples_used": 4, "samples_generated": 2} and again == texts
+    assert f"capcal-hf: 4 samples read from the sample cache ({cache_path}), 2 generated" in caplog.messages
     assert {row: value for row, (value, _) in _rows(cache_path).items()} == {
         row: value for row, (value, _) in rows.items()
     }
