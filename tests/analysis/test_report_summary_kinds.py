@@ -11,11 +11,19 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
+import pytest
 
 import capcal_metrics as cm
 from analysis.report.registry import ComputedEstimators
 from analysis.report.sections import SectionInputs
-from analysis.report.summary import _warnings, conclusion, no_verdict_reason, rank_estimators, verdict
+from analysis.report.summary import (
+    _base_rate,
+    _warnings,
+    conclusion,
+    no_verdict_reason,
+    rank_estimators,
+    verdict,
+)
 
 NAN = float("nan")
 BRIER = "corrected_capability_brier"
@@ -370,3 +378,12 @@ def test_adaptive_warnings_at_k_max_10_first_look_8_and_consistency_look_10():
         "reliable (in simulation its bias differs from fixed k's by up to 4.1 standard errors, "
         "docs/methods.md); rank by the corrected Brier or the debiased ECE.",
     ]
+
+
+def test_base_rate_of_the_corrected_brier_is_corrected_from_two_samples_per_question():
+    """n = 2 on every question is enough for the correction (n - 1 = 1): the variance of mu_hat, mean
+    (mu - 1/2)^2 = 4 x 0.25 / 6 = 1/6, less (1 - 1/6) sum mu (1 - mu) / (n - 1) / 6 = (5/6) (0.5 / 1) / 6 (as
+    test_report_summary.py's n = 4 case); the plain Brier's is not corrected."""
+    mu = np.array([0.0, 0.5, 0.5, 1.0, 0.0, 1.0])
+    assert _base_rate(mu, np.full(6, 2), BRIER) == pytest.approx(1 / 6 - (5 / 6) * (0.5 / 1) / 6)
+    assert _base_rate(mu, np.full(6, 2), "capability_brier") == pytest.approx(1 / 6)
