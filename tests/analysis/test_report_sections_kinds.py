@@ -413,3 +413,29 @@ def test_capability_section_keeps_the_computed_notes_first_and_leaves_them_as_th
             "no confidence estimator is available for this run",
         ]
     assert computed.notes == ["consistency: no k in [5] is below n"]
+
+
+def _self_checked(checks: list) -> SectionInputs:
+    """Three questions of three samples each with their answers and the self-checks given."""
+    correctness = [[1, 1, 0], [0, 0, 1], [1, 0, 1]]
+    evaluation = pd.DataFrame(
+        {
+            "correctness": correctness,
+            "n": 3,
+            "expected_accuracy": [sum(v) / 3 for v in correctness],
+            "p_true": [0.5, 0.3, 0.7],
+            "extracted_answers": [["4", "4", "5"], ["1", "2", "3"], ["7", "8", "7"]],
+            "selfcheck_p_yes_normalized": checks,
+        }
+    )
+    return _inputs(evaluation, "p_true")
+
+
+def test_self_calibration_part_needs_exactly_one_self_check_per_response():
+    """Three self-checks for three responses on every question: the figure; a question with four (one more
+    than its responses) or two: none."""
+    one_each = [[0.9, 0.8, 0.1], [0.2, 0.3, 0.9], [0.7, 0.4, 0.6]]
+    assert len(sections.self_calibration_part(_self_checked(one_each)).figures) == 1
+    for odd in ([0.2, 0.3, 0.9, 0.5], [0.2, 0.3]):
+        checks = [one_each[0], odd, one_each[2]]
+        assert sections.self_calibration_part(_self_checked(checks)) == sections.SectionPart(), len(odd)
