@@ -672,7 +672,9 @@ def covering_test_files(module: str, repo: Path = REPO) -> list[str]:
     """The test files (``tests/**/test_*.py``) that import ``module``: by its dotted name, as ``from PARENT
     import LEAF``, or as ``from PACKAGE import NAME`` of a name the module defines at top level, or that
     declare it on a line ``# exercises: MODULE[, MODULE...]`` (a module reached only through another one);
-    where none does, those that import its parent package; relative to ``repo``, sorted."""
+    with them, those that import its parent package when that is not a top-level package
+    (``analysis.runs.records`` is read through ``analysis.runs``' ``load_runs``); where none does, those
+    that import a package further up; relative to ``repo``, sorted."""
     tests = sorted((repo / "tests").rglob("test_*.py"))
     texts = {path: path.read_text(encoding="utf-8") for path in tests}
     candidate = module
@@ -692,13 +694,15 @@ def covering_test_files(module: str, repo: Path = REPO) -> list[str]:
                     patterns.append(
                         rf"from\s+{re.escape(parent)}\s+import\s+(\([^)]*\b({alternatives})\b|[^\n]*\b({alternatives})\b)"
                     )
-        found = [
+        found = {
             str(path.relative_to(repo))
             for path, text in texts.items()
             if any(re.search(pattern, text, re.MULTILINE) for pattern in patterns)
-        ]
+        }
+        if candidate == module and "." in parent:
+            found |= set(covering_test_files(parent, repo))
         if found:
-            return found
+            return sorted(found)
         candidate = parent
     return []
 

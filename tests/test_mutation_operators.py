@@ -411,6 +411,23 @@ def test_the_covering_tests_of_a_module_are_the_test_files_that_import_it() -> N
     assert "tests/capcal_models/test_decode_step.py" in covering_test_files("capcal_models.kv_cache")
 
 
+def test_a_module_is_covered_by_the_tests_of_its_package_too_but_not_of_the_top_level_one(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "tests").mkdir()
+    files = {
+        "test_direct.py": "from pkg.sub.mod import f\n",
+        "test_package.py": "from pkg.sub import load\n",  # load reads pkg.sub.mod's records
+        "test_top.py": "import pkg\n",
+        "test_sibling.py": "from pkg.other import g\n",
+    }
+    for name, text in files.items():
+        (tmp_path / "tests" / name).write_text(text)
+    assert covering_test_files("pkg.sub.mod", tmp_path) == ["tests/test_direct.py", "tests/test_package.py"]
+    # a module of a top-level package: its own importers only
+    assert covering_test_files("pkg.other", tmp_path) == ["tests/test_sibling.py"]
+
+
 def test_a_test_file_declares_the_modules_it_exercises_through_others(tmp_path: Path) -> None:
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_a.py").write_text("# exercises: pkg.inner, pkg.other\nimport pkg.outer\n")
