@@ -91,3 +91,36 @@ def test_a_tampered_output_is_not_reused_and_strict_stops(first_loop, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "step 'train'" in err[0] and "setting lora_r" in err[0]
     assert json.loads((output / "train" / "training.json").read_text())["config"]["lora_r"] == 4
+
+
+@pytest.mark.parametrize(
+    ("per_level", "train_per_level", "metadata"),
+    [
+        (3, 7, {"arithmetic_per_level": 3, "arithmetic_train_per_level": 7}),
+        (3, None, {"arithmetic_per_level": 3}),
+        (None, 7, {"arithmetic_train_per_level": 7}),
+        (None, None, {}),
+    ],
+)
+def test_the_question_counts_reach_the_runs_metadata_each_under_its_own_key(
+    tmp_path, monkeypatch, per_level, train_per_level, metadata
+) -> None:
+    """The held-out and the training questions per level are two settings of graded arithmetic, each passed
+    to the loop's lm-eval runs under its own metadata key and only when set (the task's defaults otherwise).
+    The loop is stopped where its runs are set up (no model runs)."""
+    from analysis.self_calibration import loop
+
+    class Stop(Exception):
+        pass
+
+    received = []
+
+    def model_steps(settings, train_task, given):
+        received.append((train_task, dict(given)))
+        raise Stop
+
+    monkeypatch.setattr(loop, "_ModelSteps", model_steps)
+    settings = LoopSettings(per_level=per_level, train_per_level=train_per_level, seed=11)
+    with pytest.raises(Stop):
+        run_self_calibration_loop(tmp_path / "loop", settings)
+    assert received == [("capcal_arithmetic_train", metadata)]
