@@ -1,0 +1,56 @@
+"""``analysis.rendering.write_report``, fast: where each part of a section lands in report.md and report.html,
+checked against a section built by hand whose every caption, guide and footnote is distinct (so a part read
+from another part's key, or placed under another figure, shows)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.rendering import Figure, ReportSection, write_report
+
+PNG = b"\x89PNG\r\n\x1a\n not a real image: write_report only copies and embeds the bytes"
+
+
+def _section() -> ReportSection:
+    return ReportSection(
+        title="toy section",
+        figures=[
+            Figure("first figure", PNG, guide="look at the first diagonal"),
+            Figure("second figure", PNG + b"2", guide="look at the second band"),
+        ],
+        tables=[("the table", pd.DataFrame({"a": [1], "b": [2]}))],
+        footnotes={
+            "first figure": ["a note under the first figure"],
+            "second figure": ["a note under the second figure", "and its second line"],
+            "the table": ["a note under the table"],
+        },
+    )
+
+
+def test_each_figure_has_its_heading_guide_image_and_own_footnotes_in_that_order(tmp_path) -> None:
+    files = write_report([_section()], tmp_path / "report", title="t")
+    lines = [line for line in files.markdown.read_text(encoding="utf-8").splitlines() if line]
+    first = lines.index("### first figure")
+    assert lines[first : first + 4] == [
+        "### first figure",
+        "_look at the first diagonal_",
+        f"![first figure](figures/{files.figures[0].name})",
+        "_a note under the first figure_",
+    ]
+    second = lines.index("### second figure")
+    assert lines[second : second + 5] == [
+        "### second figure",
+        "_look at the second band_",
+        f"![second figure](figures/{files.figures[1].name})",
+        "_a note under the second figure_",
+        "_and its second line_",
+    ]
+    assert [path.read_bytes() for path in files.figures] == [PNG, PNG + b"2"]
+    table = lines.index("### the table")
+    assert lines[table + 1 : table + 5] == ["| a | b |", "|---|---|", "| 1 | 2 |", "_a note under the table_"]
+    page = files.html.read_text(encoding="utf-8")
+    for caption, notes in _section().footnotes.items():
+        heading = page.index(f">{caption}</h")
+        following = page.index("<h", heading + 1) if "<h" in page[heading + 1 :] else len(page)
+        for note in notes:
+            assert heading < page.index(f"<p class='footnote'>{note}</p>") < following, (caption, note)
