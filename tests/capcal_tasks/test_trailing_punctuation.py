@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from capcal_tasks.aime import task as aime
+from capcal_tasks.answers.boxed import boxed_contents
 from capcal_tasks.arithmetic import task as arithmetic
 from capcal_tasks.checkers import describe_labels, recheck_scorer
 from capcal_tasks.gpqa import task as gpqa
@@ -133,3 +134,16 @@ def test_runs_labelled_before_the_audit_are_read_as_written(task):
     assert recheck_scorer(task, None, "2.0") is None
     assert describe_labels(None, task, "2.0") == "task checker of version 2.0 (installed: 2.1)"
     assert recheck_scorer(task, None, "2.1") is task_checker(task)  # re-checked (MATH's math-verify: never)
+
+
+@pytest.mark.parametrize(
+    ("response", "content"),
+    [
+        ("\\boxed f(2)", "f(2)"),  # the ")" closes the token's own "(": kept
+        ("\\boxed f(2))", "f(2)"),  # one ")" more than it opens: dropped
+        ("\\boxed [1,2].", "[1,2]"),  # "]" kept, the full stop dropped
+        ("\\boxed (x+1)),", "(x+1)"),
+    ],
+)
+def test_a_braceless_box_keeps_a_closing_bracket_that_its_token_opens(response, content):
+    assert boxed_contents(response) == [content]
