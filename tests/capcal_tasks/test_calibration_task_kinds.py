@@ -497,3 +497,87 @@ def test_calibration_task_reads_labels_and_answers_from_the_checkers_own_keys_an
         calibration_task.verbalized.capability_prompt,
         {"r": 2},
     )
+
+
+# --- CalibrationTask on an inline two-row task (lm-eval's own rendering, no data folder) ------------------
+
+PTRUE_PROMPT = (
+    "Question: one plus one?\n\nAre you able to answer the question correctly?\n"
+    "Answer with only a single word: Yes or No."
+)
+
+
+def _rows(**_kwargs):
+    import datasets
+
+    rows = [
+        {"question": "one plus one", "question_text": "one plus one?", "answer": "2"},
+        {"question": "two plus two", "question_text": "two plus two?", "answer": "4"},
+    ]
+    return datasets.DatasetDict({"test": datasets.Dataset.from_list(rows)})
+
+
+def _inline(**overrides) -> calibration_task.CalibrationTask:
+    from capcal_tasks.sampling import keep_all_responses
+
+    config = {
+        "task": "toy_calibration",
+        "custom_dataset": _rows,
+        "test_split": "test",
+        "output_type": "generate_until",
+        "doc_to_text": "Q: {{question}}\nA:",
+        "doc_to_target": "{{answer}}",
+        "repeats": 3,
+        "generation_kwargs": {"until": ["Q:"], "do_sample": True, "temperature": 0.7},
+        "filter_list": [
+            {"name": "keep", "filter": [{"function": "custom", "filter_fn": keep_all_responses}]}
+        ],
+        "process_results": _score,
+        "verbalized_generation_kwargs": {"until": [], "max_gen_toks": 64},
+        "metadata": {"version": 1.0},
+    }
+    config.update(overrides)
+    return calibration_task.CalibrationTask(config)
+
+
+def test_an_inline_calibration_task_renders_each_prompt_from_its_own_field():
+    task = _inline(metadata={"version": 1.0, "repeats": 4})
+    assert task.config.repeats == 4  # metadata's repeats over the YAML's 3
+    assert task.config.metric_list == column_metric_list()
+    task.build_all_requests(limit=1, rank=0, world_size=1, system_instruction="Be brief.")
+    requests = sorted(task.instances, key=lambda instance: instance.idx)
+    assert requests[0].arguments[0] == "Be brief.Q: one plus one\nA:"  # doc_to_text: the question field
+    assert requests[0].repeats == 4
+    assert requests[1].arguments == (
+        f"Be brief.{PTRUE_PROMPT}",
+        " Yes",
+    )  # question_text, the system instruction
+    assert requests[3].arguments[0].startswith("Be brief.Question: one plus one?\n\nHow likely are you")
+    assert requests[3].arguments[1] == {"until": [], "max_gen_toks": 64}
+    # after the build, doc_to_text is the sampling prompt again
+    assert task._confidence_prompt is None and task.doc_to_text(task.eval_docs[0]) == "Q: one plus one\nA:"
+
+
+def test_the_confidence_prompt_is_dropped_even_when_rendering_fails_and_an_explicit_template_wins():
+    task = _inline()
+
+    def failing(doc):
+        raise KeyError("question_text")
+
+    with pytest.raises(KeyError):
+        task._confidence_context(task.eval_docs[0], failing, {})
+    assert task._confidence_prompt is None
+    assert task.doc_to_text(task.eval_docs[1]) == "Q: two plus two\nA:"
+    task._confidence_prompt = lambda doc: "confidence"
+    assert task.doc_to_text(task.eval_docs[1]) == "confidence"
+    assert task.doc_to_text(task.eval_docs[1], "{{answer}}") == "4"  # an explicit template is lm-eval's
+
+
+def test_an_inline_calibration_task_needs_one_filter_and_generate_until():
+    from capcal_tasks.sampling import keep_all_responses
+
+    keep = {"function": "custom", "filter_fn": keep_all_responses}
+    two = [{"name": "a", "filter": [keep]}, {"name": "b", "filter": [keep]}]
+    with pytest.raises(ValueError) as raised:
+        _inline(filter_list=two)
+    assert str(raised.value) == "toy_calibration: expected a generate_until task with one (keep-all) filter"
