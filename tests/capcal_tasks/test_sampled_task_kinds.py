@@ -356,3 +356,66 @@ def test_the_ptrue_yaml_route_asks_about_its_target_and_keeps_its_own_name(base,
         config={"task": "mine_ptrue", "metadata": {"base_task": "toy", "target_task": "t"}}
     )
     assert named.config.task == "mine_ptrue" and seen[-1] == ("ptrue", "toy", "t")
+
+
+# --- base_task_config, build_base_task, base_task_from_metadata (a hand-built index, no lm-eval tree) -------
+
+
+def _manager(tmp_path, text: str, kind: str = "TASK"):
+    path = tmp_path / "toy.yaml"
+    path.write_text(text, encoding="utf-8")
+    entry = SimpleNamespace(kind=SimpleNamespace(name=kind), yaml_path=path)
+    return SimpleNamespace(
+        task_index={"toy": entry, "no_path": SimpleNamespace(kind=entry.kind, yaml_path=None)}
+    )
+
+
+YAML = (
+    "task: toy\ntag: [t1]\ngroup: g\ntask_list: [a]\noutput_type: generate_until\n"
+    "metadata:\n  version: 2.0\n  k: own\n"
+)
+
+
+def test_base_task_config_drops_grouping_keys_and_merges_the_metadata_given_over_the_tasks_own(tmp_path):
+    manager = _manager(tmp_path, YAML)
+    config = sampled_task.base_task_config("toy", manager, {"k": "given", "extra": 1})
+    assert config == {
+        "task": "toy",
+        "output_type": "generate_until",
+        "metadata": {"version": 2.0, "k": "given", "extra": 1, "config_source": str(tmp_path / "toy.yaml")},
+    }
+    again = sampled_task.base_task_config("toy", manager)
+    assert again["metadata"] == {"version": 2.0, "k": "own", "config_source": str(tmp_path / "toy.yaml")}
+    plain = _manager(tmp_path, "task: toy\nmetadata: 3\n")
+    assert sampled_task.base_task_config("toy", plain)["metadata"] == {
+        "_metadata": 3,
+        "config_source": str(tmp_path / "toy.yaml"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"), [("missing", "TASK"), ("toy", "GROUP"), ("toy", "TAG"), ("no_path", "TASK")]
+)
+def test_base_task_config_refuses_what_is_not_a_yaml_task(tmp_path, name, kind):
+    with pytest.raises(RefusedTask) as raised:
+        sampled_task.base_task_config(name, _manager(tmp_path, YAML, kind))
+    assert str(raised.value) == (
+        "is not a task defined by a YAML file in lm-eval's index (a group, tag or inline task)"
+    )
+    assert sampled_task.base_task_config("toy", _manager(tmp_path, YAML, "PY_TASK"))["task"] == "toy"
+
+
+def test_build_base_task_refuses_a_python_task_class(tmp_path):
+    manager = _manager(tmp_path, "task: toy\nclass: some.Class\noutput_type: generate_until\n")
+    with pytest.raises(RefusedTask, match="^is a Python task class"):
+        sampled_task.build_base_task("toy", manager)
+
+
+@pytest.mark.parametrize("base_task", [None, "", 3])
+def test_a_yaml_task_without_a_base_task_name_is_refused_before_any_index_is_read(base_task):
+    with pytest.raises(RefusedTask) as raised:
+        sampled_task.base_task_from_metadata("toy_k4", {"base_task": base_task, "k": 4})
+    assert (
+        str(raised.value)
+        == "task toy_k4: metadata.base_task must name the lm-eval task to sample (e.g. gsm8k)"
+    )
