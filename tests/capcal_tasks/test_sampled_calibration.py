@@ -215,3 +215,23 @@ def test_calibration_names_resolve_to_stock_leaf_tasks_only(tmp_path):
     assert configs == {"stock_alpha_calibration": {"task": "stock_alpha_calibration", "dataset_path": "json"}}
     unknown, _ = unknown_task_names(["stock_alpha_calibration", "stock_gamma_calibration"], folder)
     assert unknown == ["stock_gamma_calibration"]
+
+
+@pytest.mark.parametrize(("ptrue", "per_question"), [(None, [3, 1, 1, 1]), (False, [3, 1])])
+def test_the_runs_metadata_reaches_a_wrapped_calibration_task(tmp_path, ptrue, per_question):
+    """``--metadata ptrue=false`` on ``<stock>_calibration`` drops its P(True) requests: the manager passes
+    the run's metadata to the wrapped task (k = 3 sampling clones, then P(True) Yes and No and the
+    verbalized request per question; without P(True), the clones and the verbalized one)."""
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"q": "1+1", "a": "2"}\n{"q": "2+3", "a": "5"}\n')
+    (tmp_path / "alpha.yaml").write_text(
+        f"task: stock_alpha\ndataset_path: json\ndataset_kwargs:\n  data_files: {data}\ntest_split: train\n"
+        'output_type: generate_until\ndoc_to_text: "Q: {{q}}\\nA:"\ndoc_to_target: "{{a}}"\n'
+        'generation_kwargs:\n  until: ["\\n"]\nmetric_list:\n  - metric: exact_match\n'
+    )
+    metadata = {} if ptrue is None else {"ptrue": ptrue}
+    manager = CapcalTaskManager(include_path=tmp_path, include_defaults=False, metadata=metadata, repeats=3)
+    task = manager.load(["stock_alpha_calibration"])["tasks"]["stock_alpha_calibration"]
+    task.build_all_requests(limit=2, rank=0, world_size=1)
+    instances = sorted(task.instances, key=lambda instance: (instance.doc_id, instance.idx))
+    assert [instance.repeats for instance in instances] == per_question * 2
