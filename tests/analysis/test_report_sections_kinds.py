@@ -439,3 +439,18 @@ def test_self_calibration_part_needs_exactly_one_self_check_per_response():
     for odd in ([0.2, 0.3, 0.9, 0.5], [0.2, 0.3]):
         checks = [one_each[0], odd, one_each[2]]
         assert sections.self_calibration_part(_self_checked(checks)) == sections.SectionPart(), len(odd)
+
+
+def test_section_inputs_read_each_array_from_its_own_column_as_floats_with_nan_where_none() -> None:
+    """mu_hat, n, c and each estimator's confidences come from their own columns; a confidence column that
+    holds None (an object column: a question the estimator has no value for) gives NaN there, as the
+    property says, so the metrics' NaN handling sees it."""
+    evaluation = _evaluation(sparse=pd.Series([0.3, None, 0.8, None], dtype=object))
+    inputs = _inputs(evaluation, "p_true", "sparse")
+    np.testing.assert_array_equal(inputs.mu, [0.25, 0.6, 0.5, 1.0])
+    n, c = inputs.counts
+    assert n.tolist() == [4, 5, 6, 5] and c.tolist() == [1, 3, 3, 5]
+    assert inputs.confidences["p_true"].tolist() == P_TRUE
+    sparse = inputs.confidences["sparse"]
+    assert sparse.dtype == np.float64
+    np.testing.assert_array_equal(sparse, [0.3, NAN, 0.8, NAN])
