@@ -571,3 +571,22 @@ def test_lines_longer_than_a_read_block(tmp_path, monkeypatch):
     path.write_bytes(b'{"a": 1}\n{"b": 2\n')
     with pytest.raises(RunFormatError, match=f"{path}:2: malformed"):
         list(records.iter_json_lines(path))
+
+
+def test_a_question_table_file_holds_the_tables_columns_only_whatever_its_index(tmp_path):
+    """A table selected from a larger one keeps its row labels (here 7 and 3); no written format adds them
+    as a column: a CSV, JSON-lines or Parquet reader (pyarrow's own, not pandas' round trip) sees exactly
+    the table's columns, rows in the table's order."""
+    import pyarrow.parquet as pq
+
+    table = pd.DataFrame({"question_id": ["q7", "q3"], "expected_accuracy": [0.5, 0.25]}, index=[7, 3])
+    parquet = pq.read_table(write_question_table(table, tmp_path / "t.parquet"))
+    assert parquet.column_names == ["question_id", "expected_accuracy"]
+    assert parquet.to_pydict() == {"question_id": ["q7", "q3"], "expected_accuracy": [0.5, 0.25]}
+    csv_lines = write_question_table(table, tmp_path / "t.csv").read_text().splitlines()
+    assert csv_lines == ["question_id,expected_accuracy", "q7,0.5", "q3,0.25"]
+    lines = write_question_table(table, tmp_path / "t.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in lines] == [
+        {"question_id": "q7", "expected_accuracy": 0.5},
+        {"question_id": "q3", "expected_accuracy": 0.25},
+    ]
