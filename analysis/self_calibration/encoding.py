@@ -8,7 +8,7 @@ from typing import Any
 
 from analysis.self_calibration.data import SelfCalibrationDataError
 
-__all__ = ["collator", "encode_tuples"]
+__all__ = ["collator", "encode_tuples", "padding_id"]
 
 
 def encode_tuples(tuples: Sequence[dict], tokenizer: Any, max_length: int) -> list[dict]:
@@ -54,6 +54,16 @@ def encode_tuples(tuples: Sequence[dict], tokenizer: Any, max_length: int) -> li
             }
         )
     return examples
+
+
+def padding_id(tokenizer: Any) -> int:
+    """The id the collator pads with: the tokenizer's pad token, else its end-of-sequence token (padding is
+    on the right, masked out and labelled -100, so any id works; a tokenizer with neither is refused)."""
+    for name in ("pad_token_id", "eos_token_id"):
+        value = getattr(tokenizer, name, None)
+        if value is not None:
+            return int(value)
+    raise SelfCalibrationDataError("the tokenizer has neither a padding nor an end-of-sequence token")
 
 
 def collator(pad_id: int) -> Callable[[list[dict]], dict]:

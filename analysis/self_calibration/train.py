@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 
 from analysis.self_calibration.data import read_training_data
-from analysis.self_calibration.encoding import collator, encode_tuples
+from analysis.self_calibration.encoding import collator, encode_tuples, padding_id
 from analysis.self_calibration.example_draw import plan_epoch, split_validation
 from analysis.self_calibration.loss import mean_loss, selfcal_loss
 from analysis.self_calibration.train_config import METHOD_SCHEDULE, TrainConfig
@@ -230,7 +230,7 @@ def train_self_calibration(
     tuples = read_training_data(data)
     set_seed(config.seed)
     tokenizer = AutoTokenizer.from_pretrained(str(base_model))
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad_id = padding_id(tokenizer)
     examples = encode_tuples(tuples, tokenizer, config.max_length)
     training, validation = split_validation(tuples, config.validation_fraction, config.seed)
     plan = plan_epoch(examples, training, config)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from analysis.self_calibration.data import SelfCalibrationDataError
-from analysis.self_calibration.encoding import encode_tuples
+from analysis.self_calibration.encoding import encode_tuples, padding_id
 
 
 @pytest.fixture(scope="module")
@@ -46,3 +46,13 @@ def test_the_causal_lm_example_labels_exactly_the_responses_tokens_and_the_end_t
         SelfCalibrationDataError, match=r"^tuple 1 \(question q1\): \d+ tokens, more than max_length 5$"
     ):
         encode_tuples([{**item, "lm_loss": False, "ssc": 0.5, "question_id": "q1"}], tokenizer, 5)
+
+
+def test_padding_is_the_pad_token_else_the_end_token_and_neither_is_refused() -> None:
+    from types import SimpleNamespace
+
+    assert padding_id(SimpleNamespace(pad_token_id=3, eos_token_id=7)) == 3
+    assert padding_id(SimpleNamespace(pad_token_id=0, eos_token_id=7)) == 0  # 0 is an id, not "none"
+    assert padding_id(SimpleNamespace(pad_token_id=None, eos_token_id=7)) == 7
+    with pytest.raises(SelfCalibrationDataError, match="^the tokenizer has neither a padding nor an end"):
+        padding_id(SimpleNamespace(pad_token_id=None, eos_token_id=None))
