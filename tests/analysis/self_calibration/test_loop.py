@@ -124,3 +124,50 @@ def test_the_question_counts_reach_the_runs_metadata_each_under_its_own_key(
     with pytest.raises(Stop):
         run_self_calibration_loop(tmp_path / "loop", settings)
     assert received == [("capcal_arithmetic_train", metadata)]
+
+
+def test_each_step_passes_the_loops_settings_to_its_lm_eval_run(tmp_path, monkeypatch) -> None:
+    """The loop's sampling and self-check runs get every setting of the loop, each under its own argument
+    (the metadata, the seeds, the batch size, the data folder, the sample cache, the questions), every
+    setting distinct from the others and from its default. ``evaluate`` is stood in for (no model runs)."""
+    import analysis.evaluation
+    from analysis.self_calibration.loop import _ModelSteps
+
+    calls: list[tuple[str, list, dict]] = []
+    monkeypatch.setattr(
+        analysis.evaluation, "evaluate", lambda model, tasks, **kwargs: calls.append((model, tasks, kwargs))
+    )
+    settings = LoopSettings(
+        seed=77, batch_size=5, data_dir="/data/here", sample_cache=False, limit=9, max_gen_toks=21,
+        train_temperature=0.6, train_docs=[4, 2], eval_docs=[3], sampler="capcal-hf", checker="hf",
+    )  # fmt: skip
+    steps = _ModelSteps(settings, "capcal_arithmetic_train", {"arithmetic_per_level": 3})
+    model = tmp_path / "model"
+    model.mkdir()  # no tokenizer files: no chat template
+    steps.sample(model, steps.sampling("capcal_arithmetic_train", 6), tmp_path / "a")
+    steps.sample(model, steps.sampling("capcal_arithmetic", 4), tmp_path / "b")
+    steps.check(model, "capcal_arithmetic_selfcheck", tmp_path / "a" / "samples.jsonl", tmp_path / "c")
+    seeds = {"random_seed": 77, "numpy_random_seed": 77, "torch_random_seed": 77, "fewshot_random_seed": 77}
+    shared = {"data_dir": "/data/here", "batch_size": 5, "apply_chat_template": False, "log_samples": True}
+    (
+        (train_model, train_tasks, train),
+        (eval_model, eval_tasks, held_out),
+        (check_model, check_tasks, check),
+    ) = calls
+    assert (train_model, train_tasks) == ("capcal-hf", ["capcal_arithmetic_train"])
+    assert train == {
+        "model_args": {"pretrained": str(model), "sample_cache": False}, "repeats": 6,
+        "metadata": {"arithmetic_per_level": 3}, "output_path": tmp_path / "a", "limit": 9,
+        "gen_kwargs": {"max_gen_toks": 21, "temperature": 0.6},
+        "samples": {"capcal_arithmetic_train": [4, 2]},
+        **shared, **seeds,
+    }  # fmt: skip
+    assert (eval_model, eval_tasks) == ("capcal-hf", ["capcal_arithmetic"])
+    assert held_out["gen_kwargs"] == {"max_gen_toks": 21}  # the held-out questions at the task's temperature
+    assert held_out["samples"] == {"capcal_arithmetic": [3]} and held_out["repeats"] == 4
+    assert (check_model, check_tasks) == ("hf", ["capcal_arithmetic_selfcheck"])
+    assert check == {
+        "model_args": {"pretrained": str(model)}, "output_path": tmp_path / "c",
+        "metadata": {"arithmetic_per_level": 3, "samples_file": str(tmp_path / "a" / "samples.jsonl")},
+        **shared, **seeds,
+    }  # fmt: skip
