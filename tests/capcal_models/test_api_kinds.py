@@ -27,6 +27,7 @@ from capcal_models.registry import register_models  # noqa: E402
 from capcal_models.seeding import sample_seed  # noqa: E402
 
 COMPLETIONS, CHAT = "/v1/completions", "/v1/chat/completions"
+API = "capcal_models.api"  # the logger of the module under test
 
 
 class RecordingServer(PostServer):
@@ -357,7 +358,7 @@ def test_allow_failures_logs_the_report_and_leaves_the_failed_samples_empty(
             lm.generate_until([_generate_request("q2", "bad", dict(SAMPLED))] * 3, disable_tqdm=True)
     s = _seed("q1", 0)
     assert texts == [f"good#{s + r} " for r in range(4)] + ["", "", ""]
-    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    errors = [r.getMessage() for r in caplog.records if r.name == API and r.levelno == logging.ERROR]
     assert errors[0].splitlines() == [
         "capcal-api: sampling did not finish: 1 of 2 requests (3 of 7 samples) still failed after up to 2 "
         "retries; last error: HTTP 400: refused bad",
@@ -367,7 +368,7 @@ def test_allow_failures_logs_the_report_and_leaves_the_failed_samples_empty(
         "To resume, re-run the same command (everything is sampled again: no sample cache).",
         "The failed samples are empty strings (allow_failures=True).",
     ]
-    summaries = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    summaries = [r.getMessage() for r in caplog.records if r.name == API and r.levelno == logging.INFO]
     assert summaries[0] == (
         "capcal-api sampling: 7 samples needed, 0 from the cache; 2 requests (2 HTTP attempts), 4 samples "
         "received; 0 retries; 1 requests failed (3 samples missing)"
