@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import logging
 import subprocess
 import sys
 import time
@@ -308,3 +309,265 @@ def test_the_failure_report_counts_the_requests_run_when_given_only_the_failed_o
     )  # fmt: skip
     assert report.startswith("test: sampling did not finish: 1 of 10 requests (2 of 20 samples)")
     assert [f.question_id for f in failures] == ["bad"]
+
+
+# --- by kind: boundaries, units, pass-through, state across two events, whole messages ----------------------
+
+
+def test_retry_after_reads_seconds_clamps_at_zero_and_refuses_what_it_cannot_read() -> None:
+    assert transport.retry_after_seconds("2.5") == 2.5  # seconds, not milliseconds
+    assert transport.retry_after_seconds("0") == 0.0 and transport.retry_after_seconds("-4") == 0.0
+    assert transport.retry_after_seconds("") is None
+    assert transport.retry_after_seconds("Mon, 01 Jan 2001 00:00:00 GMT") == 0.0  # a date in the past
+
+
+def test_each_error_has_its_own_retry_cause() -> None:
+    import aiohttp
+
+    causes = {
+        TimeoutError("t"): "timeout",
+        aiohttp.ServerTimeoutError("t"): "timeout",
+        json.JSONDecodeError("bad", "{", 0): "invalid_response",
+        UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad"): "invalid_response",
+        ConnectionResetError("r"): "connection",
+        aiohttp.ClientPayloadError("cut"): "connection",
+    }
+    assert {type(error).__name__: transport.error_cause(error) for error in causes} == {
+        type(error).__name__: cause for error, cause in causes.items()
+    }
+
+
+def test_retryable_statuses_on_both_sides_of_each_boundary() -> None:
+    retryable = {None, 408, 409, 425, 429, 500, 503, 599}
+    refused = {400, 404, 407, 410, 424, 426, 428, 430, 499}
+    assert {status: transport.is_retryable(status) for status in retryable | refused} == {
+        **dict.fromkeys(retryable, True),
+        **dict.fromkeys(refused, False),
+    }
+
+
+def test_backoff_is_base_times_two_to_the_attempt_minus_one_times_the_jitter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the jitter drawn at its bound (recorded: U(0.5, 1)), retry a waits base * 2^(a-1), capped at
+    max_delay; a Retry-After of 0 s is the server's (no backoff), one above the cap is capped."""
+    drawn: list[tuple[float, float]] = []
+
+    def jitter(low: float, high: float) -> float:
+        drawn.append((low, high))
+        return high
+
+    monkeypatch.setattr(transport.random, "uniform", jitter)
+    policy = transport.RetryPolicy(max_retries=9, base_delay=0.25, max_delay=1.5)
+    assert [policy.delay(attempt, None) for attempt in range(1, 6)] == [0.25, 0.5, 1.0, 1.5, 1.5]
+    assert drawn == [(0.5, 1.0)] * 5
+    assert policy.delay(3, 0.0) == 0.0 and policy.delay(1, 1.5) == 1.5 and policy.delay(1, 1.75) == 1.5
+    assert len(drawn) == 5  # a Retry-After draws no jitter
+    assert transport.RetryPolicy() == transport.RetryPolicy(5, 1.0, 60.0)
+
+
+def test_the_transport_settings_and_their_bounds() -> None:
+    made = transport.HTTPTransport("http://x", concurrency=0, timeout="7")
+    assert (made.concurrency, made.max_pending, made.timeout) == (1, 4, 7.0)
+    assert transport.HTTPTransport("http://x", concurrency=3).max_pending == 12
+    assert transport.HTTPTransport("http://x", concurrency=3, max_pending=2).max_pending == 3
+    assert transport.HTTPTransport("http://x", concurrency=3, max_pending=5).max_pending == 5
+    assert transport.HTTPTransport("http://x").retry == transport.RetryPolicy()
+    stats = {"requests_sent": 4, "retries_by_cause": {"timeout": 1}}
+    transport.HTTPTransport("http://x", stats=stats)
+    assert stats == {
+        "requests_sent": 4,
+        "samples_received": 0,
+        "retries": 0,
+        "retries_by_cause": {"timeout": 1},
+    }
+
+
+def test_the_last_retry_is_made_and_its_success_kept() -> None:
+    """max_retries = 2: two 500s, then the third attempt (the last retry) succeeds; with three 500s the job
+    fails after exactly three attempts (covered above), with max_retries = 0 after one."""
+    with ScriptedServer({"p": ["500", "500"], "q": ["500"]}) as server:
+        job = _job("p", 3, [0])
+        _transport(server.url, max_retries=2).run([job])
+        once = _job("q", 4, [0])
+        _transport(server.url, max_retries=0).run([once])
+    assert (job.attempts, job.samples, job.error) == (3, {0: "p-3"}, None)
+    assert (once.attempts, once.samples, once.error) == (1, {}, "HTTP 500: failed; you sent None")
+
+
+class HeaderServer(ScriptedServer):
+    """A ScriptedServer that records the Authorization header of each attempt."""
+
+    def __init__(self, script: dict[str, list[str]] | None = None) -> None:
+        super().__init__(script)
+        self.authorizations: list[str | None] = []
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        self.authorizations.append(request.headers.get("Authorization"))
+        return await super()._handle(request)
+
+
+def test_headers_are_read_for_each_attempt_and_counters_add_up_across_two_runs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    keys = iter(["key-1", "key-2", "key-3"])
+    stats: dict = {}
+    with HeaderServer({"p": ["500"], "q": ["reset"]}) as server:
+        http = _transport(server.url, stats, headers=lambda: {"Authorization": next(keys)}, max_retries=4)
+        with caplog.at_level(logging.INFO, logger=transport.__name__):
+            http.run([_job("p", 1, [0, 1, 2])])
+        assert server.authorizations == ["key-1", "key-2"]
+        assert stats == {
+            "requests_sent": 2,
+            "samples_received": 3,
+            "retries": 1,
+            "retries_by_cause": {"http_500": 1},
+        }
+        keys = iter(["key-4", "key-5"])
+        job = _job("q", 9, [5])
+        http.run([job])
+    assert job.samples == {5: "q-9"}
+    assert stats == {
+        "requests_sent": 4,
+        "samples_received": 4,
+        "retries": 2,
+        "retries_by_cause": {"http_500": 1, "connection": 1},
+    }
+    messages = [r.getMessage() for r in caplog.records if r.name == transport.__name__]
+    assert messages == ["test: request failed (HTTP 500: failed; you sent key-1); retry 1 of 4 in 0.0 s"]
+
+
+def test_the_retry_after_of_a_429_is_slept_and_logged_in_seconds(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's ``Retry-After: 1`` is one second (not 1 ms, not 1000 s): what the client sleeps (asyncio's
+    sleep recorded, not slept; the server's own sleeps are of 0 s) and what it logs."""
+    slept: list[float] = []
+    sleep = asyncio.sleep
+
+    async def recorded_sleep(delay: float, *args, **kwargs):
+        if delay:
+            slept.append(delay)
+        return await sleep(0)
+
+    monkeypatch.setattr(transport.asyncio, "sleep", recorded_sleep)
+    with ScriptedServer({"p": ["429"]}) as server, caplog.at_level(logging.INFO, logger=transport.__name__):
+        job = _job("p", 1, [0])
+        _transport(server.url, max_retries=3).run([job])
+    assert slept == [1.0] and job.samples == {0: "p-1"}
+    assert [r.getMessage() for r in caplog.records if r.name == transport.__name__] == [
+        "test: request failed (HTTP 429: slow down); retry 1 of 3 in 1.0 s"
+    ]
+
+
+def test_response_values_fill_the_jobs_repeats_in_order_and_extra_values_are_dropped() -> None:
+    received: list[tuple[str, dict]] = []
+    with ScriptedServer() as server:
+        job = transport.Job({"prompt": "p", "seed": 20, "n": 3}, _texts, [7, 4], task="t", question_id="p")
+        stats: dict = {}
+        _transport(server.url, stats).run([job], on_received=lambda j, s: received.append((j.question_id, s)))
+    assert job.samples == {7: "p-20", 4: "p-21"} and job.missing() == []
+    assert stats["samples_received"] == 2 and received == [("p", {7: "p-20", 4: "p-21"})]
+
+
+def test_a_follow_ups_error_and_attempts_reach_the_job_and_empty_responses_are_not_reported() -> None:
+    received: list[dict] = []
+
+    def split(job, rest):
+        return [_job(f"f{repeat}", 100 + repeat, [repeat]) for repeat in rest]
+
+    def parse(response: dict) -> list[str]:
+        return _texts(response)[:1]  # one value of three: repeats 1 and 2 go to follow-ups
+
+    with ScriptedServer({"f2": ["500", "400"]}) as server:
+        job = transport.Job({"prompt": "p", "seed": 1, "n": 3}, parse, [0, 1, 2], question_id="p")
+        _transport(server.url).run([job], split=split, on_received=lambda j, s: received.append(s))
+        empty = transport.Job({"prompt": "e", "seed": 1}, lambda response: [], [0])
+        _transport(server.url).run([empty], on_received=lambda j, s: received.append(s))
+    assert job.samples == {0: "p-1", 1: "f1-101"} and job.missing() == [2]
+    assert job.error == "HTTP 400: bad request" and job.attempts == 2  # the follow-up's two attempts
+    assert received == [{0: "p-1"}, {1: "f1-101"}]
+    assert empty.samples == {} and empty.error is None and empty.missing() == [0]
+
+
+def test_run_counts_its_jobs_calls_on_done_once_each_and_lists_the_failed_in_order() -> None:
+    done: list[str] = []
+    with ScriptedServer({"b1": ["400"], "b2": ["400"]}) as server:
+        jobs = [_job(name, i, [0]) for i, name in enumerate(["b1", "g1", "b2", "g2"])]
+        summary = _transport(server.url, concurrency=1, max_pending=1).run(
+            jobs, on_done=lambda j: done.append(j.question_id)
+        )
+    assert summary.jobs == 4 and [job.question_id for job in summary.failed] == ["b1", "b2"]
+    assert done == ["b1", "g1", "b2", "g2"]
+    assert transport.HTTPTransport("http://127.0.0.1:9").run([]) == transport.RunSummary(0, [])
+
+
+def test_a_long_error_body_is_cut_at_500_characters() -> None:
+    class LongErrorServer(ScriptedServer):
+        async def _handle(self, request: web.Request) -> web.Response:
+            await request.json()
+            return web.Response(status=400, text="x" * 499 + "yz" + "w" * 100)
+
+    with LongErrorServer() as server:
+        job = _job("p", 1, [0])
+        _transport(server.url).run([job])
+    assert job.error == "HTTP 400: " + "x" * 499 + "y"
+
+
+def _failed(name: str, repeats: list[int], attempts: int, error: str) -> transport.Job:
+    job = _job(name, 0, repeats)
+    job.attempts, job.error = attempts, error
+    return job
+
+
+@pytest.mark.parametrize("count", [5, 6])
+def test_the_report_lists_at_most_five_requests_and_names_the_last_error(count: int) -> None:
+    jobs = [_failed(f"p{i}", [0], i + 1, f"error {i}") for i in range(count)]
+    report, _ = transport.failure_report(
+        jobs, name="n", what="w", max_retries=3, samples_needed=count + 4, cached_samples=1,
+        received_samples=3, cache_path=None,
+    )  # fmt: skip
+    lines = report.splitlines()
+    assert lines[0] == (
+        f"n: w did not finish: {count} of {count} requests ({count} of {count + 4} samples) still failed "
+        f"after up to 3 retries; last error: error {count - 1}"
+    )
+    assert lines[1] == "Finished: 4 of " + f"{count + 4} samples (not cached: sample_cache=False)."
+    shown = "" if count == 5 else " (the first 5)"
+    assert lines[2] == f"Not finished: {count} requests{shown}:"
+    assert lines[3:8] == [f"  task p{i} repeats 0 ({i + 1} attempts): error {i}" for i in range(5)]
+    assert len(lines) == 9
+
+
+def test_the_report_writes_up_to_four_repeats_and_a_range_beyond_and_cuts_errors_at_300() -> None:
+    """Each failed request's missing repeats (a's repeat 1 arrived), written one by one up to four, as a
+    range beyond; the last error named in the first line; errors cut at 300 characters."""
+    long_error = "e" * 299 + "fg"
+    jobs = [
+        _failed("a", [0, 1, 2, 3], 2, "short"),
+        _failed("c", [4, 5, 6, 7], 3, "other"),
+        _failed("b", [3, 4, 5, 6, 7], 2, long_error),
+        _job("ok", 0, [0]),  # no error: finished, not reported
+    ]
+    jobs[0].samples = {1: "arrived"}
+    jobs[3].samples = {0: "done"}
+    report, failures = transport.failure_report(
+        jobs, name="n", what="w", max_retries=1, samples_needed=16, cached_samples=2, received_samples=1,
+        cache_path="/c.sqlite",
+    )  # fmt: skip
+    assert [(f.question_id, f.repeats, f.attempts, f.error) for f in failures] == [
+        ("a", [0, 2, 3], 2, "short"),
+        ("c", [4, 5, 6, 7], 3, "other"),
+        ("b", [3, 4, 5, 6, 7], 2, long_error),
+    ]
+    assert report.splitlines() == [
+        "n: w did not finish: 3 of 4 requests (12 of 16 samples) still failed after up to 1 retries; last "
+        f"error: {long_error[:300]}",
+        "Finished: 4 of 16 samples (2 read from the cache, 1 received now), all cached in /c.sqlite.",
+        "Not finished: 3 requests:",
+        "  task a repeats 0,2,3 (2 attempts): short",
+        "  task c repeats 4,5,6,7 (3 attempts): other",
+        f"  task b repeats 3..7 (2 attempts): {long_error[:300]}",
+        "To resume, re-run the same command: finished samples are read from /c.sqlite and only the "
+        "unfinished requests are sent.",
+    ]

@@ -17,7 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from capcal_models.sample_cache import SampleCache, committed_samples, open_sample_cache, request_key
+from capcal_models.sample_cache import (
+    BatchedWriter,
+    SampleCache,
+    committed_samples,
+    open_sample_cache,
+    request_key,
+)
 
 
 def test_sample_cache_persists_per_request_and_repeat(tmp_path: Path) -> None:
@@ -143,3 +149,86 @@ def test_the_samples_committed_are_counted_per_cache_file_whichever_way_they_wer
     assert counted[second.resolve()] - before.get(second.resolve(), 0) == 3
     assert set(counted) - set(before) == {first.resolve(), second.resolve()}
     cache.close()
+
+
+# --- by kind: the key's canonical form, fields, boundaries, units, state ------------------------------------
+
+
+def test_the_request_key_is_the_sha256_of_compact_sorted_utf8_json() -> None:
+    import hashlib
+
+    identity = {"prompt": "café", "b": [1, 2.5], "a": None, "path": Path("/m")}
+    canonical = '{"a":null,"b":[1,2.5],"path":"/m","prompt":"café"}'  # written by hand
+    assert request_key(identity) == hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    fields = {"model": "m", "prompt": "p", "seed": 1, "task": "t"}
+    keys = {request_key(fields)} | {request_key({**fields, name: "other"}) for name in fields}
+    assert len(keys) == 1 + len(fields)  # every field enters the key
+
+
+def test_get_and_put_keep_key_repeat_and_value_apart(tmp_path: Path) -> None:
+    cache = SampleCache(tmp_path / "samples.sqlite")
+    before = time.time()
+    cache.put("key-a", {"3": "value-3", 7: "value-7"})  # a repeat given as a string is stored as an int
+    cache.put_many({("key-b", 5): "value-b5"})
+    after = time.time()
+    assert cache.get("key-a") == {3: "value-3", 7: "value-7"} and cache.get("key-b") == {5: "value-b5"}
+    assert len(cache) == 3
+    connection = sqlite3.connect(tmp_path / "samples.sqlite")
+    created = [row[0] for row in connection.execute("SELECT created FROM samples")]
+    connection.close()
+    assert all(before <= value <= after for value in created)  # seconds since the epoch, not milliseconds
+    cache.close()
+
+
+def test_the_writers_bounds_are_checked_on_both_sides_and_its_settings_passed_on(tmp_path: Path) -> None:
+    path = tmp_path / "samples.sqlite"
+    cache = SampleCache(path)
+    with cache.writer(max_rows=7, max_seconds=2.5) as writer:
+        assert (writer.max_rows, writer.max_seconds, writer.path) == (7, 2.5, path.resolve())
+    with cache.writer() as writer:
+        assert (writer.max_rows, writer.max_seconds) == (1000, 0.2)
+    with cache.writer(max_rows=1, max_seconds=0.001) as writer:
+        writer.put("k", {0: "v"})  # one pending sample reaches max_rows = 1: committed in put
+        assert writer.pending() == 0 and _committed(path) == [("k", 0, "v")]
+    for rows, seconds in [(0, 1.0), (1, 0.0)]:
+        with pytest.raises(ValueError) as refused:
+            cache.writer(max_rows=rows, max_seconds=seconds)
+        assert str(refused.value) == (
+            f"BatchedWriter needs max_rows >= 1 and max_seconds > 0, not {rows}, {seconds}"
+        )
+    cache.close()
+
+
+def test_a_writer_keeps_one_pending_value_per_key_and_repeat_and_counts_commits(tmp_path: Path) -> None:
+    path = tmp_path / "samples.sqlite"
+    SampleCache(path).close()
+    writer = BatchedWriter(path, max_rows=3, max_seconds=3600)
+    before = time.time()
+    writer.put("k", {0: "old", "1": "one"})
+    writer.put("k", {0: "new"})  # the same (key, repeat): replaced, still two pending
+    writer.put("j", {0: "other"})  # a third: committed
+    assert writer.pending() == 0 and writer.commits == 1
+    writer.flush()  # nothing pending: no transaction
+    assert writer.commits == 1
+    writer.put("j", {2: "two"})
+    writer.flush()
+    assert writer.commits == 2 and writer.pending() == 0
+    after = time.time()
+    writer.close()
+    connection = sqlite3.connect(path)
+    created = [row[0] for row in connection.execute("SELECT created FROM samples")]
+    connection.close()
+    assert all(before <= value <= after for value in created)  # seconds, as put_many's
+    assert _committed(path) == [("j", 0, "other"), ("j", 2, "two"), ("k", 0, "new"), ("k", 1, "one")]
+    with pytest.raises(ValueError) as closed:
+        writer.put("k", {3: "late"})
+    assert str(closed.value) == f"the sample cache writer of {path} is closed"
+    assert _committed(path)[-1] == ("k", 1, "one")
+
+
+def test_a_disabled_cache_is_none_whatever_its_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAPCAL_HOME", str(tmp_path / "home"))
+    for switch in (False, "0", "off", "no", "False"):
+        assert open_sample_cache(tmp_path / "c.sqlite", switch, "api") is None, switch
+    assert not (tmp_path / "c.sqlite").exists()
+    assert open_sample_cache(None, "1", "api").path == tmp_path / "home" / "cache" / "api" / "samples.sqlite"

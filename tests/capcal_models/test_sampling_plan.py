@@ -18,6 +18,7 @@ from lm_eval.api.model import CacheHook, hash_args
 
 from capcal_models.sample_cache import SampleCache
 from capcal_models.sampling_plan import (
+    RepeatGroup,
     SamplingPlan,
     group_repeats,
     is_greedy,
@@ -193,3 +194,99 @@ def test_texts_fan_out_to_the_clone_positions():
         plan.fill(sampled, sampled.groups[0], ["a", "b"])
     with pytest.raises(RuntimeError, match="greedy"):
         plan.fill(greedy, greedy.groups[0], ["g", "h"])
+
+
+# --- by kind: sibling fields, boundaries, whole messages, order ---------------------------------------------
+
+
+def test_a_groups_seed_passes_each_field_to_its_own_place() -> None:
+    group = RepeatGroup("task-t", "question-q", 3, "ctx", {}, positions=[9, 4])
+    assert group.seed(11, 5) == sample_seed(11, "task-t", "question-q", 3, 5)
+    assert group.seed(11, 5) != sample_seed(11, "task-t", "question-q", 5, 3)  # index and repeat differ
+    assert group.k == 2
+    setting = _plan(_cloned([_instance(0, "Q", dict(SAMPLED), idx=2)], 2), seed=21).settings[0]
+    assert setting.seed(setting.groups[0], 1) == sample_seed(21, "capcal_gsm8k", "gsm8k/q0", 2, 1)
+
+
+def test_a_bare_requests_question_id_is_its_task_and_the_prompts_hash() -> None:
+    import hashlib
+
+    bare = Instance("generate_until", {}, ("Prompt text", {}), idx=0, metadata=("task-x", 3, 1))
+    digest = hashlib.sha256(b"Prompt text").hexdigest()[:16]
+    assert request_question_id(bare) == f"task-x/prompt-{digest}"
+    unnamed = Instance("generate_until", {}, ("Prompt text", {}), idx=0)
+    assert request_question_id(unnamed) == f"/prompt-{digest}"
+
+
+def test_another_task_or_document_is_another_group_in_first_seen_order() -> None:
+    a = _instance(0, "Same prompt", dict(SAMPLED))
+    b = _instance(1, "Same prompt", dict(SAMPLED))  # another document, the same prompt
+    c = _instance(0, "Same prompt", dict(SAMPLED), task="other_task")
+    groups = group_repeats([c, a, b, a, c, b])
+    assert [(group.task, group.question_id, group.positions) for group in groups] == [
+        ("other_task", "gsm8k/q0", [0, 4]),
+        ("capcal_gsm8k", "gsm8k/q0", [1, 3]),
+        ("capcal_gsm8k", "gsm8k/q1", [2, 5]),
+    ]
+
+
+def test_the_run_seed_warnings_are_whole_and_an_equal_seed_is_not_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING)
+    assert resolve_run_seed(5, "5", "be") == 5 and caplog.records == []
+    assert resolve_run_seed(5, 6, "be") == 5
+    assert resolve_run_seed(None, "8", "be") == 8
+    assert [record.getMessage() for record in caplog.records] == [
+        "be: seed=6 in the generation kwargs is ignored; the model argument seed=5 is the run seed",
+        "be: seed=8 in the generation kwargs is used as the run seed; each sample still gets its own seed "
+        "derived from it (stock lm-eval would give all k clones this one seed)",
+    ]
+
+
+def test_settings_keep_first_seen_order_and_their_own_fields(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING)
+    second = {"do_sample": True, "temperature": 0.25, "max_gen_toks": 5, "n": 4}  # no until
+    first = {"do_sample": True, "temperature": 0.75, "until": ["A", "B"], "max_gen_toks": 9}
+    requests = [_instance(1, "Q1", first), _instance(0, "Q0", second), _instance(2, "Q2", first)]
+    plan = _plan(requests, seed=3)
+    assert [
+        (s.until, s.max_gen_toks, s.options["temperature"], [g.question_id for g in s.groups])
+        for s in plan.settings
+    ] == [
+        (("A", "B"), 9, 0.75, ["gsm8k/q1", "gsm8k/q2"]),
+        ((), 5, 0.25, ["gsm8k/q0"]),
+    ]
+    assert [record.getMessage() for record in caplog.records] == [
+        "test: n in the generation kwargs is ignored; n is the task's repeats"
+    ]
+    assert plan.results == [None, None, None]
+
+
+def test_a_cached_repeat_at_k_is_not_needed(tmp_path: Path) -> None:
+    cache = SampleCache(tmp_path / "samples.sqlite")
+    cache.put("key", {0: "zero", 3: "three", 2: "two"})
+    setting = _plan(_cloned([_instance(0, "Q", dict(SAMPLED))], 3)).settings[0]
+    assert setting.look_up(cache, "key", setting.groups[0]) == ({0: "zero", 2: "two"}, [1])
+    assert setting.look_up(cache, None, setting.groups[0]) == ({}, [0, 1, 2])
+    cache.close()
+
+
+def test_the_fill_errors_name_both_counts() -> None:
+    plan = _plan(
+        _cloned([_instance(0, "Q0", dict(SAMPLED)), _instance(1, "Q1", {"do_sample": False})], 3), seed=1
+    )
+    sampled, greedy = plan.settings
+    with pytest.raises(RuntimeError) as too_few:
+        plan.fill(sampled, sampled.groups[0], ["a", "b"])
+    assert str(too_few.value) == "test: 2 samples for 3 clones"
+    with pytest.raises(RuntimeError) as two_greedy:
+        plan.fill(greedy, greedy.groups[0], ["g", "h"])
+    assert str(two_greedy.value) == "test: 2 greedy texts for one question, expected 1"
+
+
+def test_is_greedy_reads_an_unset_do_sample_as_sampling_and_an_unset_temperature_as_the_default() -> None:
+    assert is_greedy({"temperature": 0.5}, 1.0) is False  # options without do_sample (not normalised)
+    assert is_greedy({}, 0.5) is False and is_greedy({}, 0.0) is True
+    assert is_greedy({"do_sample": True, "temperature": 0.0}, 0.5) is True
+    assert is_greedy({"do_sample": True, "temperature": 0.5}, 0.0) is False
