@@ -36,6 +36,7 @@ import pytest
 from analysis.self_calibration.data import (
     SelfCalibrationDataError,
     build_training_data,
+    read_checked_sides,
     read_training_data,
     ssc_targets,
     target_histogram,
@@ -463,3 +464,49 @@ def test_read_training_data_boundaries_of_the_span(tmp_path):
     with pytest.raises(SelfCalibrationDataError) as error:
         read_training_data(path)
     assert str(error.value) == f"{path}:1: missing field(s) yes_text, correct"
+
+
+@pytest.mark.parametrize("tamper", ["another response", "the same responses in another order"])
+def test_a_self_check_of_other_responses_names_both_lines_whole(tmp_path, tamper):
+    """g2 is line 6 of the sampling run and line 5 of the self-check run (n0 has no record)."""
+    _, check_file = write_runs(tmp_path)
+    lines = [json.loads(line) for line in check_file.read_text().splitlines()]
+    assert lines[4]["doc"]["question_id"] == "toy/g2"
+    responses = lines[4]["doc"]["responses"]
+    if tamper == "another response":
+        responses[1] = "another response"
+    else:
+        responses[0], responses[1] = responses[1], responses[0]
+    check_file.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with pytest.raises(SelfCalibrationDataError) as refused:
+        build_training_data(tmp_path / "sampling", tmp_path / "selfcheck", tmp_path / "out")
+    assert str(refused.value) == (
+        "self-check record line 5 (question toy/g2) scored other responses than the sampling run's line 6: "
+        "different runs"
+    )
+
+
+def test_checked_sides_keep_before_after_and_the_training_questions(tmp_path):
+    before_sampling, _ = write_runs(tmp_path / "before")
+    after_sampling, _ = write_runs(tmp_path / "after")
+    data = build_training_data(
+        tmp_path / "before" / "sampling", tmp_path / "before" / "selfcheck", tmp_path / "d"
+    )
+    sides = read_checked_sides(
+        (tmp_path / "before" / "sampling", tmp_path / "before" / "selfcheck"),
+        (tmp_path / "after" / "sampling", tmp_path / "after" / "selfcheck"),
+        training_data=data.path.parent,
+    )
+    assert sides.before.sampling.path == before_sampling and sides.after.sampling.path == after_sampling
+    assert sides.before.selfcheck.path.parents[1] == tmp_path / "before" / "selfcheck"
+    assert sides.after.selfcheck.path.parents[1] == tmp_path / "after" / "selfcheck"
+    assert sides.training_question_ids == [f"toy/{name}" for name, _ in SSC_P_YES]  # one per tuple
+    assert list(sides.before.table["question_id"]) == [f"toy/{name}" for name in CASES]
+    assert (sides.before.join.unmatched_left, sides.before.join.unmatched_right) == (1, 2)
+    assert (
+        read_checked_sides(
+            (tmp_path / "before" / "sampling", tmp_path / "before" / "selfcheck"),
+            (tmp_path / "after" / "sampling", tmp_path / "after" / "selfcheck"),
+        ).training_question_ids
+        == []
+    )
