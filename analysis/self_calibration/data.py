@@ -430,7 +430,7 @@ def _card_markdown(card: dict) -> str:
         "",
         *[
             f"- {name}: task {markdown_text(s['task'])}, model {markdown_text(s['model'])}, run "
-            f"{markdown_text(s['run_id'])} (`{markdown_text(s['samples_file'])}`)"
+            f"{markdown_text(s['run_id'])} ({markdown_text(s['samples_file'])})"
             for name, s in card["sources"].items()
         ],
         "",
