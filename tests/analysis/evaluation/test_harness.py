@@ -353,3 +353,38 @@ def test_a_run_without_log_samples_is_warned_that_check_and_report_will_have_not
             "analyze and report read nothing but them; add --log_samples to keep this run for them"
         ],
     }
+
+
+def test_the_printed_summary_opens_with_the_runs_settings_line_as_lm_eval_prints_it():
+    """``format_results``' first line is lm-eval's settings line, every value from the results' ``config``
+    (the model arguments without trust_remote_code, the batch sizes lm-eval chose), few-shot as asked;
+    then lm-eval's own table. A hand-built results dictionary; ``capcal_adaptive`` beside ``config`` holds
+    other values, so a line read from it shows."""
+    row = {"alias": "capcal_toy", "correctness,all_responses": 0.5, "correctness_stderr,all_responses": 0.1}
+    config = {
+        "model": "capcal-hf",
+        "model_args": {"pretrained": "/m", "trust_remote_code": True},
+        "gen_kwargs": {"max_gen_toks": 8},
+        "limit": 6.0,
+        "batch_size": "auto",
+        "batch_sizes": [16, 8],
+    }
+    results = {
+        "results": {"capcal_toy": row},
+        "versions": {"capcal_toy": 1.0},
+        "n-shot": {"capcal_toy": 0},
+        "higher_is_better": {"capcal_toy": {"correctness": True}},
+        "configs": {"capcal_toy": {}},
+        "config": config,
+        "capcal_adaptive": {"model": "other", "limit": 99, "batch_size": 1, "looks": [2, 4], "tasks": {}},
+    }
+    lines = format_results(results, num_fewshot=3).splitlines()
+    assert lines[0] == (
+        "capcal-hf ({'pretrained': '/m'}), gen_kwargs: ({'max_gen_toks': 8}), limit: 6.0, num_fewshot: 3, "
+        "batch_size: auto (16,8)"
+    )
+    cells = [[cell.strip() for cell in line.split("|")[1:-1]] for line in (lines[1], lines[3])]
+    assert cells == [
+        ["Tasks", "Version", "Filter", "n-shot", "Metric", "", "Value", "", "Stderr"],
+        ["capcal_toy", "1", "all_responses", "0", "correctness", "↑", "0.5", "±", "0.1"],
+    ]
