@@ -9,6 +9,9 @@ corrected Brier cancel, both being scored against the same target)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -37,6 +40,9 @@ from analysis.report.summary import (
     summary_sections,
     verdict,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from metric_rows import metric_rows  # noqa: E402  (this folder)
 
 MU = [0.0, 0.25, 0.75, 1.0, 0.0, 1.0]
 CORRECTNESS = [[0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1], [0, 0, 0, 0], [1, 1, 1, 1]]
@@ -72,19 +78,6 @@ def _evaluation(n: list[int] | None = None, **confidences: list[float]) -> pd.Da
             "expected_accuracy": MU,
             **confidences,
         }
-    )
-
-
-def _metric_rows(values: dict[str, dict[str, tuple[float, float, float, int]]]) -> pd.DataFrame:
-    """The long metric rows (``calibration_table``'s columns) of ``{metric: {estimator: (estimate, low,
-    high, questions)}}``."""
-    return pd.DataFrame(
-        [
-            {"estimator": name, "metric": metric, "estimate": e, "low": lo, "high": hi, "questions": q}
-            for metric, by_name in values.items()
-            for name, (e, lo, hi, q) in by_name.items()
-        ],
-        columns=["estimator", "metric", "estimate", "low", "high", "questions"],
     )
 
 
@@ -125,7 +118,7 @@ def _section_inputs() -> SectionInputs:
         consistency_k2=MU,
     )
     estimators = ["p_true", "isotonic_p_true", "probe", "verbalized_confidence", "consistency_k2"]
-    metrics = _metric_rows(
+    metrics = metric_rows(
         {
             BRIER: {
                 "p_true": (0.010, -0.005, 0.030, 6),
@@ -162,7 +155,7 @@ def _section_inputs() -> SectionInputs:
             "n_lf": [2, 2, 2, 2, 2, 2],
         }
     )
-    lf_metrics = _metric_rows(
+    lf_metrics = metric_rows(
         {
             BRIER: {"consistency_lf_k2": (0.060, NAN, NAN, 1)},
             SKILL: {"consistency_lf_k2": (0.2, NAN, NAN, 1)},
@@ -292,7 +285,7 @@ def test_ranking_falls_back_to_the_plain_capability_brier(monkeypatch):
     lowered below the 6 questions, as above; no skill computed: the verdict is tentative.)"""
     monkeypatch.setattr(summary, "MIN_VERDICT_QUESTIONS", 1)
     evaluation = _evaluation([4, 4, 4, 4, 4, 3], p_true=_off(0.1), verbalized_confidence=_off(0.2))
-    metrics = _metric_rows(
+    metrics = metric_rows(
         {"capability_brier": {"verbalized_confidence": (0.3, 0.2, 0.4, 6), "p_true": (0.1, 0.05, 0.2, 6)}}
     )
     ranking = rank_estimators(_inputs(evaluation, ["p_true", "verbalized_confidence"], metrics), "m", "t")
@@ -328,8 +321,8 @@ def test_leakage_free_consistency_without_a_score_is_not_ranked_and_says_why():
     leakage_free = pd.DataFrame(
         {"consistency_lf_k2": MU, "mu_hat_lf": MU, "n_lf": [1.0, 1.0, 3.0, 1.0, np.nan, 2.0]}
     )
-    metrics = _metric_rows({BRIER: {"consistency_k2": (0.01, 0.0, 0.02, 6)}})
-    lf_metrics = _metric_rows({BRIER: {"consistency_lf_k2": (NAN, NAN, NAN, 6)}})
+    metrics = metric_rows({BRIER: {"consistency_k2": (0.01, 0.0, 0.02, 6)}})
+    lf_metrics = metric_rows({BRIER: {"consistency_lf_k2": (NAN, NAN, NAN, 6)}})
     inputs = _inputs(
         evaluation, ["consistency_k2"], metrics, leakage_free=leakage_free, leakage_free_metrics=lf_metrics
     )
@@ -358,7 +351,7 @@ def test_warnings_of_a_target_that_does_not_vary():
     evaluation = pd.DataFrame(
         {"correctness": [[1] * 5 + [0] * 5] * 100, "n": 10, "expected_accuracy": 0.5, "p_true": 0.5}
     )
-    inputs = _inputs(evaluation, ["p_true"], _metric_rows({}))
+    inputs = _inputs(evaluation, ["p_true"], metric_rows({}))
     assert _warnings(inputs, _ranked(("p_true", 100, 0.1))) == [
         "mu_hat is 0.5 on every question: no estimator can be told apart by discrimination (soft AUROC and "
         "the Brier skill are undefined); the ranking reflects calibration alone: no verdict."
@@ -371,14 +364,14 @@ def test_warnings_of_a_target_that_barely_varies():
     evaluation = pd.DataFrame(
         {"correctness": barely, "n": 10, "expected_accuracy": [sum(v) / 10 for v in barely], "p_true": 0.5}
     )
-    inputs = _inputs(evaluation, ["p_true"], _metric_rows({}))
+    inputs = _inputs(evaluation, ["p_true"], metric_rows({}))
     assert _warnings(inputs, _ranked(("p_true", 20, 0.1)))[1:] == [
         "only 5% of the questions have 0 < mu_hat < 1: the capability target barely varies, so capability "
         "and response calibration nearly coincide."
     ]
     enough = barely[:-2] + [[1] + [0] * 9] * 2
     evaluation = evaluation.assign(correctness=enough, expected_accuracy=[sum(v) / 10 for v in enough])
-    assert len(_warnings(_inputs(evaluation, ["p_true"], _metric_rows({})), _ranked())) == 1  # N only
+    assert len(_warnings(_inputs(evaluation, ["p_true"], metric_rows({})), _ranked())) == 1  # N only
 
 
 def _adaptive(looks: list[int], *estimators: str) -> pd.DataFrame:
@@ -403,7 +396,7 @@ def test_warnings_of_an_adaptive_run_name_k_max_and_the_first_look():
     consistency, the first look below 10; not the fixed-k warning (the smallest n, 2, is a question that
     stopped early)."""
     evaluation = _adaptive([2, 4], "p_true", "consistency_k2")
-    inputs = _inputs(evaluation, ["p_true", "consistency_k2"], _metric_rows({}))
+    inputs = _inputs(evaluation, ["p_true", "consistency_k2"], metric_rows({}))
     assert _warnings(inputs, _ranked(("p_true", 4, 0.1)))[1:] == [
         "adaptive run with k_max = 4 samples, below 10: a question whose samples disagree is estimated from "
         "at most 4 samples.",
@@ -414,7 +407,7 @@ def test_warnings_of_an_adaptive_run_name_k_max_and_the_first_look():
         "decision), below 10: only k < 2 (its leakage-free form is scored against every sample outside its "
         "draw pool).",
     ]
-    without = _inputs(_adaptive([2, 4], "p_true"), ["p_true"], _metric_rows({}))
+    without = _inputs(_adaptive([2, 4], "p_true"), ["p_true"], metric_rows({}))
     assert _warnings(without, _ranked(("p_true", 4, 0.1)))[1:] == [
         "adaptive run with k_max = 4 samples, below 10: a question whose samples disagree is estimated from "
         "at most 4 samples.",
@@ -422,7 +415,7 @@ def test_warnings_of_an_adaptive_run_name_k_max_and_the_first_look():
         "reliable (in simulation its bias differs from fixed k's by up to 4.1 standard errors, "
         "docs/methods.md); rank by the corrected Brier or the debiased ECE.",
     ]
-    enough = _inputs(_adaptive([10, 20], "p_true", "consistency_k2"), ["p_true"], _metric_rows({}))
+    enough = _inputs(_adaptive([10, 20], "p_true", "consistency_k2"), ["p_true"], metric_rows({}))
     assert _warnings(enough, _ranked(("p_true", 4, 0.1))) == [
         "No verdict: N = 4 evaluation questions, below 10: too few to conclude anything (a 95% percentile "
         "bootstrap over so few questions covers far less than 95%); the ranking is for reference only."
@@ -467,7 +460,7 @@ LEAKAGE_FREE = pd.DataFrame(
 def test_leakage_free_candidates_of_an_adaptive_run_carry_its_held_out_moments():
     """The leakage-free consistency is scored against mu_hat_lf from n_lf samples, with the held-out mu^2
     estimates of an adaptive run (moment form)."""
-    inputs = _inputs(_adaptive([2, 4], "p_true"), ["p_true"], _metric_rows({}), leakage_free=LEAKAGE_FREE)
+    inputs = _inputs(_adaptive([2, 4], "p_true"), ["p_true"], metric_rows({}), leakage_free=LEAKAGE_FREE)
     candidates, leaky = _candidates(inputs)
     assert leaky == []
     assert [(c.name, c.target) for c in candidates] == [
@@ -487,7 +480,7 @@ def test_advantage_of_an_adaptive_run_is_the_moment_form_paired_on_shared_questi
     questions: no interval, the count kept."""
     evaluation = _adaptive([2, 4], "p_true")
     evaluation["p_true"] = [0.8, 0.3, 0.2, 0.6]
-    inputs = _inputs(evaluation, ["p_true"], _metric_rows({}), leakage_free=LEAKAGE_FREE)
+    inputs = _inputs(evaluation, ["p_true"], metric_rows({}), leakage_free=LEAKAGE_FREE)
     best, other = _candidates(inputs)[0]
     arrays = {
         "a": (np.array([0.8, 0.3, 0.2]), np.array([1.0, 0.0, 0.5]), np.array([1.0, 0.0, 0.2])),
@@ -514,7 +507,7 @@ def test_advantage_of_a_fixed_k_run_is_the_corrected_brier_of_each_target():
     """Without moments: each one's corrected Brier with its own n (n = 4 for p_true, n_lf = 2 for the
     leakage-free consistency), so the correction terms do not cancel."""
     leakage_free = pd.DataFrame({"consistency_lf_k2": MU, "mu_hat_lf": _off(0.1), "n_lf": [2] * 6})
-    inputs = _inputs(_evaluation(p_true=_off(0.2)), ["p_true"], _metric_rows({}), leakage_free=leakage_free)
+    inputs = _inputs(_evaluation(p_true=_off(0.2)), ["p_true"], metric_rows({}), leakage_free=leakage_free)
     best, other = _candidates(inputs)[0]
     arrays = {
         "a": (np.array(_off(0.2)), np.array(MU), np.full(6, 4.0)),
@@ -811,7 +804,7 @@ def _constant(questions: int, estimators: int = 1) -> SectionInputs:
         }
     )
     corrected = {name: ((0.1 * i) ** 2 - 0.25 / 9, -0.1, 0.1, questions) for i, name in enumerate(names)}
-    return _inputs(evaluation, names, _metric_rows({BRIER: corrected}))
+    return _inputs(evaluation, names, metric_rows({BRIER: corrected}))
 
 
 @pytest.mark.parametrize("questions", [3, 5, 6])
@@ -819,7 +812,7 @@ def test_too_few_questions_give_a_warning_not_a_verdict(questions):
     """Below 10 questions a 95% percentile bootstrap covers far less than 95% (summary's docstring): no
     "Use X" and no "beats", a warning instead; the ranking itself is still there."""
     evaluation = _evaluation(p_true=_off(0.1), verbalized_confidence=_off(0.2)).iloc[:questions]
-    metrics = _metric_rows(
+    metrics = metric_rows(
         {
             BRIER: {
                 "p_true": (0.01, 0.0, 0.02, questions),
@@ -845,7 +838,7 @@ def test_ten_questions_get_a_verdict():
     varied = _inputs(
         pd.concat([_evaluation(p_true=_off(0.1))] * 2, ignore_index=True).iloc[:10],
         ["p_true"],
-        _metric_rows({BRIER: {"p_true": (0.01, 0.0, 0.02, 10)}}),
+        metric_rows({BRIER: {"p_true": (0.01, 0.0, 0.02, 10)}}),
     )
     assert rank_estimators(varied, "m", "t").verdict.startswith("Use p_true, tentatively: best on")
     assert ranking.verdict.startswith("No verdict: mu_hat is 0.5 on every question")
@@ -872,7 +865,7 @@ def test_an_estimator_lost_for_want_of_its_input_is_named_in_the_warnings_and_af
     loss is a warning and follows the verdict."""
     monkeypatch.setattr(summary, "MIN_VERDICT_QUESTIONS", 1)
     evaluation = _evaluation(p_true=_off(0.1), verbalized_confidence=_off(0.2))
-    metrics = _metric_rows(
+    metrics = metric_rows(
         {BRIER: {"p_true": (0.01, 0.0, 0.02, 6), "verbalized_confidence": (0.04, 0.03, 0.05, 6)}}
     )
     inputs = _inputs(evaluation, ["p_true", "verbalized_confidence"], metrics)

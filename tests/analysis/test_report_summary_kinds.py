@@ -7,6 +7,8 @@ value is written out by hand here; the inputs are small tables built directly (f
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -24,6 +26,9 @@ from analysis.report.summary import (
     rank_estimators,
     verdict,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from metric_rows import metric_rows  # noqa: E402  (this folder)
 
 NAN = float("nan")
 BRIER = "corrected_capability_brier"
@@ -47,18 +52,6 @@ def _evaluation() -> pd.DataFrame:
             "p_true": P_TRUE,
             "verbalized_confidence": VERBALIZED,
         }
-    )
-
-
-def _rows(values: dict[str, dict[str, tuple[float, float, float, int]]]) -> pd.DataFrame:
-    """``calibration_table``'s long rows of ``{metric: {estimator: (estimate, low, high, questions)}}``."""
-    return pd.DataFrame(
-        [
-            {"estimator": name, "metric": metric, "estimate": e, "low": lo, "high": hi, "questions": q}
-            for metric, by_name in values.items()
-            for name, (e, lo, hi, q) in by_name.items()
-        ],
-        columns=["estimator", "metric", "estimate", "low", "high", "questions"],
     )
 
 
@@ -98,7 +91,7 @@ def test_ranking_passes_its_resamples_seed_metric_and_each_candidates_own_arrays
     questions both have (question 6 left out); its interval comes back as advantage, low and high."""
     spy = _PairedSpy()
     monkeypatch.setattr(cm, "bootstrap_differences", spy)
-    metrics = _rows(
+    metrics = metric_rows(
         {BRIER: {"verbalized_confidence": (0.09, 0.05, 0.13, 11), "p_true": (0.02, 0.01, 0.04, 12)}}
     )
     ranking = rank_estimators(_inputs(_evaluation(), ["p_true", "verbalized_confidence"], metrics), "m", "t")
@@ -134,7 +127,7 @@ def test_ranking_by_the_plain_capability_brier_pairs_the_plain_brier_without_n(m
     Brier of (confidence, mu_hat): the metric ranked by reaches the bootstrap."""
     spy = _PairedSpy()
     monkeypatch.setattr(cm, "bootstrap_differences", spy)
-    metrics = _rows(
+    metrics = metric_rows(
         {
             "capability_brier": {
                 "p_true": (0.03, 0.02, 0.05, 12),
@@ -157,7 +150,7 @@ def test_ranking_reads_each_skill_as_estimate_low_high_of_the_skill_rows(monkeyp
     from the AUROC rows (0.8 [0.7, 0.9]) the best would "beat" the base rate."""
     spy = _PairedSpy()
     monkeypatch.setattr(cm, "bootstrap_differences", spy)
-    metrics = _rows(
+    metrics = metric_rows(
         {
             BRIER: {"p_true": (0.02, 0.01, 0.04, 12), "verbalized_confidence": (0.09, 0.05, 0.13, 11)},
             SKILL: {"p_true": (0.2, -0.1, 0.3, 12), "verbalized_confidence": (-0.3, -0.5, 0.05, 11)},
@@ -316,7 +309,7 @@ def _failures(*rows: tuple[str, int, int]) -> pd.DataFrame:
 def test_parse_failures_on_exactly_20_percent_are_not_warned_of_and_above_are():
     """1 of 5 and 20 of 100 (20%): no warning; 21 of 100 (21%): the warning, whole."""
     failures = _failures(("verbalized", 5, 1), ("ptrue", 100, 20), ("selfcheck", 100, 21))
-    inputs = _inputs(_hundred(), ["p_true"], _rows({}), parse_failures=failures)
+    inputs = _inputs(_hundred(), ["p_true"], metric_rows({}), parse_failures=failures)
     assert _warnings(inputs, _ranked()) == [
         "selfcheck confidence (toy_selfcheck) failed to parse on 21/100 questions (21%): its estimators rest "
         "on the rest, which may not be a random subset."
@@ -325,7 +318,7 @@ def test_parse_failures_on_exactly_20_percent_are_not_warned_of_and_above_are():
 
 def test_an_estimator_without_a_low_end_of_its_interval_is_warned_of_and_one_without_a_high_end_is_not():
     """The "no interval" warning reads the interval's low end."""
-    inputs = _inputs(_hundred(), ["p_true"], _rows({}))
+    inputs = _inputs(_hundred(), ["p_true"], metric_rows({}))
     assert _warnings(inputs, _ranked(low=0.1, high=NAN)) == []
     assert _warnings(inputs, _ranked(low=NAN, high=0.2)) == [
         "p_true: no interval for its corrected capability Brier (too few questions)."
@@ -352,7 +345,7 @@ def _adaptive(looks: list[int], *estimators: str) -> pd.DataFrame:
 def _adaptive_warnings(looks: list[int]) -> list[str]:
     """The warnings of an adaptive run with p_true and the paper-form consistency, after the N one."""
     names = ["p_true", "consistency_k2"]
-    warned = _warnings(_inputs(_adaptive(looks, *names), names, _rows({})), _ranked(questions=4))
+    warned = _warnings(_inputs(_adaptive(looks, *names), names, metric_rows({})), _ranked(questions=4))
     assert warned[0].startswith("No verdict: N = 4 evaluation questions")
     return warned[1:]
 
