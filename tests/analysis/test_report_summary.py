@@ -42,7 +42,7 @@ from analysis.report.summary import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from metric_rows import metric_rows  # noqa: E402  (this folder)
+from report_inputs import adaptive_table, metric_rows  # noqa: E402  (this folder)
 
 MU = [0.0, 0.25, 0.75, 1.0, 0.0, 1.0]
 CORRECTNESS = [[0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1], [0, 0, 0, 0], [1, 1, 1, 1]]
@@ -374,28 +374,11 @@ def test_warnings_of_a_target_that_barely_varies():
     assert len(_warnings(_inputs(evaluation, ["p_true"], metric_rows({})), _ranked())) == 1  # N only
 
 
-def _adaptive(looks: list[int], *estimators: str) -> pd.DataFrame:
-    """An adaptive run's table (first look ``looks[0]``, k_max ``looks[-1]``) with the given estimators."""
-    first, last = looks[0], looks[-1]
-    correctness = [[1] * first, [0] * first, [1, 0] * (last // 2), [0, 1] * (last // 2)]
-    return pd.DataFrame(
-        {
-            "correctness": correctness,
-            "n": [len(v) for v in correctness],
-            "expected_accuracy": [1.0, 0.0, 0.5, 0.5],
-            "mu_squared_hat": [1.0, 0.0, 0.2, 0.2],
-            "sampling": f"adaptive (looks {', '.join(map(str, looks))}, rule unanimity)",
-            "looks": [looks] * 4,
-            **{name: [0.9, 0.1, 0.5, 0.5] for name in estimators},
-        }
-    )
-
-
 def test_warnings_of_an_adaptive_run_name_k_max_and_the_first_look():
     """k_max below 10, a first look below 8 (the Brier skill, issue 48.3) and, with the paper-form
     consistency, the first look below 10; not the fixed-k warning (the smallest n, 2, is a question that
     stopped early)."""
-    evaluation = _adaptive([2, 4], "p_true", "consistency_k2")
+    evaluation = adaptive_table([2, 4], "p_true", "consistency_k2")
     inputs = _inputs(evaluation, ["p_true", "consistency_k2"], metric_rows({}))
     assert _warnings(inputs, _ranked(("p_true", 4, 0.1)))[1:] == [
         "adaptive run with k_max = 4 samples, below 10: a question whose samples disagree is estimated from "
@@ -407,7 +390,7 @@ def test_warnings_of_an_adaptive_run_name_k_max_and_the_first_look():
         "decision), below 10: only k < 2 (its leakage-free form is scored against every sample outside its "
         "draw pool).",
     ]
-    without = _inputs(_adaptive([2, 4], "p_true"), ["p_true"], metric_rows({}))
+    without = _inputs(adaptive_table([2, 4], "p_true"), ["p_true"], metric_rows({}))
     assert _warnings(without, _ranked(("p_true", 4, 0.1)))[1:] == [
         "adaptive run with k_max = 4 samples, below 10: a question whose samples disagree is estimated from "
         "at most 4 samples.",
@@ -415,7 +398,7 @@ def test_warnings_of_an_adaptive_run_name_k_max_and_the_first_look():
         "reliable (in simulation its bias differs from fixed k's by up to 4.1 standard errors, "
         "docs/methods.md); rank by the corrected Brier or the debiased ECE.",
     ]
-    enough = _inputs(_adaptive([10, 20], "p_true", "consistency_k2"), ["p_true"], metric_rows({}))
+    enough = _inputs(adaptive_table([10, 20], "p_true", "consistency_k2"), ["p_true"], metric_rows({}))
     assert _warnings(enough, _ranked(("p_true", 4, 0.1))) == [
         "No verdict: N = 4 evaluation questions, below 10: too few to conclude anything (a 95% percentile "
         "bootstrap over so few questions covers far less than 95%); the ranking is for reference only."
@@ -428,7 +411,7 @@ def test_measured_names_the_samples_per_question():
     varied = _evaluation([4, 4, 4, 4, 4, 3])
     assert measured("m", "t", varied, False) == Measured("m", "t", 6, "3-4", False)
     assert measured("m", "t", _evaluation().iloc[:0], True) == Measured("m", "t", 0, "", True)
-    assert measured("m", "t", _adaptive([2, 4]), True).samples == "2-4 (adaptive, k_max = 4)"
+    assert measured("m", "t", adaptive_table([2, 4]), True).samples == "2-4 (adaptive, k_max = 4)"
     assert measured("m", "t", varied.astype({"n": float}), True).samples == "3-4"  # counts, even as floats
 
 
@@ -460,7 +443,7 @@ LEAKAGE_FREE = pd.DataFrame(
 def test_leakage_free_candidates_of_an_adaptive_run_carry_its_held_out_moments():
     """The leakage-free consistency is scored against mu_hat_lf from n_lf samples, with the held-out mu^2
     estimates of an adaptive run (moment form)."""
-    inputs = _inputs(_adaptive([2, 4], "p_true"), ["p_true"], metric_rows({}), leakage_free=LEAKAGE_FREE)
+    inputs = _inputs(adaptive_table([2, 4], "p_true"), ["p_true"], metric_rows({}), leakage_free=LEAKAGE_FREE)
     candidates, leaky = _candidates(inputs)
     assert leaky == []
     assert [(c.name, c.target) for c in candidates] == [
@@ -478,7 +461,7 @@ def test_advantage_of_an_adaptive_run_is_the_moment_form_paired_on_shared_questi
     consistency against mu_hat_lf), paired on the questions both have (the NaN left out), with the seed
     given: the bootstrap's own differences; the plain Brier when another metric ranks; fewer than 2 shared
     questions: no interval, the count kept."""
-    evaluation = _adaptive([2, 4], "p_true")
+    evaluation = adaptive_table([2, 4], "p_true")
     evaluation["p_true"] = [0.8, 0.3, 0.2, 0.6]
     inputs = _inputs(evaluation, ["p_true"], metric_rows({}), leakage_free=LEAKAGE_FREE)
     best, other = _candidates(inputs)[0]

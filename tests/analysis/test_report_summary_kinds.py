@@ -28,7 +28,7 @@ from analysis.report.summary import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from metric_rows import metric_rows  # noqa: E402  (this folder)
+from report_inputs import adaptive_table, metric_rows  # noqa: E402  (this folder)
 
 NAN = float("nan")
 BRIER = "corrected_capability_brier"
@@ -325,27 +325,10 @@ def test_an_estimator_without_a_low_end_of_its_interval_is_warned_of_and_one_wit
     ]
 
 
-def _adaptive(looks: list[int], *estimators: str) -> pd.DataFrame:
-    """An adaptive run of 4 questions (2 stopped at the first look, 2 at the last) with the estimators."""
-    first, last = looks[0], looks[-1]
-    correctness = [[1] * first, [0] * first, [1, 0] * (last // 2), [0, 1] * (last // 2)]
-    return pd.DataFrame(
-        {
-            "correctness": correctness,
-            "n": [len(v) for v in correctness],
-            "expected_accuracy": [1.0, 0.0, 0.5, 0.5],
-            "mu_squared_hat": [1.0, 0.0, 0.2, 0.2],
-            "sampling": f"adaptive (looks {', '.join(map(str, looks))}, rule unanimity)",
-            "looks": [looks] * 4,
-            **{name: [0.9, 0.1, 0.5, 0.5] for name in estimators},
-        }
-    )
-
-
 def _adaptive_warnings(looks: list[int]) -> list[str]:
     """The warnings of an adaptive run with p_true and the paper-form consistency, after the N one."""
     names = ["p_true", "consistency_k2"]
-    warned = _warnings(_inputs(_adaptive(looks, *names), names, metric_rows({})), _ranked(questions=4))
+    warned = _warnings(_inputs(adaptive_table(looks, *names), names, metric_rows({})), _ranked(questions=4))
     assert warned[0].startswith("No verdict: N = 4 evaluation questions")
     return warned[1:]
 
