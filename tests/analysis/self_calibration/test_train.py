@@ -312,25 +312,30 @@ def test_the_trainer_takes_each_optimisation_setting_of_the_config(tmp_path, met
 
 
 def test_training_seeds_transformers_with_the_configs_seed(monkeypatch, tmp_path):
-    """``train_self_calibration`` seeds transformers (the adapter's initial weights, dropout) with
-    ``config.seed`` before anything random happens; every other setting distinct from it. The run is stopped
-    at that point (no model loads)."""
-    import transformers.trainer_utils  # where `from transformers import set_seed` resolves (lazily)
+    """``train_self_calibration`` seeds Python's, numpy's and torch's generators (transformers' ``set_seed``:
+    the adapter's initial weights, dropout) with ``config.seed`` before anything random happens; every other
+    setting is distinct from it. The run stops at its next step, loading a tokenizer from a folder that
+    does not exist (no model loads); the generators' states are read against generators seeded here, then
+    put back."""
+    import random
+
+    import numpy as np
+    import torch
 
     from analysis.self_calibration import train as train_module
 
-    class Stop(Exception):
-        pass
-
-    seeds: list[int] = []
-
-    def set_seed(seed: int) -> None:
-        seeds.append(seed)
-        raise Stop
-
-    monkeypatch.setattr(transformers.trainer_utils, "set_seed", set_seed)
+    saved = random.getstate(), np.random.get_state(), torch.random.get_rng_state()
     monkeypatch.setattr(train_module, "read_training_data", lambda data: [])
     config = TrainConfig(seed=7, max_length=333, lora_r=5, lora_alpha=11, loss_eval_examples=13)
-    with pytest.raises(Stop):
-        train_module.train_self_calibration(tmp_path / "data", tmp_path / "model", tmp_path / "out", config)
-    assert seeds == [7]
+    try:
+        with pytest.raises(OSError):
+            train_module.train_self_calibration(
+                tmp_path / "data", tmp_path / "no_model", tmp_path / "out", config
+            )
+        assert torch.initial_seed() == 7
+        assert random.random() == random.Random(7).random()
+        assert np.random.random() == np.random.RandomState(7).random_sample()
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
+        torch.random.set_rng_state(saved[2])
