@@ -36,15 +36,9 @@ def command_parsers(
 
 
 def _expanded_help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
-    """The help text as argparse prints it (``%(default)s``, ``%(choices)s``, ``%%`` filled in)."""
-    params = {name: value for name, value in vars(action).items() if value is not argparse.SUPPRESS}
-    params["prog"] = parser.prog
-    for name, value in list(params.items()):
-        if hasattr(value, "__name__"):
-            params[name] = value.__name__
-    if params.get("choices") is not None:
-        params["choices"] = ", ".join(map(str, params["choices"]))
-    return " ".join((action.help or "").split()) % params
+    """The help text as ``--help`` prints it (argparse's own expansion of ``%(default)s``, ``%%``, ...), on
+    one line."""
+    return " ".join(parser._get_formatter()._expand_help(action).split())
 
 
 def _argument(action: argparse.Action) -> str:
