@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 from capcal_models.model_files import MANIFEST_NAME, file_sha256
+from capcal_tasks.cache_files import cache_path, write_cache_file
 from capcal_tasks.records import parse_json_object
-from capcal_tasks.settings import capcal_home
 
 __all__ = [
     "CHECKPOINT_FILE_PATTERNS",
@@ -69,16 +67,12 @@ def checkpoint_files(folder: Path) -> list[Path]:
     return sorted(files, key=lambda path: path.name)
 
 
-def _cache_dir() -> Path:
-    return capcal_home() / "cache" / "fingerprints"
-
-
 def _file_sha256(path: Path) -> str:
     """sha256 of a file's bytes, cached by (resolved path, size, mtime_ns)."""
     resolved = path.resolve()
     stat = resolved.stat()
     key = json.dumps([str(resolved), stat.st_size, stat.st_mtime_ns])
-    cache_file = _cache_dir() / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+    cache_file = cache_path("fingerprints", f"{hashlib.sha256(key.encode()).hexdigest()}.json")
     try:
         cached = json.loads(cache_file.read_text(encoding="utf-8"))
         if cached.get("key") == key and isinstance(cached.get("sha256"), str):
@@ -86,14 +80,7 @@ def _file_sha256(path: Path) -> str:
     except (OSError, ValueError):
         pass
     value = file_sha256(resolved)
-    try:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        handle_fd, temporary = tempfile.mkstemp(dir=cache_file.parent, suffix=".tmp")
-        with os.fdopen(handle_fd, "w", encoding="utf-8") as out:
-            json.dump({"key": key, "sha256": value}, out)
-        os.replace(temporary, cache_file)
-    except OSError:
-        pass  # a read-only home: hash again next time
+    write_cache_file(cache_file, json.dumps({"key": key, "sha256": value}))  # a read-only home: hash again
     return value
 
 
