@@ -110,10 +110,10 @@ def build_or_read_task_index(folder: Path, cache_file: Path) -> dict[str, Entry]
         "entries": [_row(entry) for entry in index.values()],
     }
     try:
-        text = json.dumps(content, allow_nan=False)
+        text = json.dumps(content)
     except (TypeError, ValueError):
         return index  # a config holds a value JSON has not: never cached
-    if [_entry(row) for row in json.loads(text)["entries"]] == list(index.values()):  # e.g. no int keys
+    if [_entry(row) for row in json.loads(text)["entries"]] == list(index.values()):  # no NaN, int key
         write_cache_file(Path(cache_file), text)
     return index
 
