@@ -114,7 +114,9 @@ def fresh_capcal_home(tmp_path_factory) -> Iterator[Path]:
     the one preparation lock), while ``cache/`` (the sample caches and checkpoint fingerprints) starts
     empty. Without it a real-model test could read samples that an earlier run, or an earlier version of
     the code, decoded (the default sample caches live in ``$CAPCAL_HOME/cache``) and pass whatever the
-    decoder now does. Subprocesses inherit it through the environment."""
+    decoder now does. Subprocesses inherit it through the environment. Only ``cache/lm_eval`` (lm-eval's
+    task index, ``capcal_tasks.task_index``) is one folder for this session's workers, so lm-eval's tree is
+    parsed about once per session rather than once per worker: it is written whole or not at all."""
     from capcal_tasks.settings import capcal_home
 
     real = capcal_home()
@@ -122,6 +124,12 @@ def fresh_capcal_home(tmp_path_factory) -> Iterator[Path]:
     for shared in ("models", "locks", "downloads"):
         (real / shared).mkdir(parents=True, exist_ok=True)
         (home / shared).symlink_to(real / shared, target_is_directory=True)
+    session = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        session = session.parent  # the folder of this run's workers (pytest-N/popen-gwK)
+    (session / "lm_eval_index").mkdir(exist_ok=True)
+    (home / "cache").mkdir()
+    (home / "cache" / "lm_eval").symlink_to(session / "lm_eval_index", target_is_directory=True)
     previous = os.environ.get("CAPCAL_HOME")
     os.environ["CAPCAL_HOME"] = str(home)
     yield home
