@@ -16,6 +16,10 @@ export OMP_NUM_THREADS ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
+# pytest keeps its assertion-rewritten test modules (and Python its bytecode) in __pycache__; an environment
+# with PYTHONDONTWRITEBYTECODE set (this project's machines have it) rewrote all 150 test files at each
+# worker's start, about 5 s of CPU time a worker
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test test-fast lint env browser vllm-env clean mutation mutation-changed
 

@@ -7,13 +7,16 @@ computes the value again when the file is missing, unreadable or made for anothe
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from capcal_tasks.settings import capcal_home
 
-__all__ = ["cache_path", "write_cache_file"]
+__all__ = ["cache_lock", "cache_path", "write_cache_file"]
 
 
 def cache_path(*parts: str) -> Path:
@@ -38,3 +41,19 @@ def write_cache_file(path: Path, text: str) -> bool:
         Path(temporary).unlink(missing_ok=True)
         return False
     return True
+
+
+@contextlib.contextmanager
+def cache_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing; it stays, since removing it would race
+    with a waiting process) for the block: one process at a time computes a cache file, and the next one
+    reads it. Where the lock file cannot be made (a read-only home) the block runs unlocked."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = path.open("a")
+    except OSError:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield

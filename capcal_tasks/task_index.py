@@ -33,7 +33,7 @@ from typing import Any
 from lm_eval.tasks import TaskManager
 from lm_eval.tasks._index import Entry, Kind, TaskIndex
 
-from capcal_tasks.cache_files import cache_path, write_cache_file
+from capcal_tasks.cache_files import cache_lock, cache_path, write_cache_file
 from capcal_tasks.task_names import lm_eval_tasks_dir
 
 __all__ = [
@@ -83,38 +83,55 @@ def tree_fingerprint(folder: Path) -> str:
 
 def build_or_read_task_index(folder: Path, cache_file: Path) -> dict[str, Entry]:
     """``TaskIndex.build([folder])``, or its copy read from ``cache_file`` when that was written for the
-    same tree (``tree_fingerprint``) and format. A fresh build is written to ``cache_file`` when its
-    entries come back from JSON unchanged; the warnings the build logged are logged again on each read."""
+    same tree (``tree_fingerprint``) and format. One process at a time builds (a lock file beside
+    ``cache_file``): a second one waits and reads the first one's file. A fresh build is written to
+    ``cache_file`` when its entries come back from JSON unchanged; the warnings the build logged are logged
+    again on each read."""
+    cache_file = Path(cache_file)
     fingerprint = tree_fingerprint(folder)
-    logger = logging.getLogger(TaskIndex.__module__)
-    try:
-        cached = json.loads(Path(cache_file).read_text(encoding="utf-8"))
-        if cached["format"] == INDEX_CACHE_FORMAT and cached["fingerprint"] == fingerprint:
-            index = {row[0]: _entry(row) for row in cached["entries"]}
-            for message in cached["warnings"]:
-                logger.warning("%s", message)
+    index = _read_index(cache_file, fingerprint)
+    if index is not None:
+        return index
+    with cache_lock(cache_file.with_name(cache_file.name + ".lock")):
+        index = _read_index(cache_file, fingerprint)  # built by the process that held the lock
+        if index is not None:
             return index
+        logger = logging.getLogger(TaskIndex.__module__)
+        warnings: list[str] = []
+        recorder = _WarningRecorder(warnings)
+        logger.addHandler(recorder)
+        try:
+            index = TaskIndex.build([Path(folder)])
+        finally:
+            logger.removeHandler(recorder)
+        content = {
+            "format": INDEX_CACHE_FORMAT,
+            "fingerprint": fingerprint,
+            "warnings": warnings,
+            "entries": [_row(entry) for entry in index.values()],
+        }
+        try:
+            text = json.dumps(content)
+        except (TypeError, ValueError):
+            return index  # a config holds a value JSON has not: never cached
+        if [_entry(row) for row in json.loads(text)["entries"]] == list(index.values()):  # no NaN, int key
+            write_cache_file(cache_file, text)
+    return index
+
+
+def _read_index(cache_file: Path, fingerprint: str) -> dict[str, Entry] | None:
+    """The index in ``cache_file`` when it was written for ``fingerprint`` in this format (its build's
+    warnings logged again), else None (missing, unreadable, another layout or tree)."""
+    try:
+        cached = json.loads(cache_file.read_text(encoding="utf-8"))
+        if cached["format"] != INDEX_CACHE_FORMAT or cached["fingerprint"] != fingerprint:
+            return None
+        index = {row[0]: _entry(row) for row in cached["entries"]}
+        warnings = [str(message) for message in cached["warnings"]]
     except (OSError, ValueError, KeyError, TypeError, IndexError):
-        pass  # missing, unreadable or another layout: build it
-    warnings: list[str] = []
-    recorder = _WarningRecorder(warnings)
-    logger.addHandler(recorder)
-    try:
-        index = TaskIndex.build([Path(folder)])
-    finally:
-        logger.removeHandler(recorder)
-    content = {
-        "format": INDEX_CACHE_FORMAT,
-        "fingerprint": fingerprint,
-        "warnings": warnings,
-        "entries": [_row(entry) for entry in index.values()],
-    }
-    try:
-        text = json.dumps(content)
-    except (TypeError, ValueError):
-        return index  # a config holds a value JSON has not: never cached
-    if [_entry(row) for row in json.loads(text)["entries"]] == list(index.values()):  # no NaN, int key
-        write_cache_file(Path(cache_file), text)
+        return None
+    for message in warnings:
+        logging.getLogger(TaskIndex.__module__).warning("%s", message)
     return index
 
 

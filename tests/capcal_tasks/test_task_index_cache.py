@@ -187,3 +187,36 @@ def test_lm_evals_own_tree_is_cached_and_read_back_exactly(tmp_path, monkeypatch
     read = build_or_read_task_index(lm_eval_tasks_dir(), cache)
     assert list(read) == list(built)
     assert list(read.values()) == list(built.values())
+
+
+def test_a_second_process_waits_for_the_first_ones_build_and_reads_it(tmp_path, monkeypatch):
+    """Two ``capcal eval`` starting together parse the tree once: while another process holds the lock
+    (its build under way) a caller that found no file waits, then reads the file that process wrote."""
+    import fcntl
+    import threading
+
+    tree = _tree(tmp_path / "tasks")
+    cache = tmp_path / "index.json"
+    expected = build_or_read_task_index(tree, tmp_path / "made-elsewhere.json")
+    first_read = threading.Event()
+    read = task_index._read_index
+
+    def reading(*args):
+        found = read(*args)
+        first_read.set()
+        return found
+
+    monkeypatch.setattr(task_index, "_read_index", reading)
+    _no_build(monkeypatch)
+    results: list = []
+    with (tmp_path / "index.json.lock").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # the other process, building
+        waiting = threading.Thread(target=lambda: results.append(build_or_read_task_index(tree, cache)))
+        waiting.start()
+        assert first_read.wait(60)
+        waiting.join(1.0)
+        assert waiting.is_alive()  # blocked on the lock, not building
+        (tmp_path / "made-elsewhere.json").rename(cache)  # the other process's file, written whole
+    waiting.join(60)
+    assert not waiting.is_alive()
+    assert list(results[0].items()) == list(expected.items())
