@@ -67,17 +67,22 @@ def index_cache_file(folder: Path) -> Path:
 
 
 def tree_fingerprint(folder: Path) -> str:
-    """SHA-256 over every file under ``folder`` (but ``IGNORED_FOLDERS``): its path relative to the folder,
-    size and ``st_mtime_ns``, in sorted order. Any file counts, not only ``*.yaml``: lm-eval's YAMLs include
-    templates named without the suffix (``include: _default_template_yaml``)."""
+    """SHA-256 over every file under ``folder`` (but ``IGNORED_FOLDERS``; linked folders are not entered, as
+    lm-eval's ``glob("**/*.yaml")`` does not enter them on Python 3.11): its path relative to the folder, size
+    and ``st_mtime_ns`` (-1 and -1 for one that cannot be read), in sorted order. Any file counts, not only
+    ``*.yaml``: lm-eval's YAMLs include templates named without the suffix
+    (``include: _default_template_yaml``)."""
     root = Path(folder)
     rows = []
     for current, folders, files in os.walk(root):
         folders[:] = [name for name in folders if name not in IGNORED_FOLDERS]
         for name in files:
             path = Path(current, name)
-            stat = path.stat()
-            rows.append((path.relative_to(root).as_posix(), stat.st_size, stat.st_mtime_ns))
+            try:
+                stat = path.stat()
+                rows.append((path.relative_to(root).as_posix(), stat.st_size, stat.st_mtime_ns))
+            except OSError:  # a dangling link, a file removed meanwhile: its name counts
+                rows.append((path.relative_to(root).as_posix(), -1, -1))
     return hashlib.sha256(json.dumps(sorted(rows)).encode()).hexdigest()
 
 

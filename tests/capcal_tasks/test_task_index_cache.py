@@ -120,6 +120,19 @@ def test_the_fingerprint_sees_size_time_and_name_but_not_the_folders_place(tmp_p
     assert tree_fingerprint(moved) == touched  # what (size, time) cannot see, as for the model fingerprints
 
 
+def test_a_dangling_link_is_no_error_and_its_name_counts(tmp_path):
+    """A link to nothing (or a file removed while the tree is walked) in the tree: no error, and adding it
+    is a change of the tree."""
+    tree = _tree(tmp_path / "tasks")
+    cache = tmp_path / "index.json"
+    build_or_read_task_index(tree, cache)
+    before = tree_fingerprint(tree)
+    (tree / "gone.yaml").symlink_to(tmp_path / "nothing.yaml")
+    assert tree_fingerprint(tree) != before
+    assert list(build_or_read_task_index(tree, cache).items()) == list(TaskIndex.build([tree]).items())
+    assert json.loads(cache.read_text())["fingerprint"] == tree_fingerprint(tree)
+
+
 @pytest.mark.parametrize(
     ("line", "why"),
     [("num_fewshot: .nan\n", "NaN"), ("seed: {1: 2}\n", "an int key"), ("date: 2020-01-02\n", "a date")],
