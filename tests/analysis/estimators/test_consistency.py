@@ -298,3 +298,28 @@ def test_the_leakage_free_split_and_draw_take_the_given_seed():
     np.testing.assert_array_equal(first.draw_indices, again.draw_indices)
     assert not np.array_equal(first.pool_mask, other.pool_mask)
     assert not np.array_equal(first.draw_indices, other.draw_indices)
+
+
+def _partition(ids: np.ndarray, n: int) -> list[set[int]]:
+    """A row's responses grouped by class id, as sets of positions, in order of first position."""
+    groups: dict[int, set[int]] = {}
+    for position, identifier in enumerate(ids[:n].tolist()):
+        groups.setdefault(identifier, set()).add(position)
+    return list(groups.values())
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        ([2, 0, -1], [{0}, {1}, {2}]),  # a parsed label equal to width - 1 beside an unparseable one
+        ([2, 2, -1], [{0, 1}, {2}]),
+        ([1, -1, -1], [{0}, {1, 2}]),  # the unparseable responses are one class
+        ([0, 1, 2], [{0}, {1}, {2}]),
+    ],
+)
+def test_the_unparseable_class_never_takes_a_parsed_labels_id(row, expected):
+    """Integer labels may use any id up to the row's width: the one class of unparseable responses must stay
+    apart from a parsed label of id width - 1 (the shortcut that gives it width - 1 holds only below that)."""
+    classes = encode_answer_classes(np.array([row, [0, 0, 0]], dtype=np.int64))
+    assert _partition(classes.ids[0], 3) == expected
+    assert classes.unparseable[0].tolist() == [label == -1 for label in row]
