@@ -475,6 +475,7 @@ def test_metric_rows_join_each_sections_metrics_and_skip_sections_without_inputs
         ("u", "p_true", "response_ece", False, False),
     ]
     assert set(rows["model"]) == {"m"}
+    assert rows.index.tolist() == [0, 1, 2, 3]  # a label per row: ``rows.loc[i]`` is one row, not several
     empty = metric_rows(results[:1])
     assert empty.empty and list(empty.columns) == ROW_COLUMNS
 
