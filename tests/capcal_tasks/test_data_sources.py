@@ -97,3 +97,53 @@ def test_a_matharena_answer_that_is_no_integer_is_refused_naming_file_and_line(t
     with pytest.raises(ValueError) as refused:
         read_matharena_folder(folder)
     assert str(refused.value) == f"{folder / 'aime_2025_I' / 'answers.csv'}:3: answer 'x^2' is not an integer"
+
+
+def test_gpqas_choices_are_shuffled_by_the_documented_rule_from_the_csvs_column_order():
+    """GPQA's process_docs: the choices [correct, incorrect 1, 2, 3] (stripped), in the order that
+    ``random.Random(seed).shuffle`` gives ``range(4)``, seed = the first 8 bytes (big-endian) of the SHA-256
+    of the stripped question: written out here, not through ``shuffle_choices``."""
+    import hashlib
+    import random
+
+    question = "Which particle mediates the strong force?"
+    row = {
+        "Question": f"  {question}\n",
+        "Correct Answer": " gluon ",
+        "Incorrect Answer 1": "photon",
+        "Incorrect Answer 2": "W boson ",
+        "Incorrect Answer 3": " graviton",
+    }
+    (doc,) = gpqa.process_docs(datasets.Dataset.from_list([row]))
+    order = list(range(4))
+    random.Random(int.from_bytes(hashlib.sha256(question.encode()).digest()[:8], "big")).shuffle(order)
+    expected = [["gluon", "photon", "W boson", "graviton"][i] for i in order]
+    assert doc["choices"] == expected
+    assert doc["gold_answer"] == "ABCD"[expected.index("gluon")]
+    assert doc["question_id"] == gpqa.question_id("gpqa", question)
+    for letter, choice in zip("ABCD", expected, strict=True):
+        assert f"{letter}. {choice}" in doc["question_text"]
+
+
+def test_local_files_are_read_as_utf8_whatever_the_locale(tmp_path):
+    """A machine whose locale is C/POSIX without UTF-8 mode (some clusters' batch shells): the JSON-lines and
+    CSV readers still read UTF-8, in a process whose default text encoding is ASCII."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "rows.jsonl").write_text('{"q": "Größe ✓"}\n', encoding="utf-8")
+    (tmp_path / "rows.csv").write_text("q,a\nÄpfel ✓,zwölf\n", encoding="utf-8")
+    code = (
+        "import locale, sys; from pathlib import Path\n"
+        "from capcal_tasks.data_sources import read_csv, read_jsonl\n"
+        "assert locale.getpreferredencoding(False) != 'UTF-8' and not sys.flags.utf8_mode\n"
+        f"folder = Path({str(tmp_path)!r})\n"
+        "print(ascii([read_jsonl(folder / 'rows.jsonl'), read_csv(folder / 'rows.csv')]))\n"
+    )
+    env = {**os.environ, "LANG": "C", "LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parents[2]), env.get("PYTHONPATH")]))
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == ascii([[{"q": "Größe ✓"}], [{"q": "Äpfel ✓", "a": "zwölf"}]])
