@@ -170,3 +170,18 @@ def test_one_sample_per_query():
     np.testing.assert_array_equal(b, [1, 0, 1, 0, 1])
     assert exact_budget_accuracy(b, n, c) == pytest.approx(2 / 5)
     np.testing.assert_array_equal(monte_carlo_budget_accuracy(b, n, c, seeds=3).per_seed, [0.4, 0.4, 0.4])
+
+
+@pytest.mark.parametrize("seeds", [2, 3, 5])
+def test_the_monte_carlo_standard_error_is_the_sample_deviation_over_root_seeds(seeds):
+    """SE = s / sqrt(S) with the sample standard deviation s (divisor S - 1) of the per-seed accuracies,
+    written out here; a few seeds, where the divisor shows (S = 2: a factor sqrt(2)); one seed: no SE."""
+    n = np.array([6, 9, 4, 7])
+    c = np.array([1, 3, 0, 2])
+    mc = monte_carlo_budget_accuracy(np.array([2, 1, 3, 1]), n, c, seeds=seeds)
+    values = [float(v) for v in mc.per_seed]
+    assert len(values) == seeds and mc.mean == pytest.approx(sum(values) / seeds)
+    mean = sum(values) / seeds
+    deviation = math.sqrt(sum((v - mean) ** 2 for v in values) / (seeds - 1))
+    assert mc.standard_error == pytest.approx(deviation / math.sqrt(seeds))
+    assert math.isnan(monte_carlo_budget_accuracy(np.array([2, 1, 3, 1]), n, c, seeds=1).standard_error)
