@@ -178,3 +178,18 @@ def test_real_model_samples_are_the_same_without_packing(
     shapes = [(m.in_features, m.out_features) for m in model.modules() if type(m) is torch.nn.Linear]
     if packing_is_exact(shapes, 36):
         assert len(buckets_used) >= 2, buckets_used  # the full batch and at least one smaller bucket
+
+
+def test_the_exactness_probe_leaves_torchs_global_generator_alone():
+    """The probe draws its random weights from its own seeded generator: a user's ``torch.manual_seed``
+    stream is the same whether or not a model was probed in between (and the probe's verdict is
+    reproducible)."""
+    shapes = [(24, 40), (40, 24)]
+    torch.manual_seed(123)
+    untouched = torch.rand(4)
+    torch.manual_seed(123)
+    packed_linear._EXACT.pop((tuple(sorted(set(shapes))), 5), None)  # probe afresh
+    verdict = packing_is_exact(shapes, 5)
+    assert torch.equal(torch.rand(4), untouched)
+    packed_linear._EXACT.pop((tuple(sorted(set(shapes))), 5), None)
+    assert packing_is_exact(shapes, 5) == verdict

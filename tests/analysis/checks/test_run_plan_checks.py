@@ -158,6 +158,13 @@ def test_fewshot_from_a_disjoint_split_or_zero_shot_passes(configs):
     assert "have no few-shot split" in fewshot_problem(1, {"a": same, "b": same})
     # lm-eval's own tasks are not capcal's to refuse
     assert fewshot_problem(5, {"gsm8k": {"task": "gsm8k", "test_split": "test"}}) is None
+    # examples given in the task's own fewshot_config (no split at all) are a few-shot source; in another key
+    # of the config (its metadata) they are not
+    gsm8k = {key: value for key, value in configs["capcal_gsm8k"].items() if key != "fewshot_config"}
+    given = {**gsm8k, "fewshot_config": {"sampler": "first_n", "samples": [{"question": "q", "answer": "1"}]}}
+    assert fewshot_problem(2, {"capcal_gsm8k": given}) is None
+    elsewhere = {**gsm8k, "metadata": {**gsm8k["metadata"], "samples": [{"question": "q"}]}}
+    assert "capcal_gsm8k has no few-shot split" in fewshot_problem(2, {"capcal_gsm8k": elsewhere})
 
 
 def test_a_yaml_num_fewshot_counts_when_the_flag_is_not_given(configs):
