@@ -200,9 +200,12 @@ def test_records_follow_the_plan_and_hold_the_sequential_estimates(runs) -> None
 
 
 @pytest.mark.slow
-def test_the_results_file_records_the_plan_and_the_samples_drawn(runs) -> None:
+def test_the_results_file_records_the_plan_and_the_samples_drawn(runs, smollm2_path: Path) -> None:
     (results_file,) = runs["adaptive"].rglob("results_*.json")
     results = json.loads(results_file.read_text(encoding="utf-8"))
+    model_args = results["config"]["model_args"]  # the run's own, not another field of its checked inputs
+    assert isinstance(model_args, dict) and Path(model_args["pretrained"]).resolve() == smollm2_path.resolve()
+    assert results["config"]["model"] == "capcal-hf"
     records = _records(runs["adaptive"])
     drawn = sum(record["adaptive"]["n"] for record in records.values())
     summary = results["capcal_adaptive"]
