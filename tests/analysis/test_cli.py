@@ -344,6 +344,40 @@ def test_each_flag_of_capcal_demo_reaches_run_demo_as_given(monkeypatch):
     assert calls[-1] == defaults
 
 
+def test_each_flag_of_capcal_report_reaches_build_report_as_given(monkeypatch, tmp_path):
+    """``capcal report`` with every flag away from its default: ``build_report`` gets the folders, output,
+    activations and a ``ReportOptions`` holding that resample count, seed, calibration override and run
+    selection (the analysis is stood in for: the CLI only parses and calls); without flags, the defaults."""
+    from types import SimpleNamespace
+
+    import analysis.report
+    import analysis.report.input_notices
+    from analysis.cli import report as report_command
+    from analysis.report import ReportOptions
+
+    calls = []
+
+    def build_report(output_dirs, output, **given):
+        calls.append((output_dirs, output, given))
+        return SimpleNamespace(html="r.html", markdown="r.md")
+
+    monkeypatch.setattr(analysis.report, "build_report", build_report)
+    monkeypatch.setattr(analysis.report.input_notices, "report_notices", lambda *args: [])
+    output = str(tmp_path / "report")
+    argv = ["report", "a", "b", "--output", output, "--activations", "acts", "--resamples", "17"]
+    argv += ["--seed", "5", "--calibration", "capcal_aime25=capcal_math_train", "--run", "r1", "--run", "r2"]
+    assert report_command.run(build_parser().parse_args(argv)) == 0
+    dirs, out, given = calls[-1]
+    assert (dirs, out, given["activations_dir"]) == (["a", "b"], output, "acts")
+    options = given["options"]
+    assert (options.n_resamples, options.seed, options.select) == (17, 5, ["r1", "r2"])
+    assert options.calibration == {"capcal_aime25": ["capcal_math_train"]}
+    assert report_command.run(build_parser().parse_args(["report", "a", "--output", output])) == 0
+    defaults = ReportOptions()
+    options = calls[-1][2]["options"]
+    assert (options.n_resamples, options.seed, options.select) == (defaults.n_resamples, defaults.seed, None)
+
+
 def test_eval_flags_become_one_evaluate_call():
     args = build_parser().parse_args(
         ["eval", "--model", "capcal-hf", "-a", "pretrained=/m,seed=3", "batch_size=8", "--tasks", "a,b", "c"]
