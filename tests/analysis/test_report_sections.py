@@ -1183,6 +1183,12 @@ def test_reliability_part_titles_each_panel_with_its_ece_of_the_panels_target(dr
     assert [title[0] for title in titles] == ["p_true", "p_true"]
     assert [title[1].split(" [")[0] for title in titles] == ["ECE 0.083", "ECE 0.367"]
     assert all(title[1].endswith("] †") for title in titles)
+    # one question per confidence bin (p_true 0.2, 0.3, 0.4, 0.5, 0.7, 0.9): each bar is that question's
+    # mu_hat (0, 0.25, 0.5, 0.5, 0.75, 1) in the capability panel, its first response's 0/1 in the other
+    heights = [
+        [round(bar.get_height(), 9) for bar in figure.axes[0].patches] for figure in (capability, response)
+    ]
+    assert heights == [[0, 0.25, 0.5, 0.5, 0.75, 1], [0, 1, 0, 1, 1, 1]]
     assert [figure._suptitle.get_text() for figure in (capability, response)] == [
         "Reliability (mu_hat)",
         "Reliability (z)",
