@@ -70,3 +70,19 @@ def test_a_file_that_is_not_gguf_or_is_cut_short_is_refused(smollm2_gguf: Path, 
     cut.write_bytes(smollm2_gguf.read_bytes()[:4096])  # the header's key-value metadata is longer than that
     with pytest.raises(GGUFHeaderMismatch, match="not a readable GGUF file"):
         read_gguf_header(cut)
+
+
+@pytest.mark.parametrize(
+    ("name", "blocks", "expected"),
+    [
+        ("Qwen2.5 Coder", 24, 'qwen2 "Qwen2.5 Coder" with 291 tensors and 24 blocks'),
+        (None, 24, "qwen2 with 291 tensors and 24 blocks"),  # no name: not '"None"'
+        ("Qwen2.5 Coder", None, 'qwen2 "Qwen2.5 Coder" with 291 tensors'),
+        (None, None, "qwen2 with 291 tensors"),
+        (None, 0, "qwen2 with 291 tensors and 0 blocks"),  # 0 blocks is a count, said
+    ],
+)
+def test_a_header_is_described_by_the_fields_it_has(name, blocks, expected):
+    from capcal_models.gguf_header import GGUFHeader
+
+    assert GGUFHeader("qwen2", 291, name, blocks).describe() == expected
