@@ -267,6 +267,15 @@ def test_models_prepare_names_every_model_capcal_can_prepare(capsys):
     assert all(name in usage for name in MODELS), usage
 
 
+def test_models_without_an_action_is_one_usage_error(capsys):
+    """``capcal models`` alone: argparse's usage error naming the missing ACTION (exit 2), not a run that
+    does nothing or fails later."""
+    with pytest.raises(SystemExit) as stopped:
+        build_parser().parse_args(["models"])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith("the following arguments are required: ACTION")
+
+
 def test_models_list_names_every_model_in_aligned_columns(capsys):
     from analysis.cli import main
     from capcal_models.prepare import MODELS
