@@ -15,9 +15,10 @@ from lm_eval.utils import handle_non_serializable, hash_string
 from analysis.cli.eval_command import eval_request
 from analysis.cli.main import build_parser
 from capcal_models.model_identity import parse_model_args
-from capcal_tasks import tasks_dir
+from capcal_tasks import sampled_confidence, tasks_dir
 from capcal_tasks.confidence import verbalized
 from capcal_tasks.sampled_confidence import (
+    confidence_tasks,
     ptrue_task,
     question_text,
     requested_confidences,
@@ -116,6 +117,29 @@ def test_ptrue_records_join_the_wrapped_samples(gsm8k):
     prompt = task.doc_to_text(doc)
     assert prompt.startswith(f"Question: {original['question']}\n\nAre you able to answer")
     assert task.doc_to_choice(doc) == ["Yes", "No"]
+
+
+def test_both_confidences_ask_about_one_set_of_rows_built_once(gsm8k, monkeypatch):
+    """``confidence_tasks`` makes each doc's row once for P(True) and the verbalized task (each row hashes the
+    doc and renders its prompt: seconds on TriviaQA's 17,944 questions); the two tasks' rows are the ones
+    each builder makes alone."""
+    made = []
+    question_row = sampled_confidence.question_row
+
+    def counted(base, target, doc):
+        made.append(doc)
+        return question_row(base, target, doc)
+
+    monkeypatch.setattr(sampled_confidence, "question_row", counted)
+    ptrue, verbalized = confidence_tasks(gsm8k, "gsm8k", ["ptrue", "verbalized"])
+    assert len(made) == len(gsm8k.eval_docs)
+    alone = {"ptrue": ptrue_task(gsm8k, "gsm8k"), "verbalized": verbalized_task(gsm8k, "gsm8k")}
+    for task in (ptrue, verbalized):
+        kind = task.config.task.removeprefix("gsm8k_")
+        assert list(task.eval_docs) == list(alone[kind].eval_docs)
+        assert task.config.metadata["capcal_role"] == "confidence"
+    assert [task.config.task for task in (ptrue, verbalized)] == ["gsm8k_ptrue", "gsm8k_verbalized"]
+    assert confidence_tasks(gsm8k, "gsm8k", []) == []
 
 
 def test_a_ptrue_yaml_task_without_its_wrapped_task_is_refused_before_any_task_loads():
