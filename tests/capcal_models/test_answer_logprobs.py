@@ -15,6 +15,8 @@ from capcal_models.answer_logprobs import (
     TokenLogprobs,
     answer_loglikelihoods,
     answer_record,
+    chat_token_logprobs,
+    completion_token_logprobs,
     first_answer_position,
     p_true_from_top_logprobs,
 )
@@ -23,6 +25,35 @@ from capcal_models.answer_logprobs import (
 def _tokens(*texts: str, top: dict[int, dict[str, float]] | None = None) -> list[TokenLogprobs]:
     top = top or {}
     return [TokenLogprobs(text, -0.1, top.get(i, {text: -0.1})) for i, text in enumerate(texts)]
+
+
+def test_token_logprobs_are_read_from_each_api_shape() -> None:
+    """A chat choice's ``logprobs.content`` (each alternative a {token, logprob} object) and a completions
+    choice's parallel lists (``tokens``, ``token_logprobs``, ``top_logprobs`` as token -> logprob; a null
+    log-probability is ``MISSING_LOGPROB``), read into the same tokens."""
+    chat = {
+        "logprobs": {
+            "content": [
+                {"token": "Yes", "logprob": -0.25, "top_logprobs": [
+                    {"token": "Yes", "logprob": -0.25}, {"token": "No", "logprob": -1.5}]},
+                {"token": ".", "logprob": -0.5, "top_logprobs": []},
+            ]
+        }
+    }  # fmt: skip
+    expected = [TokenLogprobs("Yes", -0.25, {"Yes": -0.25, "No": -1.5}), TokenLogprobs(".", -0.5, {})]
+    assert chat_token_logprobs(chat) == expected
+    assert chat_token_logprobs({"logprobs": None}) == [] and chat_token_logprobs({}) == []
+    completion = {
+        "logprobs": {
+            "tokens": ["Yes", "."],
+            "token_logprobs": [-0.25, None],
+            "top_logprobs": [{"Yes": -0.25, "No": -1.5}, None],
+        }
+    }
+    assert completion_token_logprobs(completion) == [
+        TokenLogprobs("Yes", -0.25, {"Yes": -0.25, "No": -1.5}),
+        TokenLogprobs(".", MISSING_LOGPROB, {}),
+    ]
 
 
 def test_first_answer_token_follows_the_thinking() -> None:

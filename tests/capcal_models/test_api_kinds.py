@@ -413,6 +413,12 @@ def test_a_tokenized_prompt_is_left_truncated_to_max_length_minus_max_gen_toks(
     assert [r.getMessage() for r in caplog.records if r.name == API] == [
         "capcal-api: prompt of 10 tokens left-truncated to 8"
     ]
+    asked = []  # the prompt is encoded with a BOS token exactly when the model argument add_bos_token says so
+    lm.tok_encode = lambda context, add_special_tokens=None: asked.append(add_special_tokens) or [1, 2]
+    for add_bos_token in (False, True):
+        lm.add_bos_token = add_bos_token
+        assert lm._prompt("two tokens", 4) == [1, 2]
+    assert asked[0] is False and asked[1] is True
 
 
 # --- capcal-api-chat: texts and first-token log-likelihoods ------------------------------------------------

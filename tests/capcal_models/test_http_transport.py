@@ -25,6 +25,7 @@ from aiohttp import web
 sys.path.insert(0, str(Path(__file__).parent))  # local_server.py
 from local_server import GatheringServer, free_port  # noqa: E402
 
+# exercises: capcal_models.http_transport (loaded from its file below, so no import line names it)
 MODULE_PATH = Path(__file__).resolve().parents[2] / "capcal_models" / "http_transport.py"
 
 

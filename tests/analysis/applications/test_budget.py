@@ -84,6 +84,9 @@ def test_budget_edges():
     np.testing.assert_array_equal(greedy_allocation(p, 100, caps), caps)  # budget above all caps
     np.testing.assert_array_equal(greedy_allocation(p, 0, caps), [0, 0])
     np.testing.assert_array_equal(uniform_allocation(4, caps), [3, 2])
+    np.testing.assert_array_equal(uniform_allocation(0, caps), [0, 0])  # B = 0: the boundary, allowed
+    with pytest.raises(ValueError, match="per_query_budget"):
+        uniform_allocation(-1, caps)
     for total in (0, 1, 4, 100):  # sample counts are int64 (the docstring's promise), at every budget branch
         assert greedy_allocation(p, total, caps).dtype == np.int64, total
     np.testing.assert_array_equal(

@@ -178,6 +178,21 @@ def test_remove_partial_files_only_under_the_outputs(full_disk, tmp_path):
     assert outside.exists() and not (full_disk / "report.md").exists()
 
 
+def test_recording_ends_with_its_block_and_nested_blocks_record_apart(tmp_path):
+    """Each block gets the files opened for writing while it is the innermost one, and nothing after it ends
+    (a second command of the same process must not see the first one's files as its own)."""
+    a, b, c, d = (tmp_path / name for name in "abcd")
+    with recording_written_files() as first:
+        a.write_text("a", encoding="utf-8")
+    b.write_text("b", encoding="utf-8")  # outside every block
+    with recording_written_files() as outer:
+        with recording_written_files() as inner:
+            c.write_text("c", encoding="utf-8")
+        d.write_text("d", encoding="utf-8")
+    (tmp_path / "e").write_text("e", encoding="utf-8")
+    assert (first, inner, outer) == ([a], [c], [d])
+
+
 # --- the commands -----------------------------------------------------------------------------------------
 
 

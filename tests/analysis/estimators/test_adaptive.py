@@ -214,6 +214,23 @@ def test_the_leakage_free_corrected_brier_is_unbiased_after_stopping_and_tighter
     assert errors_all.std() < 0.8 * errors_first.std()
 
 
+def test_replay_columns_are_the_mean_and_standard_error_of_the_per_order_estimates():
+    """With a rule that never stops before k_max (width 1e-9), each order's estimate is the mean of its first
+    k_max samples, the orders drawn as the docstring says (``default_rng(seed).permuted`` row by row):
+    ``replay_mean`` is their mean and ``replay_se`` their SD (divisor S - 1) over sqrt(S), worked out here at
+    S = 3 orders."""
+    matrix = (np.random.default_rng(3).random((6, 12)) < 0.5).astype(int)
+    result = replay_stopping(matrix, cm.confidence_width_rule([2, 6], 1e-9), 3, seed=7)
+    rng = np.random.default_rng(7)
+    per_order = np.array([rng.permuted(matrix, axis=1)[:, :6].mean(axis=1) for _ in range(3)])
+    assert per_order.std(axis=0).max() > 0  # the orders differ
+    np.testing.assert_allclose(result.questions["replay_mean"], per_order.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(
+        result.questions["replay_se"], per_order.std(axis=0, ddof=1) / math.sqrt(3), rtol=1e-12
+    )
+    np.testing.assert_array_equal(result.questions["mean_samples"], 6)
+
+
 def test_replay_mean_matches_the_full_k_mean():
     """Over random orders the estimate's mean is the full-k mean exactly; 300 orders: within 4 SE. The
     summary fields are the per-question table's means and standard errors."""

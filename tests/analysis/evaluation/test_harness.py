@@ -291,6 +291,28 @@ def test_the_layout_is_the_one_lm_evals_cli_writes(tmp_path):
     assert layout(tmp_path / "capcal") == (names, result_keys | added, sample_keys)
 
 
+def test_a_default_batch_size_is_logged_with_its_reason_and_recorded(caplog, tmp_path):
+    """Without --batch_size, the size capcal picks is logged as "batch size N: REASON (...)" and recorded in
+    the saved results' ``capcal_batch_size`` with the same reason (lm-eval's dummy model: lm-eval's default
+    1); a given --batch_size is recorded as given."""
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="capcal_models.batch_size"):
+        results = evaluate("dummy", "capcal_arithmetic", limit=1, repeats=2, output_path=tmp_path / "default")
+    reason = "dummy: lm-eval's default 1"
+    lines = [r.getMessage() for r in caplog.records if r.name == "capcal_models.batch_size"]
+    assert lines == [f"batch size 1: {reason} (--batch_size N sets another)"]
+    assert results["config"]["capcal_batch_size"] == {
+        "value": 1,
+        "chosen_by": "capcal default",
+        "reason": reason,
+    }
+    results = evaluate(
+        "dummy", "capcal_arithmetic", limit=1, repeats=2, batch_size=3, output_path=tmp_path / "given"
+    )
+    assert results["config"]["capcal_batch_size"] == {"value": 3, "chosen_by": "--batch_size"}
+
+
 def test_an_incomplete_saved_run_has_its_results_and_its_samples_renamed_and_is_refused_in_one_line(tmp_path):
     """The check after lm-eval saved a run: a samples file holding 1 of its task's 2 logged questions
     refuses the run (``IncompleteOutputError``, one line naming the file and the counts) and renames the
