@@ -127,7 +127,8 @@ def test_gpqas_choices_are_shuffled_by_the_documented_rule_from_the_csvs_column_
 
 def test_local_files_are_read_as_utf8_whatever_the_locale(tmp_path):
     """A machine whose locale is C/POSIX without UTF-8 mode (some clusters' batch shells): the JSON-lines and
-    CSV readers still read UTF-8, in a process whose default text encoding is ASCII."""
+    CSV readers, and a wrapped task's local BBH rows, still read UTF-8, in a process whose default text
+    encoding is ASCII."""
     import os
     import subprocess
     import sys
@@ -135,15 +136,23 @@ def test_local_files_are_read_as_utf8_whatever_the_locale(tmp_path):
 
     (tmp_path / "rows.jsonl").write_text('{"q": "Größe ✓"}\n', encoding="utf-8")
     (tmp_path / "rows.csv").write_text("q,a\nÄpfel ✓,zwölf\n", encoding="utf-8")
+    (tmp_path / "bbh").mkdir()  # a wrapped BBH task's local rows (capcal_tasks.local_rows)
+    (tmp_path / "bbh" / "t.json").write_text(
+        '{"examples": [{"input": "Größe", "target": "✓"}]}', encoding="utf-8"
+    )
+    bbh = {"dataset_path": "lukaemon/bbh", "dataset_name": "t", "test_split": "test"}
     code = (
         "import locale, sys; from pathlib import Path\n"
         "from capcal_tasks.data_sources import read_csv, read_jsonl\n"
+        "from capcal_tasks.local_rows import local_dataset\n"
         "assert locale.getpreferredencoding(False) != 'UTF-8' and not sys.flags.utf8_mode\n"
         f"folder = Path({str(tmp_path)!r})\n"
-        "print(ascii([read_jsonl(folder / 'rows.jsonl'), read_csv(folder / 'rows.csv')]))\n"
+        f"bbh = local_dataset('bbh_t', {bbh!r}, root=folder)()['test'].to_list()\n"
+        "print(ascii([read_jsonl(folder / 'rows.jsonl'), read_csv(folder / 'rows.csv'), bbh]))\n"
     )
     env = {**os.environ, "LANG": "C", "LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parents[2]), env.get("PYTHONPATH")]))
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.strip() == ascii([[{"q": "Größe ✓"}], [{"q": "Äpfel ✓", "a": "zwölf"}]])
+    expected = [[{"q": "Größe ✓"}], [{"q": "Äpfel ✓", "a": "zwölf"}], [{"input": "Größe", "target": "✓"}]]
+    assert run.stdout.strip() == ascii(expected)

@@ -35,6 +35,17 @@ def test_alias_process_results_scores_the_docs_aliases():
     assert record["correctness"] == [1, 0, 1] and record["extracted_answers"][2] == "Paris"
 
 
+def test_the_exact_alias_label_sits_beside_the_lenient_one_with_its_own_mean():
+    """``exact_alias_correctness``: the normalised answer equals an alias (the lenient ``correctness`` also
+    takes an answer that contains one or is contained in one); ``exact_alias_expected_accuracy``: its mean."""
+    record = score_alias_responses(
+        [r"\boxed{Paris}", r"\boxed{the city of Paris}", r"\boxed{paris.}", r"\boxed{Lyon}"], ["Paris"]
+    )
+    assert record["correctness"] == [1, 1, 1, 0]
+    assert record["exact_alias_correctness"] == [1, 0, 1, 0]
+    assert record["exact_alias_expected_accuracy"] == 0.5 and record["expected_accuracy"] == 0.75
+
+
 def test_alias_scoring_majority_vote_groups_every_alias_of_the_answer_and_wrong_answers_by_normalised_text():
     """Two correct answers in two alias forms outvote a wrong one given twice (2 against 2 would tie: the
     tie's accuracy is 1/2); a wrong answer in two spellings is one class."""

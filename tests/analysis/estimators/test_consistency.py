@@ -109,6 +109,24 @@ def test_integer_labels_and_lists_give_identical_draws():
     )
 
 
+def test_row_lengths_of_an_integer_label_array_leave_its_padding_out():
+    """``n`` gives each row's valid length: what lies beyond it is padding, whatever its value; the classes
+    are those of the per-question lists cut at those lengths."""
+    labels = np.array([[0, 1, 7, 7], [2, 2, -1, 9]])
+    with_lengths = encode_answer_classes(labels, n=[2, 3])
+    as_lists = encode_answer_classes([["a0", "a1"], ["a2", "a2", None]])
+    np.testing.assert_array_equal(with_lengths.n, [2, 3])
+
+    def same_class(classes):  # ids name classes within a row only: compare which responses share one
+        ids = classes.ids[:, :3]
+        return ids[:, :, None] == ids[:, None, :]
+
+    np.testing.assert_array_equal(same_class(with_lengths), same_class(as_lists))
+    np.testing.assert_array_equal(with_lengths.unparseable[:, :3], as_lists.unparseable)
+    np.testing.assert_array_equal(with_lengths.ids, [[0, 1, -1, -1], with_lengths.ids[1, :3].tolist() + [-1]])
+    np.testing.assert_array_equal(encode_answer_classes(labels).n, [4, 4])  # without n: every column
+
+
 def test_paper_form_matches_the_exact_draw_distribution():
     """One question repeated 40,000 times (each row an independent draw): the frequency of each consistency
     value must match the exact distribution over all C(n, k) subsets (chi-square, 5 cells, p > 1e-4)."""
