@@ -54,3 +54,27 @@ def test_each_figure_has_its_heading_guide_image_and_own_footnotes_in_that_order
         following = page.index("<h", heading + 1) if "<h" in page[heading + 1 :] else len(page)
         for note in notes:
             assert heading < page.index(f"<p class='footnote'>{note}</p>") < following, (caption, note)
+
+
+def test_sentences_facts_warnings_and_notes_land_in_order_each_from_its_own_field(tmp_path) -> None:
+    """The documented order, each part from its own field (all distinct here), in both files."""
+    section = ReportSection(
+        title="parts",
+        sentences=["the sentence"],
+        facts={"the fact": 3},
+        warnings=["the warning <b>"],
+        notes=["the note"],
+    )
+    files = write_report([section], tmp_path / "report", title="t")
+    lines = [line for line in files.markdown.read_text(encoding="utf-8").splitlines() if line]
+    start = lines.index("## parts")
+    expected = ["the sentence", "- the fact: 3", "- warning: the warning \\<b>", "_the note_"]
+    assert lines[start + 1 :] == expected
+    page = files.html.read_text(encoding="utf-8")
+    parts = [
+        "<p class='sentence'>the sentence</p>",
+        "<ul class='warnings'><li>the warning &lt;b&gt;</li></ul>",
+        "<p class='note'>the note</p>",
+    ]
+    positions = [page.index(part) for part in parts]
+    assert positions == sorted(positions) and page.index(">the fact<") < positions[1]
