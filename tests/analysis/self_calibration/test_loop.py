@@ -171,3 +171,30 @@ def test_each_step_passes_the_loops_settings_to_its_lm_eval_run(tmp_path, monkey
         "metadata": {"arithmetic_per_level": 3, "samples_file": str(tmp_path / "a" / "samples.jsonl")},
         **shared, **seeds,
     }  # fmt: skip
+
+
+@pytest.mark.parametrize("template_file", ["chat_template.jinja", "tokenizer_config.json", None])
+def test_each_step_applies_the_chat_template_exactly_when_the_model_has_one(
+    tmp_path, monkeypatch, template_file
+) -> None:
+    """A model folder with a chat template (its own ``chat_template.jinja``, or one in
+    ``tokenizer_config.json``) is sampled and self-checked with it; one without, plain (``evaluate`` stood in
+    for)."""
+    import json
+
+    import analysis.evaluation
+    from analysis.self_calibration.loop import _ModelSteps
+
+    calls: list[dict] = []
+    monkeypatch.setattr(analysis.evaluation, "evaluate", lambda model, tasks, **kwargs: calls.append(kwargs))
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": None}), encoding="utf-8")
+    if template_file == "chat_template.jinja":
+        (model / template_file).write_text("{{ messages }}", encoding="utf-8")
+    elif template_file == "tokenizer_config.json":
+        (model / template_file).write_text(json.dumps({"chat_template": "{{ messages }}"}), encoding="utf-8")
+    steps = _ModelSteps(LoopSettings(), "capcal_arithmetic_train", {})
+    steps.sample(model, steps.sampling("capcal_arithmetic", 4), tmp_path / "a")
+    steps.check(model, "capcal_arithmetic_selfcheck", tmp_path / "a" / "samples.jsonl", tmp_path / "c")
+    assert [call["apply_chat_template"] for call in calls] == [template_file is not None] * 2
