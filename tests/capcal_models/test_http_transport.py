@@ -493,6 +493,23 @@ def test_a_follow_ups_error_and_attempts_reach_the_job_and_empty_responses_are_n
     assert empty.samples == {} and empty.error is None and empty.missing() == [0]
 
 
+def test_a_failed_follow_up_keeps_its_error_when_a_later_one_succeeds() -> None:
+    """Follow-ups run in order; the job keeps the error of one that failed (and its attempts) even when a
+    follow-up after it succeeds: the job is still missing that repeat."""
+
+    def split(job, rest):
+        return [_job(f"g{repeat}", 200 + repeat, [repeat]) for repeat in rest]
+
+    def parse(response: dict) -> list[str]:
+        return _texts(response)[:1]
+
+    with ScriptedServer({"g1": ["500", "400"]}) as server:  # the first follow-up fails, the second succeeds
+        job = transport.Job({"prompt": "q", "seed": 1, "n": 3}, parse, [0, 1, 2], question_id="q")
+        _transport(server.url).run([job], split=split)
+    assert job.samples == {0: "q-1", 2: "g2-202"} and job.missing() == [1]
+    assert job.error == "HTTP 400: bad request" and job.attempts == 2
+
+
 def test_run_counts_its_jobs_calls_on_done_once_each_and_lists_the_failed_in_order() -> None:
     done: list[str] = []
     with ScriptedServer({"b1": ["400"], "b2": ["400"]}) as server:
