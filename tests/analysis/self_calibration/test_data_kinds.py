@@ -510,3 +510,25 @@ def test_checked_sides_keep_before_after_and_the_training_questions(tmp_path):
         ).training_question_ids
         == []
     )
+
+
+def test_a_loop_folder_whose_training_data_holds_an_evaluation_question_is_not_compared(tmp_path):
+    """``read_comparisons`` on a loop folder passes its ``data`` folder's training questions to the
+    comparison: here they are the evaluation run's own questions, so the loop is not compared (its section
+    says why); without a ``data`` folder the same sides are compared."""
+    import shutil
+
+    from analysis.self_calibration.results import read_comparisons
+
+    loop = tmp_path / "loop"
+    for side in ("before", "after"):
+        write_runs(tmp_path / side)
+        shutil.copytree(tmp_path / side / "sampling", loop / side / "eval_sample")
+        shutil.copytree(tmp_path / side / "selfcheck", loop / side / "eval_selfcheck")
+    (loop / "loop.json").write_text("{}", encoding="utf-8")
+    (compared,) = read_comparisons([loop], n_resamples=10)
+    assert compared.comparison is not None and compared.problem is None
+    build_training_data(tmp_path / "before" / "sampling", tmp_path / "before" / "selfcheck", loop / "data")
+    (refused,) = read_comparisons([loop], n_resamples=10)
+    assert refused.comparison is None and "were training questions" in refused.problem
+    assert refused.section.warnings == [refused.problem]
