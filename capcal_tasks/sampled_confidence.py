@@ -173,20 +173,28 @@ def _prompt(base: ConfigurableTask, doc: dict) -> str:
     return prompt if isinstance(prompt, str) else str(prompt)
 
 
-def _question_rows(base: ConfigurableTask, target: str) -> datasets.Dataset:
-    """``base``'s evaluation docs as confidence-task rows (``question_row``)."""
-    return datasets.Dataset.from_list([question_row(base, target, doc) for doc in base.eval_docs])
-
-
-def _check_answer_cues(base: ConfigurableTask) -> None:
-    """``RefusedTask`` for the first of ``base``'s evaluation docs whose prompt has no answer cue."""
+def _question_rows(base: ConfigurableTask, target: str, check_cue: bool) -> datasets.Dataset:
+    """``base``'s evaluation docs as confidence-task rows (``question_row``), in one pass; with ``check_cue``,
+    ``RefusedTask`` for the first prompt without an answer cue."""
+    docs: list[dict[str, Any]] = []
     for index, doc in enumerate(base.eval_docs):
-        if not _ANSWER_CUE.search(_prompt(base, doc).rstrip()):
+        if check_cue and not _ANSWER_CUE.search(_prompt(base, doc).rstrip()):
             raise RefusedTask(
                 f"task {base.config.task}: {_NO_VERBALIZED}: the prompt its doc_to_text function gives "
                 f"question {index} does not end in an answer cue (Answer:, A:, Solution:): its question "
                 "cannot be told apart from its instructions for the answer; ask for ptrue only"
             )
+        docs.append(question_row(base, target, doc))
+    return datasets.Dataset.from_list(docs)
+
+
+def _refuse_verbalized(base: ConfigurableTask) -> None:
+    """``RefusedTask`` where ``base``'s prompt template does not allow the verbalized confidence
+    (``verbalized_problem``); a ``!function`` prompt is checked per question when its rows are built."""
+    config = {key: getattr(base.config, key, None) for key in ("doc_to_text", *_MEDIA_KEYS)}
+    problem = verbalized_problem(config)
+    if problem is not None:
+        raise RefusedTask(problem)
 
 
 def _confidence_task(
@@ -216,38 +224,39 @@ def _confidence_task(
     return ConfigurableTask(config=config)
 
 
-def ptrue_task(base: ConfigurableTask, target: str, rows: datasets.Dataset | None = None) -> ConfigurableTask:
+def _verbalized(base: ConfigurableTask, target: str, rows: datasets.Dataset) -> ConfigurableTask:
+    return _confidence_task(base, target, "verbalized", rows, doc_to_target=base.config.doc_to_target)
+
+
+def ptrue_task(base: ConfigurableTask, target: str) -> ConfigurableTask:
     """The capability-form P(True) task on ``base``'s evaluation docs, for the wrapped task named ``target``
-    (its samples' question ids), named ``<target>_ptrue``. ``rows``: those docs as ``question_row`` makes
-    them, when the caller has them already (``confidence_tasks`` builds them once for every confidence)."""
-    rows = _question_rows(base, target) if rows is None else rows
-    return _confidence_task(base, target, "ptrue", rows)
+    (its samples' question ids), named ``<target>_ptrue``."""
+    return _confidence_task(base, target, "ptrue", _question_rows(base, target, check_cue=False))
 
 
-def verbalized_task(
-    base: ConfigurableTask, target: str, rows: datasets.Dataset | None = None
-) -> ConfigurableTask:
+def verbalized_task(base: ConfigurableTask, target: str) -> ConfigurableTask:
     """The capability-form verbalized-confidence task on ``base``'s evaluation docs, for the wrapped task
     named ``target``, named ``<target>_verbalized``; its samples' ``target`` is the base task's. Raises
     ``RefusedTask`` where ``base``'s prompt does not allow it (``verbalized_problem``; a ``!function``
-    prompt: per question). ``rows``: as ``ptrue_task``'s."""
-    config = {key: getattr(base.config, key, None) for key in ("doc_to_text", *_MEDIA_KEYS)}
-    problem = verbalized_problem(config)
-    if problem is not None:
-        raise RefusedTask(problem)
-    if _is_function(base.config.doc_to_text):
-        _check_answer_cues(base)
-    rows = _question_rows(base, target) if rows is None else rows
-    return _confidence_task(base, target, "verbalized", rows, doc_to_target=base.config.doc_to_target)
+    prompt: per question)."""
+    _refuse_verbalized(base)
+    return _verbalized(base, target, _question_rows(base, target, _is_function(base.config.doc_to_text)))
 
 
 def confidence_tasks(
     base: ConfigurableTask, target: str, confidences: Sequence[str]
 ) -> list[ConfigurableTask]:
-    """The tasks of ``confidences`` (``requested_confidences``) on the wrapped task ``target``'s questions."""
-    builders: dict[str, Callable[[ConfigurableTask, str, datasets.Dataset | None], ConfigurableTask]] = {
-        "ptrue": ptrue_task,
-        "verbalized": verbalized_task,
+    """The tasks of ``confidences`` (``requested_confidences``) on the wrapped task ``target``'s questions,
+    as ``ptrue_task`` and ``verbalized_task`` build them, their rows built once for all (each row hashes its
+    doc and renders its prompt) and the verbalized confidence's refusal, if any, raised before any row."""
+    if not confidences:
+        return []
+    verbalized = "verbalized" in confidences
+    if verbalized:
+        _refuse_verbalized(base)
+    rows = _question_rows(base, target, verbalized and _is_function(base.config.doc_to_text))
+    builders: dict[str, Callable[[], ConfigurableTask]] = {
+        "ptrue": lambda: _confidence_task(base, target, "ptrue", rows),
+        "verbalized": lambda: _verbalized(base, target, rows),
     }
-    rows = _question_rows(base, target) if confidences else None  # one question_row per doc for them all
-    return [builders[name](base, target, rows) for name in confidences]
+    return [builders[name]() for name in confidences]

@@ -140,6 +140,13 @@ def test_both_confidences_ask_about_one_set_of_rows_built_once(gsm8k, monkeypatc
         assert task.config.metadata["capcal_role"] == "confidence"
     assert [task.config.task for task in (ptrue, verbalized)] == ["gsm8k_ptrue", "gsm8k_verbalized"]
     assert confidence_tasks(gsm8k, "gsm8k", []) == []
+    made.clear()  # a prompt the verbalized confidence refuses: refused before any row is built
+    monkeypatch.setattr(
+        gsm8k.config, "doc_to_text", "{{question}}\nEnd your response with 'The answer is N'."
+    )
+    with pytest.raises(RefusedTask, match="not in an answer cue"):
+        confidence_tasks(gsm8k, "gsm8k", ["ptrue", "verbalized"])
+    assert made == []
 
 
 def test_a_ptrue_yaml_task_without_its_wrapped_task_is_refused_before_any_task_loads():
