@@ -445,6 +445,41 @@ def test_each_switch_of_capcal_eval_is_off_by_default_and_reaches_evaluate_alone
         assert getattr(build_parser().parse_args([*base, flag]), name) is True, flag
 
 
+def test_each_valued_flag_of_capcal_eval_reaches_its_own_request_key_alone():
+    """Every flag of ``capcal eval`` that takes a value (listed by hand), given alone with a value away from
+    its default: the request keys it changes, and their values, written out (a flag read into a sibling's key,
+    or a sibling's value read into its own, changes another key or none)."""
+    base = ["eval", "--model", "hf", "--tasks", "t", "--output_path", "out"]
+    default = eval_request(build_parser().parse_args(base))
+    flags = {
+        ("--model", "capcal-hf"): {"model": "capcal-hf"},
+        ("--tasks", "a,b"): {"tasks": ["a", "b"]},
+        ("--model_args", "pretrained=m,dtype=float32"): {
+            "model_args": {"pretrained": "m", "dtype": "float32"}
+        },
+        ("--repeats", "3"): {"repeats": 3},
+        ("--data_dir", "bundled"): {"data_dir": "bundled"},
+        ("--include_path", "more_tasks"): {"include_path": "more_tasks"},
+        ("--metadata", "per_level=2"): {"metadata": {"per_level": 2}},
+        ("--output_path", "elsewhere"): {"output_path": "elsewhere"},
+        ("--limit", "5"): {"limit": 5},
+        ("--samples", '{"t": [0, 2]}'): {"samples": {"t": [0, 2]}},
+        ("--system_instruction", "Be brief."): {"system_instruction": "Be brief."},
+        ("--num_fewshot", "2"): {"num_fewshot": 2},
+        ("--batch_size", "6"): {"batch_size": "6"},
+        ("--max_batch_size", "9"): {"max_batch_size": 9},
+        ("--device", "cpu"): {"device": "cpu"},
+        ("--use_cache", "cache.sqlite"): {"use_cache": "cache.sqlite"},
+        ("--cache_requests", "true"): {"cache_requests": True},
+        ("--cache_requests", "delete"): {"delete_requests_cache": True},
+        ("--gen_kwargs", "max_gen_toks=7"): {"gen_kwargs": {"max_gen_toks": 7}},
+        ("--apply_chat_template", "chatml"): {"apply_chat_template": "chatml"},
+    }
+    for (flag, value), expected in flags.items():
+        given = eval_request(build_parser().parse_args([*base, flag, value]))
+        assert {key: given[key] for key in given if given[key] != default[key]} == expected, flag
+
+
 def test_lm_eval_dictionary_flags_and_seeds():
     assert parse_dict_flag(['{"a": [1, 2]}', "b=x,c=2"], "--metadata") == {"a": [1, 2], "b": "x", "c": 2}
     assert parse_dict_flag(None, "--gen_kwargs") == {}

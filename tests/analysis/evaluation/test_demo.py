@@ -274,3 +274,22 @@ def test_the_demos_result_holds_its_folders_its_seconds_and_its_runs_as_measured
         activations_dir=out / "activations",
         runs={"sample capcal_arithmetic": {"results": out / "r.json", "samples": {}}},
     )
+
+
+def test_the_demos_closing_lines_give_its_seconds_per_step_and_its_folders(tmp_path, capsys):
+    """The lines ``capcal demo`` ends with: the total and each step's seconds as measured (rounded to whole
+    seconds), then the lm-eval, activations and report paths, each under its own label."""
+    from analysis.demo import _DemoRuns, _print_summary
+    from analysis.report import ReportFiles
+
+    demo = _DemoRuns.create(tmp_path / "out", per_level=2, train_per_level=3, batch_size=8, seed=5)
+    out = (tmp_path / "out").resolve()
+    report = ReportFiles(out / "report" / "report.html", out / "report" / "report.md", [])
+    _print_summary(demo, report, 33.5, {"prepare models": 0.4, "sample": 30.2, "report": 2.9})
+    assert capsys.readouterr().out == (
+        "\ncapcal demo finished in 34 s (prepare models 0 s, sample 30 s, report 3 s)\n"
+        f"lm-eval outputs: {out / 'lm_eval'}\n"
+        f"activations:     {out / 'activations'}\n"
+        f"report:          {out / 'report' / 'report.html'}\n"
+        f"summary:         {out / 'report' / 'report.md'}\n"
+    )

@@ -333,3 +333,23 @@ def test_the_responses_that_parsed_are_read_from_their_records(tmp_path, smollm2
         "verbalized confidence parsed for 1 of 4 records, fewer than half (likely cause: max_gen_toks=16 cut "
         "3 of 4 responses before their end (raise it))"
     )
+
+
+def test_each_count_of_a_sampling_run_reaches_its_own_column(tmp_path: Path) -> None:
+    """Distinct counts, so that a column read from a sibling count shows: one question short of k, two
+    null responses, three empty ones; each column holds the count its problem names."""
+    short = _line(0, ["4", "5"])
+    null = _line(1, ["4", "x", "y", "3"])  # the two wrong ones then nulled, as a broken writer leaves them
+    null["resps"] = [["4", None, None, "3"]]
+    empty = _line(2, ["", " ", "\n", "4"])
+    checks = check_run(_write(tmp_path, [short, null, empty, _line(3, ["4"] * K)]))
+    row = checks.loc[0]
+    assert (row["questions"], row["questions_expected"], row["k"]) == (4, 4, K)
+    assert row["questions_short_of_k"] == 1
+    assert row["null_responses"] == 2
+    assert row["empty_responses"] == 3
+    assert (row["unmatched"], row["unparsed"]) == (0, 0)
+    assert row["problems"] == (
+        f"1 question(s) with fewer than k = {K} responses; 2 null response(s) (missing); "
+        "3 empty response(s) (likely cause: " + row["problems"].split("(likely cause: ", 1)[1]
+    )
