@@ -339,3 +339,47 @@ def test_training_seeds_transformers_with_the_configs_seed(monkeypatch, tmp_path
         random.setstate(saved[0])
         np.random.set_state(saved[1])
         torch.random.set_rng_state(saved[2])
+
+
+@pytest.mark.parametrize("method_schedule", [True, False])
+def test_the_trainer_gets_the_configs_loss_weights_and_the_epochs_micro_batches(
+    monkeypatch, smollm2_path, tmp_path, method_schedule
+):
+    """``train_self_calibration`` hands its trainer the smooth-L1 ``beta`` from ``smooth_l1_beta``, the
+    causal-LM weight from ``lm_weight`` and the epoch plan's micro-batch count for the method's cosine (None
+    when the config's own schedule runs), each distinct from every other setting. Fast: a random-weight
+    2-layer model of SmolLM2's architecture, twelve synthetic tuples, and a trainer that records its
+    arguments and stops the run."""
+    from analysis.self_calibration import train as train_module
+    from analysis.self_calibration.train_config import METHOD_SCHEDULE
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+    import decode_step_ops  # benchmarks/decode_step_ops.py: a random-weight model
+
+    model = decode_step_ops.tiny_model(smollm2_path, tmp_path / "tiny", seed=3)
+    monkeypatch.setattr(
+        train_module, "read_training_data", lambda data: [{"question_id": f"q{i}"} for i in range(12)]
+    )
+    monkeypatch.setattr(train_module, "encode_tuples", lambda tuples, tok, length: _synthetic_examples(12, 2))
+    given = {}
+
+    class Stop(Exception):
+        pass
+
+    class Recorder:
+        def __init__(self, **kwargs):
+            given.update(kwargs)
+            raise Stop
+
+    monkeypatch.setattr(train_module, "_trainer_class", lambda: Recorder)
+    config = TrainConfig(
+        smooth_l1_beta=0.375, lm_weight=2.5, seed=7, train_batch_size=3, gradient_accumulation_steps=2,
+        max_steps=5, lr_scheduler_type=METHOD_SCHEDULE if method_schedule else "linear",
+    )  # fmt: skip
+    with pytest.raises(Stop):
+        train_module.train_self_calibration(
+            tmp_path / "data", model, tmp_path / "out", config, evaluate_loss=False
+        )
+    assert (given["beta"], given["lm_weight"]) == (0.375, 2.5)
+    # the method's cosine runs over max_steps x accumulation = 5 x 2 micro-batches
+    assert given["micro_batches"] == (10 if method_schedule else None)
