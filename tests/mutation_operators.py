@@ -8,7 +8,8 @@ Six operators, each on the AST of one file; a mutant replaces one node's source 
   same function (``record["stderr"]`` -> ``record["value"]``), an attribute read for a sibling attribute
   (``self.low`` -> ``self.high``);
 - ``keyword_default``: a keyword argument replaced by the callee's default where the callee is a function,
-  method or dataclass of the project (looked up by name, one definition with that default), else dropped;
+  method or dataclass of the project (looked up by name, one definition with that default), else dropped
+  (not where the value passed is that callee's own default: the call would be the same);
 - ``unit_factor``: a unit factor dropped (``size * 1024`` -> ``size``), a unit literal swapped
   (1000 <-> 1024, 1e6 <-> 2**20), a unit-named value scaled (``timeout_s`` -> ``timeout_s * 1000``);
 - ``reverse_order``: ``sorted``/``.sort`` reversed, ``max`` <-> ``min`` with a ``key``, a literal candidate
@@ -36,7 +37,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import builtins
 import difflib
+import importlib
+import inspect
 import json
 import math
 import os
@@ -313,9 +317,86 @@ def _callee_name(call: ast.Call) -> str | None:
     return None
 
 
+# argparse's ``add_argument`` takes ``**kwargs``: its documented defaults
+ADD_ARGUMENT_DEFAULTS = {
+    "action": "'store'",
+    "choices": "None",
+    "const": "None",
+    "default": "None",
+    "help": "None",
+    "metavar": "None",
+    "nargs": "None",
+    "required": "False",
+    "type": "None",
+}
+
+
+def _import_bindings(tree: ast.Module) -> dict[str, tuple[str, str | None]]:
+    """Name -> (module, attribute or None) for the file's absolute imports (``import numpy as np``:
+    ``np`` -> ("numpy", None); ``from json import dumps``: ``dumps`` -> ("json", "dumps"))."""
+    bindings: dict[str, tuple[str, str | None]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                name = alias.asname or alias.name.split(".")[0]
+                bindings[name] = (alias.name if alias.asname else alias.name.split(".")[0], None)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                bindings[alias.asname or alias.name] = (node.module, alias.name)
+    return bindings
+
+
+def _resolve(function: ast.expr, bindings: dict[str, tuple[str, str | None]]) -> object | None:
+    """The object a call's ``func`` names through the file's imports or the builtins (``np.zeros``,
+    ``dumps``, ``sorted``); None for anything else (a method of a local object) or what does not import."""
+    attributes = []
+    while isinstance(function, ast.Attribute):
+        attributes.append(function.attr)
+        function = function.value
+    if not isinstance(function, ast.Name):
+        return None
+    try:
+        if function.id in bindings:
+            module, attribute = bindings[function.id]
+            found = importlib.import_module(module)
+            if attribute is not None:
+                found = getattr(found, attribute)
+        elif hasattr(builtins, function.id):
+            found = getattr(builtins, function.id)
+        else:
+            return None
+        for attribute in reversed(attributes):
+            found = getattr(found, attribute)
+    except Exception:  # noqa: BLE001  (an optional dependency, a name made at run time)
+        return None
+    return found
+
+
+def _external_default(
+    call: ast.Call, keyword: str, bindings: dict[str, tuple[str, str | None]]
+) -> str | None:
+    """The default text of ``keyword`` of a callee outside the project, where it can be read: argparse's
+    ``add_argument`` (documented), else the signature of the callee (a class: its ``__init__`` too)."""
+    if isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument":
+        return ADD_ARGUMENT_DEFAULTS.get(keyword)
+    callee = _resolve(call.func, bindings)
+    if callee is None:
+        return None
+    for target in (callee, callee.__init__) if inspect.isclass(callee) else (callee,):
+        try:
+            parameter = inspect.signature(target).parameters.get(keyword)
+        except (TypeError, ValueError):
+            continue
+        if parameter is not None and parameter.default is not inspect.Parameter.empty:
+            return repr(parameter.default)
+    return None
+
+
 def keyword_default(tree: ast.Module, index: ProjectIndex) -> Iterator[Edit]:
     """Each keyword argument of a call: replaced by the callee's default where the callee is the project's
-    (skipped where it has no single default or is passed its default already), else dropped."""
+    (skipped where it has no single default or is passed its default already), else dropped (skipped where
+    the other callee's default is the value passed: dropping it changes nothing)."""
+    bindings = _import_bindings(tree)
     for call in ast.walk(tree):
         if not isinstance(call, ast.Call):
             continue
@@ -328,6 +409,10 @@ def keyword_default(tree: ast.Module, index: ProjectIndex) -> Iterator[Edit]:
             default = index.default(callee, keyword.arg)
             if default is None or default == ast.unparse(keyword.value):
                 continue
+            if default == "" and isinstance(keyword.value, ast.Constant):
+                passed = _external_default(call, keyword.arg, bindings)
+                if passed is not None and passed == repr(keyword.value.value):
+                    continue
             mutated = _copy(call)
             if default == "":
                 del mutated.keywords[position]

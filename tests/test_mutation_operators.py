@@ -150,6 +150,42 @@ def test_a_keyword_of_a_project_callee_without_a_single_default_is_left() -> Non
     assert _mutants(source, "keyword_default") == []
 
 
+def test_a_keyword_passed_the_other_callees_own_default_is_not_a_mutant() -> None:
+    """Dropping a keyword whose value is the callee's default changes no call: ``json.dumps(allow_nan=True)``,
+    ``tqdm(leave=True)`` (a class: its ``__init__``), ``sorted(reverse=False)``, argparse's
+    ``add_argument(default=None)`` are left; the same keywords with another value are dropped. A callee that
+    cannot be read (a local object's method) keeps its drop."""
+    source = """\
+    import json
+    from tqdm import tqdm
+
+    def write(record, parser, steps, other):
+        parser.add_argument("--a", default=None)
+        parser.add_argument("--b", default=3)
+        other.send(flag=True)
+        return (
+            json.dumps(record, allow_nan=True),
+            json.dumps(record, allow_nan=False),
+            tqdm(steps, leave=True),
+            tqdm(steps, leave=False),
+            sorted(steps, reverse=False),
+        )
+    """
+    found = _mutants(source, "keyword_default")
+    dropped = sorted(
+        line.strip()
+        for mutant in found
+        for line, original in zip(mutant.splitlines(), textwrap.dedent(source).splitlines(), strict=True)
+        if line != original
+    )
+    assert dropped == [
+        "(json.dumps(record)),",
+        "(other.send())",
+        "(parser.add_argument('--b'))",
+        "(tqdm(steps)),",
+    ]
+
+
 def test_a_dataclass_field_default_is_the_default_of_its_keyword() -> None:
     index_source = """\
     @dataclass
@@ -405,7 +441,11 @@ def test_verdicts_and_the_score_count_a_timeout_as_killed() -> None:
 
 
 def test_the_covering_tests_of_a_module_are_the_test_files_that_import_it() -> None:
-    assert covering_test_files("capcal_models.batch_size") == ["tests/capcal_models/test_batch_size.py"]
+    # test_records.py names it on an ``# exercises:`` line (its record type is read there by name)
+    assert covering_test_files("capcal_models.batch_size") == [
+        "tests/capcal_models/test_batch_size.py",
+        "tests/test_records.py",
+    ]
     assert "tests/test_mutation_operators.py" not in covering_test_files("analysis.leaderboard")
     # capcal-hf's attention (kv_cache) is reached only through the decode step's tests: declared there
     assert "tests/capcal_models/test_decode_step.py" in covering_test_files("capcal_models.kv_cache")

@@ -159,3 +159,24 @@ def test_requests_longer_than_the_window_take_lm_evals_own_truncating_path(stock
     # the long ones are scored on the truncated context: not what the whole context gives
     whole = stock.loglikelihood([requests[i] for i in long], disable_tqdm=True)
     assert any(abs(ours[i][0] - value) > 1e-3 for i, (value, _) in zip(long, whole, strict=True))
+
+
+@pytest.mark.parametrize("shared", [7, 8, 9])
+def test_a_documents_prefix_is_prefilled_alone_from_eight_shared_tokens(shared) -> None:
+    """``MIN_SHARED_PREFIX`` is 8: two answers to one document whose contexts share 8 or more tokens (all of
+    them before the first scored position) continue one prefix of exactly those tokens; with 7 they are
+    scored whole, without a prefix. Token ids written out; no model."""
+    from capcal_models.loglikelihood import EncodedRequest, _plan
+
+    common = list(range(100, 100 + shared))
+    first = EncodedRequest(("c", " a"), [*common, 1, 2, 3], [4, 5], "doc")
+    second = EncodedRequest(("c", " b"), [*common, 6, 7, 8], [9], "doc")
+    [sequences] = _plan([first, second], [0, 1])
+    assert [sequence.requests for sequence in sequences] == [[0], [1]]
+    prefixes = {id(sequence.prefix): sequence.prefix for sequence in sequences}
+    if shared >= 8:
+        assert len(prefixes) == 1 and next(iter(prefixes.values())).tokens == tuple(common)
+        assert [sequence.start for sequence in sequences] == [shared, shared]
+    else:
+        assert list(prefixes.values()) == [None]
+        assert [sequence.start for sequence in sequences] == [0, 0]
