@@ -353,6 +353,89 @@ def test_each_flag_of_capcal_demo_reaches_run_demo_as_given(monkeypatch):
     assert calls[-1] == defaults
 
 
+def test_each_flag_of_capcal_selfcal_reaches_its_action_as_given(monkeypatch, capsys):
+    """``capcal selfcal data|train|compare|run``, every flag away from its default (and from the others'):
+    the library function gets each value under its own keyword or position, numbers as numbers, the
+    dataclass flags as the dataclass built with those values (the library is stood in for: the CLI only
+    parses and calls); then the lines it prints, each from its own field of the result."""
+    from types import SimpleNamespace
+
+    from analysis.cli.selfcal import run
+    from analysis.self_calibration import compare, data, loop, train
+    from analysis.self_calibration.loop import LoopSettings
+    from analysis.self_calibration.train_config import TrainConfig
+
+    calls = {}
+
+    def record(name, result):
+        return lambda *args, **kwargs: calls.__setitem__(name, (args, kwargs)) or result
+
+    monkeypatch.setattr(loop, "question_ids_of", lambda path: [f"ids of {path}"])
+    monkeypatch.setattr(loop, "model_path", lambda name: f"path of {name}")
+    built = SimpleNamespace(counts={"tuples": 12, "questions": 3}, path="d/train.jsonl", readme="d/README.md")
+    monkeypatch.setattr(data, "build_training_data", record("data", built))
+    argv = ["selfcal", "data", "S", "C", "--output", "O", "--confidence", "p_yes_normalized"]
+    assert run(build_parser().parse_args([*argv, "--lm_threshold", "0.25", "--exclude_run", "E"])) == 0
+    assert calls["data"] == (
+        ("S", "C", "O"),
+        {"confidence": "p_yes_normalized", "lm_threshold": 0.25, "exclude_question_ids": ["ids of E"]},
+    )
+    assert capsys.readouterr().out == "12 tuples -> d/train.jsonl (card d/README.md)\n"
+    run(build_parser().parse_args(argv))
+    assert calls["data"][1]["lm_threshold"] == 0.75 and calls["data"][1]["exclude_question_ids"] == []
+    capsys.readouterr()
+
+    trained = SimpleNamespace(adapter_dir="t/adapter", merged_dir="t/merged")
+    monkeypatch.setattr(train, "train_self_calibration", record("train", trained))
+    argv = [
+        "selfcal",
+        "train",
+        "D",
+        "--model",
+        "M",
+        "--output",
+        "T",
+        "--lora_r",
+        "7",
+        "--learning_rate",
+        "0.0003",
+    ]
+    run(build_parser().parse_args([*argv, "--seed", "13", "--target_modules", "k_proj", "o_proj"]))
+    config = TrainConfig(lora_r=7, learning_rate=3e-4, seed=13, target_modules=("k_proj", "o_proj"))
+    assert calls["train"] == (("D", "path of M", "T", config), {})
+    assert capsys.readouterr().out == "adapter t/adapter\nmerged  t/merged\n"
+
+    compared = SimpleNamespace(files={"html": "c/report.html", "markdown": "c/report.md"})
+    monkeypatch.setattr(compare, "compare_runs", record("compare", compared))
+    argv = ["selfcal", "compare", "B", "BC", "A", "AC", "--output", "R", "--training_data", "D"]
+    run(
+        build_parser().parse_args(
+            [*argv, "--confidence", "p_yes_normalized", "--tolerance", "0.05", "--resamples", "17"]
+        )
+    )
+    assert calls["compare"] == (
+        ("B", "BC", "A", "AC", "R"),
+        {"training_data": "D", "confidence": "p_yes_normalized", "tolerance": 0.05, "n_resamples": 17},
+    )
+    assert type(calls["compare"][1]["n_resamples"]) is int
+    assert capsys.readouterr().out == "report: c/report.html\nsummary: c/report.md\n"
+
+    looped = SimpleNamespace(
+        step_seconds={"sample": 31.6, "train": 4.0}, reused={"train"}, comparison=compared
+    )
+    monkeypatch.setattr(loop, "run_self_calibration_loop", record("run", looped))
+    argv = ["selfcal", "run", "--output_dir", "L", "--model", "gemma3-270m", "--train_repeats", "5"]
+    run(
+        build_parser().parse_args(
+            [*argv, "--repeats", "3", "--seed", "9", "--lora_alpha", "11", "--per_level", "4"]
+        )
+    )
+    settings = LoopSettings(model="gemma3-270m", train_repeats=5, repeats=3, seed=9, per_level=4)
+    # one --seed for the loop and its training (TrainConfig's own flag is left out)
+    assert calls["run"] == (("L", settings, TrainConfig(lora_alpha=11, seed=9)), {})
+    assert capsys.readouterr().out == "steps: sample 32 s, train reused\nreport: c/report.html\n"
+
+
 def test_each_flag_of_capcal_report_reaches_build_report_as_given(monkeypatch, tmp_path):
     """``capcal report`` with every flag away from its default: ``build_report`` gets the folders, output,
     activations and a ``ReportOptions`` holding that resample count, seed, calibration override and run
