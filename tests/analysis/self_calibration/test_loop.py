@@ -198,3 +198,19 @@ def test_each_step_applies_the_chat_template_exactly_when_the_model_has_one(
     steps.sample(model, steps.sampling("capcal_arithmetic", 4), tmp_path / "a")
     steps.check(model, "capcal_arithmetic_selfcheck", tmp_path / "a" / "samples.jsonl", tmp_path / "c")
     assert [call["apply_chat_template"] for call in calls] == [template_file is not None] * 2
+
+
+def test_the_loops_settings_refuse_a_temperature_that_does_not_sample_and_an_unknown_reuse_mode() -> None:
+    """``train_temperature`` must be above 0 (0 is greedy decoding: the N training responses would be one
+    response N times); None (the task's own) and any positive value are taken. ``reuse`` is "auto" or
+    "strict"."""
+    for temperature in (0, 0.0, -0.5):
+        with pytest.raises(
+            ValueError, match=rf"^train_temperature must be > 0 \(sampling\), got {temperature!r}$"
+        ):
+            LoopSettings(train_temperature=temperature)
+    for temperature in (None, 1e-6, 0.8, 2.0):
+        assert LoopSettings(train_temperature=temperature).train_temperature == temperature
+    assert LoopSettings(reuse="strict").reuse == "strict"
+    with pytest.raises(ValueError, match=r"^reuse must be one of auto, strict, got 'always'$"):
+        LoopSettings(reuse="always")
