@@ -522,3 +522,14 @@ def test_a_constant_train_feature_gets_scale_one_not_a_division_by_zero():
     assert probe.feature_scale[0] == pytest.approx(pooled[_rows(TRAIN), 0].std(), rel=1e-12)
     assert np.isfinite(probe.weight).all()
     assert np.isfinite(probe.predict(pooled[_rows(TEST)], list(TEST))).all()
+
+
+def test_the_splits_are_checked_in_the_order_train_validation_test():
+    """With a repeated id in every split, the error names the first split as written (train), then, train
+    fixed, validation, then test: the split a user reads first is the one reported."""
+    with pytest.raises(ValueError, match=r"^splits\.train contains duplicates \(e\.g\. 'a'\)$"):
+        QuestionSplits(train=("a", "a"), validation=("b", "b"), test=("c", "c"))
+    with pytest.raises(ValueError, match=r"^splits\.validation contains duplicates \(e\.g\. 'b'\)$"):
+        QuestionSplits(train=("a",), validation=("b", "b"), test=("c", "c"))
+    with pytest.raises(ValueError, match=r"^splits\.test contains duplicates \(e\.g\. 'c'\)$"):
+        QuestionSplits(train=("a",), validation=("b",), test=("c", "c"))
