@@ -16,6 +16,14 @@ def test_smollm2_checkpoint_is_verified_and_complete(smollm2_path):
     assert manifest["num_hidden_layers"] == 30 and manifest["hidden_size"] == 576
     assert 134_000_000 < manifest["parameters"] < 135_000_000
     assert manifest["has_chat_template"] is True
+    # the GGUF header it was converted from, each field from its own entry (SmolLM2-135M: a llama graph of
+    # 30 blocks, 272 tensors, as the converter's progress bar counts them)
+    assert manifest["gguf_header"] == {
+        "architecture": "llama",
+        "tensor_count": 272,
+        "name": "Smollm2 135M 8k Lc100K Mix1 Ep2",
+        "block_count": 30,
+    }
     assert (smollm2_path / "model.safetensors").is_file()
     assert not list(smollm2_path.glob("*.gguf")), "the GGUF is not kept in the checkpoint folder"
     assert not [p for p in smollm2_path.parent.iterdir() if p.name.startswith(".")], "staging left behind"

@@ -229,6 +229,9 @@ def test_replay_columns_are_the_mean_and_standard_error_of_the_per_order_estimat
         result.questions["replay_se"], per_order.std(axis=0, ddof=1) / math.sqrt(3), rtol=1e-12
     )
     np.testing.assert_array_equal(result.questions["mean_samples"], 6)
+    # without confidences the metric table is empty but keeps its columns (a reader selects them by name)
+    assert result.metrics.empty
+    assert list(result.metrics.columns) == ["metric", "fixed", "replay_mean", "replay_se"]
 
 
 def test_replay_mean_matches_the_full_k_mean():
