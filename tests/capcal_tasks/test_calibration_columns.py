@@ -349,3 +349,23 @@ def test_a_source_the_run_cannot_ask_is_nan_with_the_reason_given():
         assert _column(table.rows, name) == _column(plain.rows, name), name
     with pytest.raises(ValueError, match="unavailable names 'ptrue', not verbalized or consistency"):
         calibration_columns(questions, unavailable={"ptrue": "no"})
+
+
+def test_the_corrected_skill_is_undefined_at_an_estimated_variance_of_exactly_zero():
+    """S_hat = mean (mu_hat - mean mu_hat)^2 - (1 - 1/N) mean mu_hat (1 - mu_hat) / (n - 1) is 0 exactly for
+    mu_hat = (0, 1/2) from n = 2 samples each (1/16 - 1/2 x 1/8): the spread is all sampling noise, so the
+    corrected Brier skill is left out of the row with its reason; the plain skill (spread 1/16 > 0) stays.
+    One question more at mu_hat = 1 makes S_hat positive and the corrected skill defined."""
+    from capcal_tasks.calibration_columns import source_statistics
+
+    zero = source_statistics("x", np.array([0.2, 0.7]), np.array([0.0, 0.5]), np.array([2, 2]))
+    assert list(zero.left_out) == ["x_corrected_brier_skill"] and "x_corrected_brier_skill" not in zero.items
+    assert zero.left_out["x_corrected_brier_skill"].startswith(
+        "the estimated variance of mu over the 2 questions is 0 <= 0: the spread of mu_hat is within its "
+        "sampling noise"
+    )
+    assert np.isfinite(zero.items["x_brier_skill"]).all()
+    positive = source_statistics(
+        "x", np.array([0.2, 0.7, 0.9]), np.array([0.0, 0.5, 1.0]), np.array([2, 2, 2])
+    )
+    assert positive.left_out == {} and np.isfinite(positive.items["x_corrected_brier_skill"]).all()
