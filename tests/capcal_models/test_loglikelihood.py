@@ -180,3 +180,21 @@ def test_a_documents_prefix_is_prefilled_alone_from_eight_shared_tokens(shared) 
     else:
         assert list(prefixes.values()) == [None]
         assert [sequence.start for sequence in sequences] == [0, 0]
+
+
+@pytest.mark.parametrize("setting", [{"softcap": 50.0}, {"s_aux": torch.zeros(2)}])
+def test_packed_attention_refuses_settings_it_does_not_implement(setting) -> None:
+    """An attention with logit soft-capping (Gemma 2) or attention sinks (``s_aux``) is refused in one line
+    before anything is computed: the packed path implements plain causal and sliding-window attention."""
+    from types import SimpleNamespace
+
+    from capcal_models.loglikelihood import PackedSegments, _Segment, packed_attention
+
+    segments = PackedSegments([_Segment(offset=0, length=3, prefix=None)])
+    query, key = torch.zeros(1, 2, 3, 4), torch.zeros(1, 1, 3, 4)
+    refusal = r"^capcal-hf log-likelihoods support causal full and sliding-window attention only$"
+    with pytest.raises(RuntimeError, match=refusal):
+        packed_attention(
+            SimpleNamespace(layer_idx=0), query, key, key, None, capcal_segments=segments, **setting
+        )
+    assert segments.attention_calls == 0
