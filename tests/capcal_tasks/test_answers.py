@@ -178,6 +178,8 @@ def test_an_alias_the_question_names_matches_only_an_equal_answer():
         (r"\boxed{B} then \boxed{42}", "B"), ("The answer is (C).", "C"), ("the answer is D", "D"),
         ("Answer: B", "B"), ("I pick A over B. Final: C", "C"), ("No letter here", None),
         (r"\boxed{Answer}", None), ("", None), ("one of A, B, C, or D", None), ("(A, B, C or D): B", "B"),
+        # "answer is X" is tried before "answer: X" (a draft marked "Answer:" then a stated answer)
+        ("Answer: A would be my first guess, but the answer is C.", "C"),
     ],
 )  # fmt: skip
 def test_extract_choice_letter(response, expected):
