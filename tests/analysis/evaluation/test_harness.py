@@ -410,3 +410,37 @@ def test_the_printed_summary_opens_with_the_runs_settings_line_as_lm_eval_prints
         ["Tasks", "Version", "Filter", "n-shot", "Metric", "", "Value", "", "Stderr"],
         ["capcal_toy", "1", "all_responses", "0", "correctness", "↑", "0.5", "±", "0.1"],
     ]
+
+
+def test_a_plan_with_several_problems_is_refused_for_the_first_in_the_documented_order(tmp_path):
+    """``check_inputs``' checks of the plan run in the order its docstring gives: greedy decoding with k > 1,
+    then few-shot examples without a few-shot split, then an unwritable sample cache. A plan with all three
+    is refused for the greedy decoding; fixed one at a time, for the next."""
+    from analysis.evaluation import EvaluationInputError
+    from analysis.evaluation.harness import _run_plan_checks
+
+    (tmp_path / "file").write_text("not a folder")
+    unwritable = {"cache_path": str(tmp_path / "file" / "samples.sqlite")}
+    config = {
+        "t": {
+            "output_type": "generate_until",
+            "test_split": "test",
+            "repeats": 4,
+            "generation_kwargs": {"do_sample": False, "until": ["\n"]},
+            "metadata": {"capcal_task": "sampling"},
+        }
+    }
+    sampling = {"do_sample": True, "temperature": 1.0}
+    for gen_kwargs, num_fewshot, start in [
+        (None, 2, "greedy decoding with k = 4 responses per question on t"),
+        (sampling, 2, "--num_fewshot 2: t has no few-shot split"),
+        (
+            sampling,
+            None,
+            f"cache_path={unwritable['cache_path']}: {tmp_path / 'file'} is a file, not a folder",
+        ),
+    ]:
+        with pytest.raises(EvaluationInputError) as refused:
+            _run_plan_checks("capcal-hf", unwritable, config, 4, gen_kwargs, num_fewshot, False, None)
+        assert str(refused.value).startswith(start)
+    assert _run_plan_checks("capcal-hf", {}, config, 4, sampling, None, True, None) == []
