@@ -743,3 +743,19 @@ def test_the_saved_run_records_the_chat_template_and_multiturn_as_asked(
     )  # fmt: skip
     assert saved["config"].chat_template == chat_template
     assert saved["config"].fewshot_as_multiturn is multiturn
+
+
+@pytest.mark.parametrize(("limit", "refusal"), [
+    (-2, r"^limit must be positive \(a count, or a fraction below 1\), got -2$"),
+    (2.5, r"^limit must be a whole number of questions when >= 1, got 2\.5$"),
+])  # fmt: skip
+def test_an_adaptive_runs_limit_reaches_its_input_checks(smollm2_path, monkeypatch, limit, refusal) -> None:
+    """``evaluate_adaptive``'s ``limit`` is checked by ``check_inputs`` as ``evaluate``'s is, before any
+    model loads (the model loader is made to fail, so reaching it fails the test)."""
+    from analysis.evaluation import EvaluationInputError, adaptive
+
+    monkeypatch.setattr(adaptive, "_load_model", lambda *args, **kwargs: pytest.fail("a model was loaded"))
+    with pytest.raises(EvaluationInputError, match=refusal):
+        adaptive.evaluate_adaptive(
+            "capcal-hf", [TASK], {"pretrained": str(smollm2_path)}, repeats=K_MAX, limit=limit, device="cpu"
+        )
