@@ -79,3 +79,29 @@ def test_a_batch_without_confidence_rows_has_no_p_yes_and_only_the_lm_loss() -> 
     _, _, lm, _ = _expected(1.0, 2.0)
     assert "p_yes" not in parts and parts["confidence_loss"] == 0.0
     assert float(loss) == pytest.approx(2.0 * lm, rel=1e-5)
+
+
+def test_the_mean_loss_of_examples_averages_each_part_over_its_own_rows() -> None:
+    """``mean_loss`` (the before/after figures): the confidence loss and P("Yes") averaged over every
+    example's confidence row, the LM loss over the examples that have a causal-LM part (their own ids and
+    labels), ``loss = confidence + lm_weight * lm`` with the config's weight; batches of 1 give the same
+    means; the model is left in the mode it was in."""
+    from analysis.self_calibration.loss import mean_loss
+    from analysis.self_calibration.train_config import TrainConfig
+
+    lm_part = {key: BATCH[2][key] for key in ("input_ids", "labels")}
+    examples = [
+        {key: BATCH[0][key] for key in ("input_ids", "labels", "yes_id", "target")} | {"lm": lm_part},
+        {key: BATCH[1][key] for key in ("input_ids", "labels", "yes_id", "target")} | {"lm": None},
+    ]
+    config = TrainConfig(smooth_l1_beta=0.05, lm_weight=0.3)
+    _, confidence, lm, p_yes = _expected(0.05, 0.3)
+    model = LookupModel().train()
+    for batch_size in (8, 1):
+        out = mean_loss(model, examples, PAD, config, batch_size=batch_size)
+        assert out["confidence_loss"] == pytest.approx(confidence, rel=1e-5)
+        assert out["p_yes"] == pytest.approx(p_yes, rel=1e-5)
+        assert out["lm_loss"] == pytest.approx(lm, rel=1e-5)
+        assert out["loss"] == pytest.approx(confidence + 0.3 * lm, rel=1e-5)
+        assert out["examples"] == 2 and model.training
+    assert mean_loss(model, [], PAD, config) is None
