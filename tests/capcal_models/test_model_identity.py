@@ -138,3 +138,19 @@ def test_one_model_args_parser_keeps_text_or_parses_values_as_lm_eval_does():
     # A results file with arguments no parser accepts: the model is unresolved, with the reason.
     odd = model_fingerprint_from_args("hf", "pretrained=/m,oops")
     assert odd["source"] == "unresolved" and "expected key=value" in odd["reason"]
+
+
+def test_a_checkpoints_files_are_listed_by_name_whatever_their_pattern(tmp_path: Path) -> None:
+    """``checkpoint_files``: the files that define the model, sorted by name (not in the order of the
+    patterns that found them, nor of the folder), the manifest and other files left out."""
+    for name in ("vocab.json", "tokenizer.json", "config.json", "model.safetensors", "added_tokens.json"):
+        (tmp_path / name).write_text("{}")
+    (tmp_path / "capcal_model.json").write_text("{}")
+    (tmp_path / "README.md").write_text("notes")
+    assert [path.name for path in checkpoint_files(tmp_path)] == [
+        "added_tokens.json",
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "vocab.json",
+    ]
