@@ -26,7 +26,7 @@ packages must be in one of them (a new one is classified when it is written).
 # exercises: capcal_models.answer_logprobs, capcal_models.api_requests, capcal_models.batch_size
 # exercises: capcal_models.decoding, capcal_models.gguf_header, capcal_models.hf
 # exercises: capcal_models.http_transport, capcal_models.kv_cache, capcal_models.loglikelihood
-# exercises: capcal_models.prepare, capcal_models.sampling_plan, capcal_models.vllm
+# exercises: capcal_models.prepare, capcal_models.sampling_plan
 # exercises: capcal_tasks.calibration_columns, capcal_tasks.checkers, capcal_tasks.data_sources
 # exercises: capcal_tasks.relations, capcal_tasks.task_admission
 
@@ -194,7 +194,9 @@ def test_the_mutation_driver_is_told_each_module_this_file_exercises():
     for line in Path(__file__).read_text(encoding="utf-8").splitlines():
         if line.startswith("# exercises:"):
             declared |= {module.strip() for module in line.removeprefix("# exercises:").split(",")}
-    assert declared == {name.rpartition(".")[0] for name in FROZEN + IDENTITY + MUTABLE}
+    # not capcal_models.vllm: this file cannot import it, so its mutants have no test here ("no tests")
+    modules = {name.rpartition(".")[0] for name in FROZEN + IDENTITY + MUTABLE}
+    assert declared == modules - NOT_IMPORTABLE_HERE
 
 
 def test_every_dataclass_of_the_packages_is_classified_once():
