@@ -156,6 +156,18 @@ def smollm2_path() -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_smollm2_path(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random-weight 2-layer model of SmolLM2's architecture with its tokenizer (seed 3), built once per
+    session (``benchmarks/decode_step_ops.tiny_model``): fast tests of the model wrappers' own logic."""
+    benchmarks = str(REPO / "benchmarks")
+    if benchmarks not in sys.path:
+        sys.path.insert(0, benchmarks)
+    import decode_step_ops
+
+    return decode_step_ops.tiny_model(smollm2_path, tmp_path_factory.mktemp("tiny_smollm2"), seed=3)
+
+
+@pytest.fixture(scope="session")
 def smollm2_server(smollm2_path: Path) -> str:
     """The base URL (``http://127.0.0.1:PORT/v1``) of the session's one real ``vllm serve`` of SmolLM2
     (served as "smollm2"), shared by every test and every xdist worker that asks for it: started by the first,

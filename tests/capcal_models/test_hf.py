@@ -57,7 +57,7 @@ def test_capcal_hf_is_registered_next_to_lm_evals_models():
     assert get_model("capcal-hf") is CapcalHFLM
 
 
-def test_a_long_prompt_keeps_its_last_max_length_minus_max_gen_toks_tokens(smollm2_path, tmp_path):
+def test_a_long_prompt_keeps_its_last_max_length_minus_max_gen_toks_tokens(tiny_smollm2_path):
     """Stock ``hf``'s window: a prompt longer than ``max_length - max_gen_toks`` tokens loses its start (its
     question is at its end); a ``max_gen_toks`` that leaves no room is refused in one line. On a random-weight
     model of SmolLM2's architecture and tokenizer (no real weights are read)."""
@@ -65,10 +65,7 @@ def test_a_long_prompt_keeps_its_last_max_length_minus_max_gen_toks_tokens(smoll
 
     from capcal_models.hf import CapcalHFLM
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    import decode_step_ops  # benchmarks/decode_step_ops.py: a random-weight model
-
-    model = decode_step_ops.tiny_model(smollm2_path, tmp_path / "tiny", seed=3)
+    model = tiny_smollm2_path
     lm = CapcalHFLM(pretrained=str(model), batch_size=1, device="cpu", max_length=16, sample_cache=False)
     prompt = " ".join(f"word{index}" for index in range(40))
     tokenizer = AutoTokenizer.from_pretrained(model)

@@ -35,8 +35,6 @@ from safetensors.torch import load_file
 from capcal_models.hf import source_identity
 
 sys.path.insert(0, str(Path(__file__).parent))  # sampling_checks.py
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import decode_step_ops  # noqa: E402  (benchmarks/decode_step_ops.py: a random-weight model)
 from sampling_checks import cloned_requests, gsm8k_task  # noqa: E402
 
 RUN_SEED = 1234
@@ -93,7 +91,7 @@ def _toy_requests(questions: int, k: int) -> list:
 
 
 def test_each_finished_sample_is_committed_under_its_own_repeat(
-    smollm2_path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tiny_smollm2_path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """capcal-hf's decode loop hands over finished samples as (job, index among the job's samples); the cache
     row is (request key, the repeat at that index). With repeats 0 and 2 of a question lost, a run decodes
@@ -108,7 +106,7 @@ def test_each_finished_sample_is_committed_under_its_own_repeat(
 
     from capcal_models.hf import CapcalHFLM
 
-    model = decode_step_ops.tiny_model(smollm2_path, tmp_path / "tiny", seed=3)
+    model = tiny_smollm2_path
     cache_path = tmp_path / "samples.sqlite"
 
     def lm(**cache) -> CapcalHFLM:

@@ -343,7 +343,7 @@ def test_training_seeds_transformers_with_the_configs_seed(monkeypatch, tmp_path
 
 @pytest.mark.parametrize("method_schedule", [True, False])
 def test_the_trainer_gets_the_configs_loss_weights_and_the_epochs_micro_batches(
-    monkeypatch, smollm2_path, tmp_path, method_schedule
+    monkeypatch, tiny_smollm2_path, tmp_path, method_schedule
 ):
     """``train_self_calibration`` hands its trainer the smooth-L1 ``beta`` from ``smooth_l1_beta``, the
     causal-LM weight from ``lm_weight`` and the epoch plan's micro-batch count for the method's cosine (None
@@ -353,10 +353,7 @@ def test_the_trainer_gets_the_configs_loss_weights_and_the_epochs_micro_batches(
     from analysis.self_calibration import train as train_module
     from analysis.self_calibration.train_config import METHOD_SCHEDULE
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
-    import decode_step_ops  # benchmarks/decode_step_ops.py: a random-weight model
-
-    model = decode_step_ops.tiny_model(smollm2_path, tmp_path / "tiny", seed=3)
+    model = tiny_smollm2_path
     monkeypatch.setattr(
         train_module, "read_training_data", lambda data: [{"question_id": f"q{i}"} for i in range(12)]
     )
