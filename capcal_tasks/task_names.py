@@ -5,12 +5,17 @@ machine) before it can say whether a name exists. Every task, group or tag name 
 of the YAML files it indexes (lm-eval's task folder, capcal's, the include paths), so a name that occurs in
 none of them (as a whole word) is unknown for sure; a name that occurs may still be unknown (a word in a
 prompt), and is left to the index (``capcal_tasks.task_manager.task_manager_for``). ``unknown_task_names``
-reads the files as bytes and parses nothing: about a second of CPU time for lm-eval 0.4.13's tree here.
+reads the files as bytes and parses nothing: about half a second of CPU time for lm-eval 0.4.13's tree here
+(14,665 files, 7.7 MB). What it reads from lm-eval's installed task folder it keeps for the process (55,196
+distinct runs of name characters, about 7 MB): the second screen of a process (``evaluate`` then
+``evaluate_adaptive``, a notebook's runs) costs milliseconds. The other folders (capcal's, the include paths:
+files a user edits) are read again each time.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib.util
 import os
 import re
@@ -22,7 +27,6 @@ from capcal_tasks import tasks_dir
 __all__ = [
     "CALIBRATION_SUFFIX",
     "GLOB_CHARACTERS",
-    "MANY_NAMES",
     "UnknownTaskError",
     "calibration_stem",
     "lm_eval_tasks_dir",
@@ -45,8 +49,6 @@ _INCLUDE = re.compile(rb"(?m)^include:[ \t]*(.+)$")
 _INCLUDED_FILE = re.compile(rb"[\w./\-]+")
 # a maximal run of the characters a task name is made of
 _NAME_RUN = re.compile(rb"[\w.\-]+")
-# above this many names, ``unknown_task_names`` looks names up among each text's runs (see there)
-MANY_NAMES = 200
 
 
 class UnknownTaskError(ValueError):
@@ -106,44 +108,70 @@ def _yaml_texts(folder: Path) -> Iterable[bytes]:
                 pending.append(os.path.join(os.path.dirname(path), item.decode("utf-8", "replace")))
 
 
+def _declared_names(text: bytes) -> set[str]:
+    """The names ``text`` declares on ``task:`` / ``group:`` / ``tag:`` lines and in ``tag:`` lists."""
+    matches = _DECLARED_NAME.findall(text)
+    for block in _TAG_LIST.findall(text):
+        matches += _LIST_ITEM.findall(block)
+    return {match.decode("utf-8", "replace") for match in matches}
+
+
+def _runs_and_declared_names(folder: Path) -> tuple[frozenset[bytes], frozenset[str]]:
+    """Every maximal run of name characters (``[\\w.-]+``) in the YAML texts of ``folder`` (``_yaml_texts``),
+    and every name they declare."""
+    runs: set[bytes] = set()
+    declared: set[str] = set()
+    for text in _yaml_texts(folder):
+        runs.update(_NAME_RUN.findall(text))
+        declared |= _declared_names(text)
+    return frozenset(runs), frozenset(declared)
+
+
+@functools.lru_cache(maxsize=4)
+def _installed_runs_and_declared_names(folder: Path) -> tuple[frozenset[bytes], frozenset[str]]:
+    """``_runs_and_declared_names`` of an installed package's task folder, read once per process: it changes
+    only when the package is reinstalled, and then the process runs the old package's code anyway."""
+    return _runs_and_declared_names(folder)
+
+
 def unknown_task_names(
     names: Sequence[str], include_path: str | Path | Sequence[str | Path] | None = None
 ) -> tuple[list[str], set[str]]:
     """The plain names among ``names`` (not patterns, not ``.yaml`` paths) that occur, as a whole word (no
     name character ``[\\w.-]`` on either side), in no YAML text of ``task_folders(include_path)``, and the
     names those YAMLs declare on ``task:`` / ``group:`` / ``tag:`` lines (for suggestions). A name
-    ``<stock>_calibration`` (``calibration_stem``) is known where ``<stock>`` occurs."""
+    ``<stock>_calibration`` (``calibration_stem``) is known where ``<stock>`` occurs.
+
+    A name made of name characters only occurs whole exactly where it is a maximal run of them, so such names
+    are looked up among each folder's runs (lm-eval's folder's kept for the process,
+    ``_installed_runs_and_declared_names``); any other name (a space, a ``+``) is searched for in the texts
+    with a regex that refuses a name character on either side."""
     plain = [name for name in names if not name.endswith(".yaml") and not GLOB_CHARACTERS & set(name)]
     if not plain:
         return [], set()
     stems = {name: calibration_stem(name) for name in plain}
-    wanted = [*plain, *(stem for stem in stems.values() if stem is not None)]
-    # a whole name: not part of a longer one (name characters on neither side). One regex of all names is
-    # quick for a few names but slow for thousands (the scan tries every name at every position); a name
-    # made of name characters only occurs whole exactly where it is a whole run of them, so many such names
-    # are looked up in each text's runs instead (linear in the text, however many names).
-    encoded = {name: name.encode("utf-8") for name in set(wanted)}
-    by_run = {raw: name for name, raw in encoded.items() if _NAME_RUN.fullmatch(raw)}
-    if len(by_run) <= MANY_NAMES:
-        by_run = {}
-    others = sorted((raw for raw in encoded.values() if raw not in by_run), key=len, reverse=True)
+    wanted = {*plain, *(stem for stem in stems.values() if stem is not None)}
+    encoded = {name.encode("utf-8"): name for name in wanted}
+    by_run = {raw: name for raw, name in encoded.items() if _NAME_RUN.fullmatch(raw)}
+    others = sorted((raw for raw in encoded if raw not in by_run), key=len, reverse=True)
     whole_name = (
         re.compile(rb"(?<![\w.\-])(?:" + b"|".join(map(re.escape, others)) + rb")(?![\w.\-])")
         if others
         else None
     )
+    installed = lm_eval_tasks_dir()
     found: set[str] = set()
     declared: set[str] = set()
     for folder in task_folders(include_path):
-        for text in _yaml_texts(folder):
-            if by_run:
-                found.update(by_run[run] for run in by_run.keys() & set(_NAME_RUN.findall(text)))
-            if whole_name is not None:
+        if folder == installed:
+            runs, names_declared = _installed_runs_and_declared_names(folder)
+        else:
+            runs, names_declared = _runs_and_declared_names(folder)
+        found.update(name for raw, name in by_run.items() if raw in runs)
+        declared |= names_declared
+        if whole_name is not None:
+            for text in _yaml_texts(folder):
                 found.update(match.decode("utf-8") for match in whole_name.findall(text))
-            matches = _DECLARED_NAME.findall(text)
-            for block in _TAG_LIST.findall(text):
-                matches += _LIST_ITEM.findall(block)
-            declared.update(match.decode("utf-8", "replace") for match in matches)
     return [name for name in plain if name not in found and stems[name] not in found], declared
 
 

@@ -220,9 +220,11 @@ def toy_report(tmp_path_factory) -> str:
     """The markdown of the report on ``_runs`` with ``_options()``, built once for the tests that only read
     it."""
     from analysis.report import build_report
+    from analysis.report.figures import figures_not_rendered
 
     root = tmp_path_factory.mktemp("toy_report")
-    return build_report([_runs(root / "runs")], root / "report", options=_options()).markdown.read_text()
+    with figures_not_rendered():  # the Markdown is the same; the figures are the rendering tests'
+        return build_report([_runs(root / "runs")], root / "report", options=_options()).markdown.read_text()
 
 
 @pytest.fixture(scope="module")
@@ -230,10 +232,12 @@ def two_task_report(tmp_path_factory) -> tuple:
     """``_two_task_runs`` and the markdown of its report with ``_options()``, built once for the tests that
     only read them: (runs folder, markdown)."""
     from analysis.report import build_report
+    from analysis.report.figures import figures_not_rendered
 
     root = tmp_path_factory.mktemp("two_task_report")
     runs = _two_task_runs(root / "runs")
-    return runs, build_report([runs], root / "report", options=_options()).markdown.read_text()
+    with figures_not_rendered():  # the Markdown is the same; the figures are the rendering tests'
+        return runs, build_report([runs], root / "report", options=_options()).markdown.read_text()
 
 
 def test_report_follows_declared_relations_not_names(toy_report):
@@ -435,12 +439,14 @@ def test_report_markdown_escapes_hostile_model_text(tmp_path):
 def test_capcal_report_run_option_chooses_the_older_run(tmp_path):
     """``capcal report --run RUN_ID`` uses that run of its (model, task) and lists the latest as left out."""
     from analysis.cli import main
+    from analysis.report.figures import figures_not_rendered
 
     runs = _runs(tmp_path / "runs")
     older = "2025-12-01T00-00-00.000001"
-    status = main(
-        ["report", str(runs), "--output", str(tmp_path / "report"), "--resamples", "20", "--run", older]
-    )
+    with figures_not_rendered():  # the appendix's run table only
+        status = main(
+            ["report", str(runs), "--output", str(tmp_path / "report"), "--resamples", "20", "--run", older]
+        )
     assert status == 0
     text = (tmp_path / "report" / "report.md").read_text()
     assert "| toy_eval | sampling | 2025-12-01T00-00-00.000001 | True | selected |" in text
@@ -757,11 +763,13 @@ def test_summary_opens_with_a_verdict_per_model_and_the_section_that_compares_fi
     measured; the phrases read as sentences."""
     from analysis.report import build_report
     from analysis.report.analyze import analyze_runs
+    from analysis.report.figures import figures_not_rendered
 
     runs = _one_estimator_model(_runs(tmp_path / "runs"))
     analysis = analyze_runs([runs], options=_options())
     assert [r.model for r in analysis.results][0] == "a-model"  # the order the runs come in
-    files = build_report([runs], tmp_path / "report", options=_options())
+    with figures_not_rendered():  # the Markdown only
+        files = build_report([runs], tmp_path / "report", options=_options())
     markdown = files.markdown.read_text()
     verdicts = _verdicts(markdown)
     assert len(verdicts) == 2
@@ -928,11 +936,13 @@ def test_blank_cells_say_why(tmp_path, report_markdown):
     the random row's blank cells in a section table and a grid's blank cells are explained under the
     table."""
     from analysis.report import build_report
+    from analysis.report.figures import figures_not_rendered
     from analysis.report.paper_table import BLANK_NOTE
     from analysis.report.sections import RANDOM_ROW_NOTE
 
     runs = _one_estimator_model(_two_task_runs(tmp_path / "runs"))
-    markdown = build_report([runs], tmp_path / "report", options=_options()).markdown.read_text()
+    with figures_not_rendered():  # the Markdown only
+        markdown = build_report([runs], tmp_path / "report", options=_options()).markdown.read_text()
     rows = report_markdown.ranking_rows(markdown, "toy-model", "toy_eval")
     assert all(cell != "" for row in rows for cell in row.values())
     (lf,) = [row for row in rows if row["estimator"] == "consistency_lf_k2"]

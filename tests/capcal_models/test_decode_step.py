@@ -68,12 +68,11 @@ def test_sample_uniforms_are_uniform_and_uncorrelated():
 
 
 @pytest.fixture(scope="module")
-def tiny(smollm2_path, tmp_path_factory):
+def tiny(tiny_smollm2_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = decode_step_ops.tiny_model(smollm2_path, tmp_path_factory.mktemp("tiny"), seed=3)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    return model, AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(tiny_smollm2_path, dtype=torch.float32).eval()
+    return model, AutoTokenizer.from_pretrained(tiny_smollm2_path)
 
 
 def _jobs(prompts: int = 5, k: int = 6) -> list[PromptJob]:

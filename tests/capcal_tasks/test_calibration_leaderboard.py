@@ -70,11 +70,12 @@ def open_group_run(tmp_path_factory, shared_data) -> tuple[Path, dict]:
         str(BIN / "lm_eval"), "--model", "hf", "--model_args", f"pretrained={model}",
         "--include_path", _capcal("tasks-dir"), "--tasks", GROUP, "--apply_chat_template",
         "--metadata", json.dumps({"repeats": K}), "--limit", str(LIMIT),
-        "--gen_kwargs", "max_gen_toks=8", "--batch_size", "8", "--seed", "7", "--output_path", str(output),
+        "--gen_kwargs", "max_gen_toks=8", "--batch_size", str(K), "--seed", "7", "--output_path", str(output),
         "--log_samples",
     ]  # fmt: skip
-    # batch 8, not 64: stock hf pads a batch to its longest prompt (AIME's reach 914 tokens, the others'
-    # 360) and prefills each of the k clones; at 64 the run took 950 s in CI, at 8 it took 321 s here
+    # batch k: stock hf pads a batch to its longest prompt (AIME's reach 914 tokens, the others' 360) and
+    # prefills each of the k clones; a batch of one question's k clones pads nothing. The run took 950 s in
+    # CI at 64; on the 2-core AMD machine (2026-11-29) 171 s at 16, 121 s at 8 and at 2, 107 s at 4
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CAPCAL_DATA_DIR": str(shared_data)}  # offline: local data
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3000)
     assert result.returncode == 0, result.stderr[-4000:]

@@ -3,14 +3,15 @@ every name lm-eval's index knows occurs in some YAML (the screen never refuses a
 
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 
 import pytest
 
-from capcal_tasks import task_names
+from capcal_tasks import task_names, tasks_dir
 from capcal_tasks.task_manager import CapcalTaskManager, task_manager_for
 from capcal_tasks.task_names import (
-    MANY_NAMES,
     UnknownTaskError,
     lm_eval_tasks_dir,
     unknown_task_message,
@@ -45,22 +46,64 @@ def test_a_name_in_no_yaml_is_unknown_and_the_closest_declared_names_are_offered
     assert unknown_task_message("zzzzzz", declared) == "unknown task zzzzzz"
 
 
-def test_many_names_get_the_answers_of_the_regex_screen(monkeypatch):
-    """Above MANY_NAMES plain names the screen looks names up among each text's runs of name characters;
-    it must give what the one-regex screen gives to the same names (the screen asked again with MANY_NAMES
-    raised to their number, so that it takes its one-regex path: one scan of lm-eval's tree, where asking
-    50 names at a time took nine)."""
+def _yaml_texts_by_hand(folder: Path) -> list[bytes]:
+    """Every ``.yaml`` under ``folder`` and every file an ``include:`` line names, read here (not with the
+    module's reader), for a reference screen."""
+    texts: dict[Path, bytes] = {}
+    pending = [path for path in folder.rglob("*.yaml") if "__pycache__" not in path.parts]
+    while pending:
+        path = pending.pop()
+        if path in texts or not path.is_file():
+            continue
+        texts[path] = path.read_bytes()
+        for line in re.findall(rb"(?m)^include:[ \t]*(.+)$", texts[path]):
+            pending += [path.parent / item.decode() for item in re.findall(rb"[\w./\-]+", line)]
+    return list(texts.values())
+
+
+def test_the_screen_gives_what_a_whole_word_search_of_the_texts_gives():
+    """The screen looks names made of name characters up among the texts' runs of them (lm-eval's folder's
+    kept for the process) and searches for any other name; both must give what a whole-word search of every
+    YAML text for each name gives (written here; no name character on either side), on names that are
+    parts of longer ones, declared names, punctuation, a space and a non-ASCII letter; asked twice (the
+    second from the kept runs)."""
     declared = sorted(unknown_task_names(["capcal_gsm8k"])[1])
     tricky = ["capcal_gsm8kk", "capcal_gsm8k_al", "gsm8", "gsm8k", "capcal_arithmetic", "hellaswag", "-", "."]
     tricky += ["mmlu_abstract_algebra", "zzz_no_such_task", "arc_easy", "capcal.gsm8k", "a b", "caf\u00e9"]
-    names = tricky + declared[:: max(1, len(declared) // (2 * MANY_NAMES))]
-    assert len(set(names)) > MANY_NAMES
-    at_once = unknown_task_names(names)[0]
-    monkeypatch.setattr(task_names, "MANY_NAMES", len(names))
-    by_one_regex = unknown_task_names(names)[0]
-    assert at_once == by_one_regex
-    assert {"capcal_gsm8kk", "capcal_gsm8k_al", "gsm8", "zzz_no_such_task"} <= set(at_once)
-    assert not {"gsm8k", "capcal_arithmetic", "hellaswag", "arc_easy"} & set(at_once)
+    names = tricky + declared[:: max(1, len(declared) // 60)]
+    # one text of all (a newline between two files is not a name character: no word spans two files)
+    every_text = b"\n".join(
+        text for folder in (lm_eval_tasks_dir(), tasks_dir()) for text in _yaml_texts_by_hand(folder)
+    )
+    expected = [
+        name
+        for name in names
+        if re.search(rb"(?<![\w.\-])" + re.escape(name.encode("utf-8")) + rb"(?![\w.\-])", every_text) is None
+    ]
+    assert {"capcal_gsm8kk", "capcal_gsm8k_al", "gsm8", "zzz_no_such_task"} <= set(expected)
+    assert not {"gsm8k", "capcal_arithmetic", "hellaswag", "arc_easy", "a b"} & set(expected)
+    assert unknown_task_names(names)[0] == expected
+    assert unknown_task_names(names)[0] == expected
+
+
+def test_a_second_screen_reads_lm_evals_folder_no_more_but_an_include_path_again(monkeypatch, tmp_path):
+    """What the screen read from lm-eval's installed task folder it keeps for the process; an include path
+    (a user's folder, edited between two runs of one notebook) is read at every screen."""
+    unknown_task_names(["gsm8k"])
+    opened: list[str] = []
+
+    def recording_open(path, *arguments, **keywords):
+        opened.append(str(path))
+        return open(path, *arguments, **keywords)
+
+    monkeypatch.setattr(task_names, "open", recording_open, raising=False)  # the module's own name first
+    (tmp_path / "mine.yaml").write_text("task: my_own_task\ndataset_path: json\n")
+    names = ["gsm8k", "my_own_task", "my_later_task"]
+    assert unknown_task_names(names, include_path=tmp_path)[0] == ["my_later_task"]
+    lm_eval = str(lm_eval_tasks_dir())
+    assert str(tmp_path / "mine.yaml") in opened and not [path for path in opened if path.startswith(lm_eval)]
+    (tmp_path / "later.yaml").write_text("task: my_later_task\ndataset_path: json\n")
+    assert unknown_task_names(names, include_path=tmp_path)[0] == []
 
 
 def test_part_of_a_longer_name_is_not_a_name():
