@@ -7,10 +7,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.capcal-installed
 # whole files to each worker, longest first (tests/conftest.py's LONGEST_FILES; xdist's own reorder would
-# put the few-test, many-minute files last). Three workers on two cores: the real-model tests wait on servers,
-# subprocesses, signals and retry delays (with two workers about 13% of the cores' time was idle; vmstat,
-# 2026-11-29), and a third worker runs while another waits (tests/README.md, "The suite's time")
-PYTEST_ARGS ?= --durations=25 -n 3 --dist loadfile --no-loadscope-reorder
+# put the few-test, many-minute files last). Two workers: three on two cores measured slower (tests/README.md,
+# "2026-11-29 afternoon")
+PYTEST_ARGS ?= --durations=25 -n 2 --dist loadfile --no-loadscope-reorder
 # every fast test of every module (no real model): what a developer runs before each commit; worksteal lets
 # the idle worker take queued tests from the busy one (2:55-2:58 against 3:08-3:10 with --dist load)
 FAST_PYTEST_ARGS ?= --durations=15 -n 2 --dist worksteal -m "not slow"
