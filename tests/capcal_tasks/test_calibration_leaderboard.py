@@ -1,5 +1,5 @@
 """A leaderboard reads a real run of the open group ``capcal_calibration_open`` (stock ``lm_eval``, SmolLM2,
-offline from a local data folder, 3 questions per task x k = 4, 8 new tokens, ``--log_samples``) with its own
+offline from a local data folder, 2 questions per task x k = 4, 8 new tokens, ``--log_samples``) with its own
 reader: plain ``json``, nothing of capcal, in the two styles leaderboards use (exact
 ``results[task]["metric,filter"]`` keys, as the Hugging Face leaderboard template; substring matching over
 task names, as some of its forks). Checked: every headline column is found, with its direction; each group
@@ -36,7 +36,7 @@ TASKS = [
     "capcal_arithmetic_calibration",
 ]
 FILTER = "all_responses"
-K, LIMIT = 4, 3
+K, LIMIT = 4, 2  # 70 generation requests (105 at 3 questions): prefill of prompts of up to 914 tokens
 BIN = Path(sys.executable).parent
 # The headline columns a leaderboard shows, with the direction it must rank them by (True: higher is better).
 HEADLINE = {
@@ -226,7 +226,7 @@ def test_the_template_fails_on_lm_evals_folder_and_reads_the_export(open_group_r
     """lm-eval's folder, read by the template (the replica of its own files): skipped for its samples files,
     so no row and ``KeyError: 'Average ⬆️'``; its results file alone fails the whole board with
     ``AttributeError`` (``model_args`` is a dict, no ``model_name``). ``capcal leaderboard``'s export of the
-    same run (3 questions per task in 8 tokens: most tasks degenerate) is one complete row, each column the
+    same run (2 questions per task in 8 tokens: most tasks degenerate) is one complete row, each column the
     group's value, each column left off named with its task's reason."""
     output, results = open_group_run
     tasks = [TemplateTask(GROUP, f"{metric},{FILTER}", metric) for metric in HEADLINE]
