@@ -189,11 +189,11 @@ def _load_helper(name: str, path: Path) -> ModuleType:
 def forked_cli() -> Iterator:
     """One ``tests/analysis/forked_cli.py`` server per worker: every CLI test that only checks what a command
     prints and returns (a refusal, a dry run on lm-eval's dummy model; and the real runs of
-    ``analysis/test_end_to_end.py`` and ``capcal_tasks/test_sampled_task_runs.py``, whose model loads in the
-    child) runs its command in a child forked from it, instead of a fresh interpreter that imports lm-eval,
-    datasets, transformers and torch again (5-6 s of CPU time a command). What those imports print would be
-    in every command's stderr: there must be nothing. ``forked_cli.run(runner, args, cwd, timeout, env)``;
-    ``forked_cli.capcal(args, cwd, timeout, env)``."""
+    ``analysis/test_end_to_end.py``, ``capcal_tasks/test_sampled_task_runs.py`` and the small demo, whose
+    models load in the child) runs its command in a child forked from it, instead of a fresh interpreter
+    that imports lm-eval, datasets, transformers and torch again (5-6 s of CPU time a command). What those
+    imports print would be in every command's stderr: there must be nothing.
+    ``forked_cli.run(runner, args, cwd, timeout, env)``; ``forked_cli.capcal(args, cwd, timeout, env)``."""
     helper = _load_helper("capcal_tests_forked_cli", Path(__file__).parent / "analysis" / "forked_cli.py")
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     server = helper.ForkedCli({**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}, REPO)

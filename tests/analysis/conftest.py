@@ -6,8 +6,6 @@ report tests on its output (both in tests/analysis/evaluation/test_demo.py, so t
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -46,11 +44,12 @@ def tiny_run(tmp_path_factory, smollm2_path: Path) -> tuple[Path, dict]:
 
 
 @pytest.fixture(scope="session")
-def small_demo(tmp_path_factory, smollm2_path: Path) -> tuple[Path, str]:
+def small_demo(tmp_path_factory, smollm2_path: Path, forked_cli) -> tuple[Path, str]:
     """``capcal demo`` at a small size (10 arithmetic questions, k 6; 20 training questions; the second model
-    k 4, and its verbalized confidence at most 32 tokens): (output folder, the command's stdout)."""
+    k 4, and its verbalized confidence at most 32 tokens), in a process forked from ``forked_cli`` (the
+    models load in it): (output folder, the command's stdout)."""
     output = tmp_path_factory.mktemp("demo")
-    command = [sys.executable, "-m", "analysis.cli", "demo", "--output_dir", str(output)]
+    command = ["demo", "--output_dir", str(output)]
     command += ["--per_level", "2", "--train_per_level", "4", "--resamples", "100"]
     # consistency k = 5 needs n > 5 samples per question
     command += [
@@ -64,7 +63,7 @@ def small_demo(tmp_path_factory, smollm2_path: Path) -> tuple[Path, str]:
         "32",
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1500)
+    result = forked_cli.capcal(command, REPO, 1500, env=env)
     assert result.returncode == 0, result.stderr[-4000:]
     return output, result.stdout
 
