@@ -146,9 +146,10 @@ def main() -> None:
     from capcal_models.registry import register_models
 
     register_models()
-    # the same engine settings for both (capcal-vllm turns chunked prefill off on CPU; see capcal_models.vllm)
+    # the same engine settings for both, capcal-vllm's CPU defaults (capcal_models.vllm): chunked prefill off
+    # and 32-token blocks, so that stock vllm's k clones of a prompt share its prefill as capcal's samples do
     engine = f"pretrained={args.model},dtype=float32,max_model_len=2048,enforce_eager=True"
-    engine += ",enable_chunked_prefill=False"
+    engine += ",enable_chunked_prefill=False,block_size=32"
     q, k, max_toks = args.questions, args.k, args.max_gen_toks
     report: dict = {"settings": vars(args), "eval": {}, "runs": {}, "timings": {}, "engine_calls": {}}
     logprobs: dict[str, dict] = {"stock": {}, "capcal": {}}
