@@ -78,3 +78,35 @@ def test_sentences_facts_warnings_and_notes_land_in_order_each_from_its_own_fiel
     ]
     positions = [page.index(part) for part in parts]
     assert positions == sorted(positions) and page.index(">the fact<") < positions[1]
+
+
+def test_report_files_are_utf8_under_an_ascii_locale(tmp_path) -> None:
+    """A C/POSIX locale without UTF-8 mode (default text encoding ASCII, some clusters' batch shells): model
+    text with non-ASCII letters still lands in report.html and report.md, written as UTF-8 (a file written in
+    the locale's encoding would fail, or differ, there)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "report"
+    title, heading = "Résumé", "Größe — café"
+    sentence, question = "Is the naïve answer “42”? ✓", "Über 2 + 2?"
+    code = (  # the text as ASCII escapes: the command line itself is read in the locale's encoding
+        "import locale, sys\n"
+        "import pandas as pd\n"
+        "from analysis.rendering import ReportSection, write_report\n"
+        "assert locale.getpreferredencoding(False) != 'UTF-8' and not sys.flags.utf8_mode\n"
+        f"section = ReportSection({ascii(heading)}, sentences=[{ascii(sentence)}],\n"
+        f"                        tables=[('examples', pd.DataFrame({{'question': [{ascii(question)}]}}))])\n"
+        f"write_report([section], {ascii(str(out))}, title={ascii(title)})\n"
+    )
+    env = {**os.environ, "LANG": "C", "LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parents[2]), env.get("PYTHONPATH")]))
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    page = (out / "report.html").read_bytes().decode("utf-8")
+    assert f"<title>{title}</title>" in page and f">{heading}</h2>" in page
+    assert sentence in page and question in page
+    markdown = (out / "report.md").read_bytes().decode("utf-8")
+    assert f"## {heading}" in markdown and question in markdown

@@ -867,3 +867,21 @@ def test_build_report_orders_the_summary_grid_sections_appendix_and_bookkeeping(
     assert any(
         notice in line for section in written["sections"][:-4] for line in section.notes + section.warnings
     )
+
+
+def test_build_report_marks_a_task_without_any_estimator_as_measured_but_not_ranked(tmp_path, monkeypatch):
+    """A sampling run with no estimator to compute (no consistency k, no confidence run): the summary says
+    it was measured (N = 8, k = 4) with no confidence estimator, from the section's missing inputs (its
+    report section exists all the same, so reading that instead would claim an estimator)."""
+    _sampling_run(tmp_path, "toy_eval", _ids("e", 8), _evaluation())
+    written = {}
+    monkeypatch.setattr(build, "write_report", lambda sections, report_dir, title: written.update(s=sections))
+    options = ReportOptions(n_resamples=10, consistency_ks=(), max_examples=1)
+    build.build_report([tmp_path], tmp_path / "report", options=options)
+    summary = written["s"][0]
+    assert summary.facts["questions (N) and samples per question (k)"] == (
+        f"{MODEL} · toy_eval: N = 8, k = 4 (no confidence estimator: not ranked)"
+    )
+    assert summary.sentences == [
+        f"{MODEL} · toy_eval: no confidence estimator could be computed, so there is nothing to rank."
+    ]

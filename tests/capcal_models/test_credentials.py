@@ -59,6 +59,12 @@ def test_credentials_in_urls_are_found_and_public_urls_drop_them() -> None:
     assert public_url("http://127.0.0.1/v1") == "http://127.0.0.1/v1" and public_url(None) == ""
 
 
+def test_a_token_as_url_username_alone_is_flagged() -> None:
+    """Catches the user-info check reading only the password: ``https://TOKEN@host`` has no password."""
+    assert credentials_in_url(f"https://{FAKE_KEY}@api.example.com/v1") == "user:password@ in base_url"
+    assert credentials_in_url("https://api.example.com:8443/v1") is None
+
+
 def test_refusal_names_the_problem_without_the_secret() -> None:
     refuse_credentials("capcal-api", {"model": "m", "base_url": "http://127.0.0.1:9/v1"})  # nothing to refuse
     with pytest.raises(ValueError, match=r"capcal-api: do not pass api_key in model_args") as refused:

@@ -8,7 +8,8 @@
   fully cached questions are only prefilled when their activations are missing; greedy decodes are cached;
 - fast, on a random-weight 2-layer model of SmolLM2's architecture: each finished sample is committed under
   its own (request key, repeat), also when the repeats to decode are not 0..m-1, so a later run reads every
-  one back and decodes only the lost one.
+  one back and decodes only the lost one; the model identity (the cache key) names a tokenizer loaded from
+  its own folder.
 
 Both decode one row at a time (batch size 1); that decoding does not depend on the batch size or on the
 other rows is checked by test_hf_batch_invariance.py. The kill test's uninterrupted reference decodes its 16
@@ -68,6 +69,36 @@ def test_model_identity_changes_with_the_checkpoint_files(tmp_path: Path) -> Non
     os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1_000_000))
     assert source_identity(str(folder)) != before
     assert source_identity("org/model") == {"name": "org/model"}  # a hub name: its loaded commit decides
+
+
+def test_the_identity_records_the_tokenizer_loaded_from_its_own_folder(
+    tiny_smollm2_path, tmp_path: Path
+) -> None:
+    """Catches the identity's tokenizer entry read from another attribute: a tokenizer folder apart from the
+    model's must be in the sample-cache key, by its path and its files' (name, size, mtime)."""
+    import shutil
+
+    from capcal_models.hf import CapcalHFLM
+
+    folder = tmp_path / "tokenizer"
+    folder.mkdir()
+    for name in ("chat_template.jinja", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy2(Path(tiny_smollm2_path) / name, folder / name)
+    lm = CapcalHFLM(
+        pretrained=str(tiny_smollm2_path),
+        tokenizer=str(folder),
+        batch_size=1,
+        device="cpu",
+        sample_cache=False,
+    )
+    sources = lm.model_identity()["sources"]
+    assert sorted(sources) == ["pretrained", "tokenizer"]
+    assert sources["pretrained"]["path"] == str(Path(tiny_smollm2_path).resolve())
+    files = sorted(folder.iterdir())
+    assert sources["tokenizer"] == {
+        "path": str(folder.resolve()),
+        "files": [[path.name, path.stat().st_size, path.stat().st_mtime_ns] for path in files],
+    }
 
 
 def _toy_requests(questions: int, k: int) -> list:

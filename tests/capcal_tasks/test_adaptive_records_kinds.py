@@ -250,3 +250,15 @@ def test_a_record_with_n_not_a_look_names_the_looks():
     with pytest.raises(RunFormatError) as raised:
         check_adaptive_record(record, correctness, "f:5")
     assert str(raised.value) == "f:5: 10 responses, not one of the looks [4, 8, 16]"
+
+
+def test_looks_starting_at_exactly_two_are_accepted_and_at_one_refused():
+    """Catches the first look's bound moved off 2 (``< 2`` as ``<= 2`` refuses the smallest valid plan)."""
+    correctness = [1, 0, 1, 1]  # mixed at look 2: unanimity goes on to k_max 4
+    record = _record(correctness, looks=[2, 4], rule={"name": "unanimity"})
+    adaptive = check_adaptive_record(record, correctness, "x:1")
+    assert (adaptive["looks"], adaptive["n"], adaptive["s"], adaptive["stopped"]) == ([2, 4], 4, 3, "k_max")
+    record["adaptive"]["looks"] = [1, 4]
+    with pytest.raises(RunFormatError) as raised:
+        check_adaptive_record(record, correctness, "x:2")
+    assert str(raised.value) == "x:2: adaptive.looks must start at 2 or more (mu^2 needs two draws)"

@@ -217,3 +217,27 @@ def test_a_yaml_wrapped_task_finds_its_base_in_the_process_index(tmp_path, monke
         with pytest.raises(RefusedTask, match="^task stock_alpha: output_type is"):
             base_task_from_metadata("stock_alpha_k2", {"base_task": "stock_alpha", "k": 2})
     assert module.lm_eval_task_index.cache_info().misses == misses
+
+
+def test_a_stock_calibration_task_reads_its_rows_from_the_local_data_folder(tmp_path, monkeypatch):
+    """Catches ``<stock>_calibration`` built without ``local_rows``: with CAPCAL_DATA_DIR set, its questions
+    are the local file's rows (openai/gsm8k -> gsm8k/test.jsonl), not the hub's."""
+    data = tmp_path / "data"
+    (data / "gsm8k").mkdir(parents=True)
+    (data / "gsm8k" / "test.jsonl").write_text(
+        '{"question": "What is 40 + 2?", "answer": "#### 42"}\n'
+        '{"question": "What is 7 * 6?", "answer": "#### 42"}\n'
+        '{"question": "What is 50 - 8?", "answer": "#### 42"}\n'
+    )
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "alpha.yaml").write_text(
+        "task: stock_alpha\ndataset_path: openai/gsm8k\ndataset_name: main\ntest_split: test\n"
+        'output_type: generate_until\ndoc_to_text: "Q: {{question}}\\nA:"\ndoc_to_target: "{{answer}}"\n'
+        'generation_kwargs:\n  until: ["\\n"]\nmetric_list:\n  - metric: exact_match\n'
+    )
+    monkeypatch.setenv("CAPCAL_DATA_DIR", str(data))
+    manager = CapcalTaskManager(include_path=tasks, include_defaults=False, repeats=2)
+    task = manager.load(["stock_alpha_calibration"])["tasks"]["stock_alpha_calibration"]
+    docs = list(task.test_docs())
+    assert [doc["question"] for doc in docs] == ["What is 40 + 2?", "What is 7 * 6?", "What is 50 - 8?"]

@@ -397,3 +397,30 @@ def test_simulation_averages_only_replications_where_both_runs_define_the_metric
         np.testing.assert_allclose(
             [table.loc[name, "bias_adaptive"], table.loc[name, "bias_fixed"]], both.mean(axis=0), rtol=1e-12
         )
+
+
+def test_simulation_se_ratio_divides_the_adaptive_values_spread_by_the_fixed_ones():
+    """``se_ratio`` is the sd over replications of the adaptive run's metric values over the sd of the
+    fixed-k run's, as a direct replay of the documented draws computes them (catches the fixed-k values read
+    for both sides, which would make every ratio exactly 1)."""
+    plan, n_questions, n_replications, pool = cm.unanimity_rule([2, 4]), 6, 20, [0.2, 0.8]
+    table = simulate_adaptive_metrics(
+        "beta(0.2,0.2)", pool, plan, n_questions=n_questions, n_replications=n_replications, seed=3
+    ).set_index("metric")
+    rng = np.random.default_rng(3)
+    adaptive_values, fixed_values = [], []
+    for _ in range(n_replications):
+        mu = draw_mu("beta(0.2,0.2)", n_questions, rng)
+        confidence = np.empty(n_questions)
+        confidence[np.argsort(mu, kind="stable")] = np.sort(rng.choice(pool, n_questions))
+        successes = np.cumsum(rng.binomial([[2, 2]], mu[:, None]), axis=1)
+        n, s = stopped_counts(successes, plan)
+        with warnings.catch_warnings():  # skill is undefined in some replications; Brier is not
+            warnings.simplefilter("ignore", cm.UndefinedMetricWarning)
+            adaptive = metrics_from_estimates(confidence, adaptive_estimates(plan, n, s))
+        adaptive_values.append(adaptive["corrected_capability_brier"])
+        fixed_values.append(cm.corrected_capability_brier_score(confidence, successes[:, -1] / 4, 4))
+    expected = np.std(adaptive_values, ddof=1) / np.std(fixed_values, ddof=1)
+    assert adaptive_values != fixed_values and abs(expected - 1.0) > 1e-3  # the two runs differ here
+    assert table.loc["corrected_capability_brier", "replications"] == n_replications
+    assert table.loc["corrected_capability_brier", "se_ratio"] == pytest.approx(expected, rel=1e-12)

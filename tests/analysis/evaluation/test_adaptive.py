@@ -759,3 +759,19 @@ def test_an_adaptive_runs_limit_reaches_its_input_checks(smollm2_path, monkeypat
         adaptive.evaluate_adaptive(
             "capcal-hf", [TASK], {"pretrained": str(smollm2_path)}, repeats=K_MAX, limit=limit, device="cpu"
         )
+
+
+def test_an_adaptive_runs_metadata_reaches_its_input_checks(smollm2_path, monkeypatch) -> None:
+    """Catches ``evaluate_adaptive`` handing ``check_inputs`` something other than its ``metadata``: a
+    metadata that is not a mapping is refused in one line before any model loads (the loader fails the
+    test)."""
+    from analysis.evaluation import EvaluationInputError, adaptive
+
+    monkeypatch.setattr(adaptive, "_load_model", lambda *args, **kwargs: pytest.fail("a model was loaded"))
+    with pytest.raises(
+        EvaluationInputError, match=r"^metadata must be a JSON object \(a mapping\), got list$"
+    ):
+        adaptive.evaluate_adaptive(
+            "capcal-hf", [TASK], {"pretrained": str(smollm2_path)}, repeats=K_MAX, device="cpu",
+            metadata=["ptrue", False],
+        )  # fmt: skip

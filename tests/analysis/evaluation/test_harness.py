@@ -356,6 +356,41 @@ def test_an_incomplete_saved_run_has_its_results_and_its_samples_renamed_and_is_
     ]
 
 
+def test_the_saved_results_hold_lm_evals_task_hash_of_the_logged_samples(tmp_path):
+    """Catches ``save_run`` saving the aggregates without the samples: lm-eval's results file then has an
+    empty ``task_hashes`` (the sha256 of the task's doc, prompt and target hashes, joined in order)."""
+    import hashlib
+
+    from lm_eval.loggers import EvaluationTracker
+
+    from analysis.evaluation.harness import save_run
+
+    samples = [
+        {
+            "doc_id": doc,
+            "doc": {"question": f"q{doc}"},
+            "target": "7",
+            "arguments": [["Q: what is 3 + 4?", {"until": ["."]}]],
+            "resps": [["7"]],
+            "filtered_resps": ["7"],
+            "doc_hash": f"d{doc}",
+            "prompt_hash": f"p{doc}",
+            "target_hash": f"t{doc}",
+        }
+        for doc in range(2)
+    ]
+    results = {
+        "results": {"toy": {"alias": "toy"}},
+        "configs": {"toy": {"output_type": "generate_until"}},
+        "samples": {"toy": samples},
+    }
+    tracker = EvaluationTracker(output_path=str(tmp_path))
+    saved = save_run(results, tracker, tmp_path, True, "dummy", {}, {"value": 1})
+    written = json.loads(saved["capcal_files"]["results"].read_text(encoding="utf-8"))
+    assert written["task_hashes"] == {"toy": hashlib.sha256(b"d0p0t0d1p1t1").hexdigest()}
+    assert len(saved["samples"]["toy"]) == 2  # and the returned results keep the samples
+
+
 def test_a_run_without_log_samples_is_warned_that_check_and_report_will_have_nothing(tmp_path):
     """``evaluate``'s ``log_samples`` reaches its input checks: without it the warning that ``capcal check``,
     ``analyze`` and ``report`` read the samples files is given (once, before the run); with it, not.

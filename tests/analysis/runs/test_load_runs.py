@@ -590,3 +590,24 @@ def test_a_question_table_file_holds_the_tables_columns_only_whatever_its_index(
         {"question_id": "q7", "expected_accuracy": 0.5},
         {"question_id": "q3", "expected_accuracy": 0.25},
     ]
+
+
+def test_the_confidence_table_has_its_documented_columns_in_order(tmp_path):
+    """``RunCollection.confidences`` (and ``read_elicited``) lists the columns of ``CONFIDENCE_COLUMNS`` in
+    the documented order, each value under its own name; catches a reordered column list."""
+    metadata = {"capcal_task": "verbalized", "capcal_role": "confidence", "capcal_target_task": "capcal_toy"}
+    verbalized = {"doc_id": 3, "doc": {"question_id": "toy/0003"}, "resps": [["\\boxed{0.7}"]]}
+    verbalized.update(verbalized_confidence=0.7, parse_success=1, parse_failures=0)
+    _run(tmp_path, "v", [verbalized], task="capcal_toy_verbalized", metadata=metadata)
+    columns = [
+        "model", "model_id", "task", "target_task", "run_id", "run_key", "kind", "doc_id", "question_id",
+        "confidence", "parse_success", "response_correct", "logprob_yes", "logprob_no", "p_yes",
+        "p_yes_normalized", "response_correctness",
+    ]  # fmt: skip
+    for table in (load_runs([tmp_path]).confidences, read_elicited(tmp_path)):
+        assert list(table.columns) == columns
+        row = table.iloc[0]
+        assert row[["model", "task", "target_task", "kind"]].tolist() == [
+            "toy-model", "capcal_toy_verbalized", "capcal_toy", "verbalized"
+        ]  # fmt: skip
+        assert row[["doc_id", "question_id", "confidence"]].tolist() == [3, "toy/0003", 0.7]

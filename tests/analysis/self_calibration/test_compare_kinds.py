@@ -436,6 +436,28 @@ def test_report_section_operating_points_whole(no_figure):
     assert table.to_numpy().tolist() == expected
 
 
+def test_operating_points_keep_before_columns_first_when_the_curves_list_after_first(no_figure):
+    """The operating-points table has its fixed column order (before, then after) even when the curves (a
+    ``curves.csv`` read back, say) list the "after" rows first; catches columns taken from the rows' order."""
+    curves = _curves_frame()
+    comparison = _comparison()
+    comparison.curves = pd.concat(
+        [curves[curves["side"] == "after"], curves[curves["side"] == "before"]], ignore_index=True
+    )
+    _, table = comparison_section(comparison).tables[1]
+    assert list(table.columns) == [
+        "strategy", "point", "before accuracy", "before samples", "after accuracy", "after samples"
+    ]  # fmt: skip
+    # early stopping at tau 0.5: row 10 of _curves_frame before, row 22 + 10 = 32 after
+    # before: 0.3 + 0.0101 * 10, [0.2 + 0.0052 * 10, 0.5 + 0.0073 * 10], 1 + 0.0314 * 10 samples
+    # after: 0.3 + 0.0101 * 32 = 0.6232, [0.3664, 0.7336], 1 + 0.0314 * 32 = 2.0048 samples
+    assert table.iloc[0].tolist() == [
+        "early-stopping best-of-N", "tau = 0.5",
+        "0.401 [0.252, 0.573]", "1.31",
+        "0.623 [0.366, 0.734]", "2.00",
+    ]  # fmt: skip
+
+
 def test_report_section_training_table_lists_settings_then_config(no_figure):
     training = {"method": "sft", "config": {"learning_rate": 1e-5, "layers": [3, 4]}, "data_sha256": "abc"}
     caption, table = comparison_section(_comparison(training=training)).tables[2]

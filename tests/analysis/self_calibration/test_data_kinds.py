@@ -297,6 +297,44 @@ def test_the_readme_is_the_card_line_by_line(runs, tmp_path):
     assert lines[-1] == 'Settings: {"confidence": "p_yes", "lm_threshold": 0.75}'
 
 
+def test_the_card_and_readme_are_utf8_under_an_ascii_locale(runs, tmp_path):
+    """Under a C/POSIX locale without UTF-8 mode (default text encoding ASCII) a model named with non-ASCII
+    letters still gives a UTF-8 ``card.json`` and ``README.md``, and no file is written in the locale's
+    encoding (``-X warn_default_encoding``: an ``EncodingWarning`` names any ``write_text`` or ``open``
+    without an encoding; the card's JSON escapes non-ASCII, so only that warning tells a dropped
+    ``encoding=`` on it)."""
+    import os
+    import subprocess
+    import sys
+
+    model = "tøy-modèl—β"
+    sampling, selfcheck = runs
+    for results in [*sampling.rglob("results_*.json"), *selfcheck.rglob("results_*.json")]:
+        content = json.loads(results.read_text(encoding="utf-8"))
+        results.write_text(json.dumps({**content, "model_name": model}), encoding="utf-8")
+    out = tmp_path / "out"
+    code = (
+        "import locale, sys, warnings\n"
+        "from analysis.self_calibration.data import build_training_data\n"
+        "assert locale.getpreferredencoding(False) != 'UTF-8' and not sys.flags.utf8_mode\n"
+        "assert sys.flags.warn_default_encoding\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always', EncodingWarning)\n"
+        f"    build_training_data({str(sampling)!r}, {str(selfcheck)!r}, {str(out)!r})\n"
+        "print(ascii([f'{w.filename}:{w.lineno}' for w in caught if w.category is EncodingWarning]))\n"
+    )
+    env = {**os.environ, "LANG": "C", "LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parents[3]), env.get("PYTHONPATH")]))
+    command = [sys.executable, "-X", "warn_default_encoding", "-c", code]
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "[]"  # no file written in the locale's encoding
+    card = json.loads((out / "card.json").read_bytes().decode("utf-8"))
+    assert card["sources"]["sampling"]["model"] == model and card["sources"]["selfcheck"]["model"] == model
+    readme = (out / "README.md").read_bytes().decode("utf-8")
+    assert f"- sampling: task {TASK}, model {model}, run " in readme
+
+
 def test_the_normalized_confidence_is_read_from_its_own_field(runs, tmp_path):
     sampling, selfcheck = runs
     data = build_training_data(sampling, selfcheck, tmp_path / "out", confidence="p_yes_normalized")
@@ -464,6 +502,28 @@ def test_read_training_data_boundaries_of_the_span(tmp_path):
     with pytest.raises(SelfCalibrationDataError) as error:
         read_training_data(path)
     assert str(error.value) == f"{path}:1: missing field(s) yes_text, correct"
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "accepted"),
+    [(0, 6, True), (0, 0, False), (0, 7, False)],  # context "abcdef": 0..6 is all of it
+)
+def test_a_span_starting_at_zero_is_checked_like_any_other(tmp_path, start, end, accepted):
+    """A span at the context's very start (0) still needs 0 < end <= len(context); catches a check that
+    only looks at spans starting after 0."""
+    record = {
+        "question_id": "q", "task": "t", "response_index": 0, "context": "abcdef", "yes_text": "Yes",
+        "response": "abcdef", "response_start": start, "response_end": end, "extracted_answer": "abcdef",
+        "confidence": 0.5, "ssc": 1.0, "lm_loss": True, "correct": 1,
+    }  # fmt: skip
+    path = tmp_path / "train.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    if accepted:
+        assert read_training_data(path) == [record]
+        return
+    with pytest.raises(SelfCalibrationDataError) as error:
+        read_training_data(path)
+    assert str(error.value) == f"{path}:1: response span 0..{end} is not inside the context"
 
 
 @pytest.mark.parametrize("tamper", ["another response", "the same responses in another order"])

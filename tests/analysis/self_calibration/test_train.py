@@ -118,6 +118,13 @@ def test_train_config_validates_and_is_configurable():
         TrainConfig(target_modules=())
 
 
+def test_examples_per_epoch_of_one_is_accepted_and_zero_refused():
+    """The budget check admits its boundary: ``examples_per_epoch`` 1 is valid, 0 is not (catches ``> 1``)."""
+    assert TrainConfig(examples_per_epoch=1).examples_per_epoch == 1
+    with pytest.raises(ValueError, match="examples_per_epoch=0"):
+        TrainConfig(examples_per_epoch=0)
+
+
 def test_cli_exposes_every_training_setting():
     """``capcal selfcal train`` and ``run`` have a flag per ``TrainConfig`` field (``run`` shares --seed)."""
     import dataclasses
@@ -380,3 +387,66 @@ def test_the_trainer_gets_the_configs_loss_weights_and_the_epochs_micro_batches(
     assert (given["beta"], given["lm_weight"]) == (0.375, 2.5)
     # the method's cosine runs over max_steps x accumulation = 5 x 2 micro-batches
     assert given["micro_batches"] == (10 if method_schedule else None)
+
+
+def test_the_method_schedule_ramps_then_follows_the_cosine_over_micro_batches(tmp_path):
+    """The trainer's ``create_optimizer_and_scheduler`` makes the method's scheduler (not None, so the
+    learning rate moves): a linear warm-up over 2 steps, then ``lr (1 + cos(pi s / 8))`` / 2 over the 8
+    micro-batches, not over the 4 optimisation steps the trainer asks for. Fast: a ``torch.nn.Linear``,
+    no language model."""
+    import math
+
+    import torch
+
+    from analysis.self_calibration.train import _trainer_class, training_arguments
+
+    config = TrainConfig(learning_rate=0.1, warmup_steps=2)
+    arguments = training_arguments(config, tmp_path / "checkpoints", method_schedule=True)
+    trainer = _trainer_class()(
+        model=torch.nn.Linear(2, 1), args=arguments, beta=0.25, lm_weight=0.1, micro_batches=8
+    )
+    trainer.create_optimizer_and_scheduler(num_training_steps=4)
+    rates = []
+    for _ in range(6):
+        rates.append(trainer.optimizer.param_groups[0]["lr"])
+        trainer.optimizer.step()
+        trainer.lr_scheduler.step()
+    cosine = [(1 + math.cos(math.pi * s / 8)) / 2 for s in range(6)]
+    ramp = [0.0, 0.5, 1.0, 1.0, 1.0, 1.0]  # step / warmup_steps while below 2
+    assert rates == pytest.approx([0.1 * r * c for r, c in zip(ramp, cosine, strict=True)], rel=1e-12)
+    assert rates[4] == pytest.approx(0.05)  # half-way through the 8 micro-batches
+
+
+def test_the_summary_counts_confidence_and_lm_examples_each_from_its_own_draw(tiny_smollm2_path, tmp_path):
+    """``training.json`` counts the drawn confidence examples under ``confidence_examples`` and the
+    causal-LM ones under ``lm_examples`` (4 and 2 here, so reading one for the other shows). Fast: one
+    optimisation step of a random-weight 2-layer model of SmolLM2's architecture on four hand-written tuples;
+    the data file, the encoding, the epoch plan, the adapter and the trainer are the real ones."""
+    from analysis.self_calibration.train import train_self_calibration
+
+    lines = []
+    for i in range(4):  # one question each; targets 0, 0.25, 0.5, 0.75 (four buckets); causal-LM on 0 and 2
+        response = f"{i} + {i} = {2 * i}."
+        context = f"Question: what is {i} + {i}?\nAnswer: {response}\nIs the answer correct? (Yes/No)"
+        start = context.index(response)
+        lines.append(
+            {
+                "question_id": f"q{i}", "task": "toy", "response_index": 0, "context": context,
+                "yes_text": " Yes", "response": response, "response_start": start,
+                "response_end": start + len(response), "extracted_answer": str(2 * i), "confidence": None,
+                "ssc": i / 4, "lm_loss": i % 2 == 0, "correct": True,
+            }
+        )  # fmt: skip
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    config = TrainConfig(
+        validation_fraction=0.0, train_batch_size=1, gradient_accumulation_steps=1, max_steps=1, save_steps=1
+    )
+    result = train_self_calibration(data, tiny_smollm2_path, tmp_path / "out", config, evaluate_loss=False)
+    # no budget: cap = ceil(4 / 21) = 1 per bucket, four buckets -> 4 confidence examples; budget
+    # ceil(4 / 0.3) = 14, floor(14 * 0.7) = 9 >= the 2 causal-LM tuples -> both drawn
+    summary = result.summary
+    assert (summary["confidence_examples"], summary["lm_examples"]) == (4, 2)
+    assert summary["confidence_examples_distinct"] == 4 and summary["examples_per_epoch"] == 6
+    written = json.loads((tmp_path / "out" / "training.json").read_text(encoding="utf-8"))
+    assert (written["confidence_examples"], written["lm_examples"]) == (4, 2)
