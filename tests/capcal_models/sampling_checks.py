@@ -100,6 +100,44 @@ def sample_logprobs(scores: dict[str, list[list[float]]]) -> dict[str, list[floa
     return {q: [logprob for logprob, _ in rows] for q, rows in scores.items()}
 
 
+def stock_sample_logprobs(
+    stock, contexts: dict[str, str], samples: dict[str, list[str]], checked: int = 2
+) -> dict[str, list[float]]:
+    """Per key, each sample's log-probability given its prompt ``contexts[key]`` under stock hf's model
+    (``stock``: lm-eval's ``HFLM``): the tokens split as lm-eval's loglikelihood splits them
+    (``HFLM._encode_pair``), the prompt's forward pass computed once per prompt and its KV cache copied for
+    each sample. Stock ``loglikelihood`` runs the whole prompt again for every sample (57% of test_hf.py's
+    runs fixture, 2026-11-29). The last sample of each of the first ``checked`` prompts (scored after the
+    others, from the same prefix) is scored by stock ``loglikelihood`` too; each must agree within 1e-4."""
+    import copy
+
+    import torch
+    from lm_eval.api.instance import Instance
+
+    scores: dict[str, list[float]] = {}
+    with torch.no_grad():
+        for key, texts in samples.items():
+            pairs = [stock._encode_pair(contexts[key], text) for text in texts]
+            context = pairs[0][0]
+            assert len(context) > 1 and all(pair[0] == context for pair in pairs), key
+            prefix = stock.model(torch.tensor([context[:-1]]), use_cache=True, logits_to_keep=1)
+            scores[key] = []
+            for _, continuation in pairs:
+                tokens = torch.tensor([[context[-1], *continuation[:-1]]])
+                cache = copy.deepcopy(prefix.past_key_values)
+                logits = stock.model(tokens, past_key_values=cache, use_cache=True).logits[0]
+                logprobs = torch.log_softmax(logits.float(), dim=-1)
+                scores[key].append(float(logprobs[torch.arange(len(continuation)), continuation].sum()))
+    check = list(samples)[:checked]
+    requests = [
+        Instance("loglikelihood", {}, (contexts[key], samples[key][-1]), idx=0, metadata=("score", n, 1))
+        for n, key in enumerate(check)
+    ]
+    for key, (logprob, _) in zip(check, stock.loglikelihood(requests, disable_tqdm=True), strict=True):
+        assert abs(scores[key][-1] - logprob) <= 1e-4, (key, scores[key][-1], logprob)
+    return scores
+
+
 def samples_by_question(requests: Sequence, texts: Sequence[str]) -> dict[str, list[str]]:
     """question_id -> the texts of its clones, in request order."""
     grouped: dict[str, list[str]] = {}

@@ -34,6 +34,7 @@ from sampling_checks import (  # noqa: E402
     gsm8k_task,
     mean_difference_z,
     samples_by_question,
+    stock_sample_logprobs,
     stratified_permutation_pvalue,
     transformers_scores,
 )
@@ -116,22 +117,9 @@ def runs(models):
         "capcal_temperature_0.5": result["capcal_temperature_0.5"],
     }
     result["scores"] = {
-        name: _sample_logprobs(stock, contexts, samples) for name, samples in to_score.items()
+        name: stock_sample_logprobs(stock, contexts, samples) for name, samples in to_score.items()
     }
     return result
-
-
-def _sample_logprobs(lm, contexts: dict[str, str], samples: dict[str, list[str]]) -> dict[str, list[float]]:
-    """Each sample's log-probability given its prompt (lm-eval's loglikelihood of the response)."""
-    order = [(question, text) for question, texts in samples.items() for text in texts]
-    requests = [
-        Instance("loglikelihood", {}, (contexts[question], text), idx=0, metadata=("score", i, 1))
-        for i, (question, text) in enumerate(order)
-    ]
-    logprobs: dict[str, list[float]] = {question: [] for question in samples}
-    for (question, _), (logprob, _) in zip(order, lm.loglikelihood(requests, disable_tqdm=True), strict=True):
-        logprobs[question].append(logprob)
-    return logprobs
 
 
 @pytest.mark.slow
