@@ -13,7 +13,10 @@ themselves print (a fresh process would print it in every command) is ``ForkedCl
 caller to check.
 
 Protocol: one JSON line per command on the server's stdin (``{"runner", "args", "cwd", "timeout", "env"}``),
-one JSON line back (``{"returncode", "stdout", "stderr"}``). The child's ``os.environ`` is the command's
+one JSON line back (``{"returncode", "stdout", "stderr"}``). ``ForkedCli.popen`` starts a command without
+waiting for it (``"start"``: the child's output goes to the files it names, the reply is its process id), for
+the tests that stop a run with a signal; ``"poll"`` asks whether such a child has ended (its status, or
+null). The child's ``os.environ`` is the command's
 ``env`` (the caller's whole environment by default); what the preloaded modules read from the environment at
 import time is the server's (``tests/conftest.py``'s ``forked_cli`` starts it with the test
 session's).
@@ -27,9 +30,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 # what a ``capcal eval`` command imports before it refuses an input (``sys.modules`` after one: the engine
@@ -82,13 +87,7 @@ class ForkedCli:
         """The command's status (negative: the signal that ended it; SIGALRM after ``timeout`` seconds),
         stdout and stderr; its environment is ``env`` (None: this process's ``os.environ``)."""
         env = dict(os.environ if env is None else env)
-        request = {"runner": runner, "args": args, "cwd": str(cwd), "timeout": timeout, "env": env}
-        self._server.stdin.write(json.dumps(request) + "\n")
-        self._server.stdin.flush()
-        line = self._server.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the forked CLI server ended (status {self._server.poll()})")
-        done = json.loads(line)
+        done = self._ask({"runner": runner, "args": args, "cwd": str(cwd), "timeout": timeout, "env": env})
         return subprocess.CompletedProcess(
             [sys.executable, "-c", runner, *args], done["returncode"], done["stdout"], done["stderr"]
         )
@@ -100,9 +99,77 @@ class ForkedCli:
         real run too: the model is loaded in the child, never in the server."""
         return self.run(CAPCAL_RUNNER, list(args), cwd, timeout, env)
 
+    def popen(
+        self,
+        runner: str,
+        args: list[str],
+        cwd: Path,
+        env: dict[str, str] | None = None,
+        stdout: Path | None = None,
+        stderr: Path | None = None,
+        timeout: int = 1800,
+    ) -> ForkedProcess:
+        """``subprocess.Popen([sys.executable, "-c", runner, *args], cwd=cwd, env=env)`` in a child, its
+        stdout and stderr written to the files ``stdout`` and ``stderr`` (None: discarded; the same path
+        twice: one file); SIGALRM ends it after ``timeout`` seconds."""
+        env = dict(os.environ if env is None else env)
+        outputs = [str(path) if path is not None else os.devnull for path in (stdout, stderr)]
+        reply = self._ask(
+            {"start": True, "runner": runner, "args": args, "cwd": str(cwd), "timeout": timeout, "env": env,
+             "outputs": outputs}
+        )  # fmt: skip
+        return ForkedProcess(self, reply["pid"])
+
+    def popen_capcal(
+        self,
+        args: list[str],
+        cwd: Path,
+        env: dict[str, str] | None = None,
+        stdout: Path | None = None,
+        stderr: Path | None = None,
+    ) -> ForkedProcess:
+        """``capcal ARGS`` started in a child: ``popen`` with ``CAPCAL_RUNNER``."""
+        return self.popen(CAPCAL_RUNNER, list(args), cwd, env, stdout, stderr)
+
+    def _ask(self, request: dict) -> dict:
+        self._server.stdin.write(json.dumps(request) + "\n")
+        self._server.stdin.flush()
+        line = self._server.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the forked CLI server ended (status {self._server.poll()})")
+        return json.loads(line)
+
     def close(self) -> None:
         self._server.stdin.close()
         self._server.wait(timeout=60)
+
+
+class ForkedProcess:
+    """A child started by ``ForkedCli.popen``: ``pid``, ``poll``, ``wait``, ``send_signal``, ``kill`` and
+    ``returncode`` as ``subprocess.Popen`` has them (the server, its parent, reaps it)."""
+
+    def __init__(self, server: ForkedCli, pid: int) -> None:
+        self._server, self.pid, self.returncode = server, pid, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._server._ask({"poll": self.pid})["returncode"]
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"forked child {self.pid}", timeout)
+            time.sleep(0.02)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
 
 
 def _captured_fd(fd: int, target: int) -> int:
@@ -172,6 +239,26 @@ def _serve() -> None:
         replies.flush()
     for line in sys.stdin:
         request = json.loads(line)
+        if "poll" in request:  # a started child: its status once it has ended
+            pid, status = os.waitpid(request["poll"], os.WNOHANG)
+            returncode = os.waitstatus_to_exitcode(status) if pid else None
+            replies.write(json.dumps({"returncode": returncode}) + "\n")
+            replies.flush()
+            continue
+        if "start" in request:  # a child not waited for; its output to the named files
+            out_path, err_path = request["outputs"]
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+            out = os.open(out_path, flags, 0o644)
+            err = out if err_path == out_path else os.open(err_path, flags, 0o644)
+            pid = os.fork()
+            if pid == 0:
+                _child(request["runner"], request["args"], request["cwd"], request["timeout"], request["env"],
+                       out, err)  # fmt: skip
+            for fd in {out, err}:
+                os.close(fd)
+            replies.write(json.dumps({"pid": pid}) + "\n")
+            replies.flush()
+            continue
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             pid = os.fork()
             if pid == 0:

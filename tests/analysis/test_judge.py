@@ -631,7 +631,6 @@ def test_rescore_with_the_judge_and_the_report_section(
 # ---------------------------------------------------------------- end to end: a real vllm serve of SmolLM2
 
 E2E_TASK, E2E_LIMIT, E2E_REPEATS = "capcal_triviaqa", 6, 2
-CAPCAL = [sys.executable, "-m", "analysis.cli"]
 
 
 @pytest.fixture(scope="module")
@@ -671,10 +670,11 @@ def judge_url(smollm2_server: str):
         yield proxy
 
 
-def _rescore_command(run: Path, base_url: str, output: Path, cache: Path) -> list[str]:
-    # temperature 0 and one token: SmolLM2 answers with its grade letter and then goes on listing the grades
-    # ("A: CORRECT\nB: IN..."), which the strict parser refuses (the stand-in tests cover unreadable verdicts)
-    return CAPCAL + [
+def _rescore_arguments(run: Path, base_url: str, output: Path, cache: Path) -> list[str]:
+    """``capcal rescore``'s arguments (run in a child of ``forked_cli``). Temperature 0 and one token:
+    SmolLM2 answers with its grade letter and then goes on listing the grades ("A: CORRECT\nB: IN..."),
+    which the strict parser refuses (the stand-in tests cover unreadable verdicts)."""
+    return [
         "rescore", str(run), "--checker", "judge", "--base_url", base_url, "--model", "smollm2",
         "--api_key_env", KEY_ENV, "--cache_path", str(cache), "--output", str(output),
         "--num_concurrent", "4", "--max_tokens", "1", "--temperature", "0", "--max_retries", "2",
@@ -683,19 +683,19 @@ def _rescore_command(run: Path, base_url: str, output: Path, cache: Path) -> lis
 
 
 @pytest.mark.slow
-def test_rescore_with_the_judge_against_a_real_vllm_server(triviaqa_run, judge_url, tmp_path) -> None:
+def test_rescore_with_the_judge_against_a_real_vllm_server(
+    triviaqa_run, judge_url, tmp_path, forked_cli
+) -> None:
     import os
-    import subprocess
 
     from analysis.report.build import ReportOptions, build_report
 
     env = {**os.environ, KEY_ENV: SECRET, "OMP_NUM_THREADS": "1"}
     cache = tmp_path / "judge.sqlite"
     proxy = judge_url
-    first = subprocess.run(
-        _rescore_command(triviaqa_run, proxy.base_url, tmp_path / "rescored", cache),
-        env=env, capture_output=True, text=True, timeout=1500,
-    )  # fmt: skip
+    first = forked_cli.capcal(
+        _rescore_arguments(triviaqa_run, proxy.base_url, tmp_path / "rescored", cache), tmp_path, 1500, env
+    )
     assert first.returncode == 0, first.stderr[-4000:]
     asked = len(proxy.forwarded)
     assert sum(proxy.answered.values()) == asked  # every request answered (status 200) at its first attempt
@@ -728,10 +728,9 @@ def test_rescore_with_the_judge_against_a_real_vllm_server(triviaqa_run, judge_u
     )
 
     # resume: the same command again asks the server nothing (everything is in the cache)
-    again = subprocess.run(
-        _rescore_command(triviaqa_run, proxy.base_url, tmp_path / "again", cache),
-        env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    again = forked_cli.capcal(
+        _rescore_arguments(triviaqa_run, proxy.base_url, tmp_path / "again", cache), tmp_path, 600, env
+    )
     assert again.returncode == 0, again.stderr[-4000:]
     assert len(proxy.forwarded) == asked
     rerun = next((tmp_path / "again").rglob("samples_*.jsonl")).read_text()

@@ -19,8 +19,10 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -86,16 +88,28 @@ def _alive(tree: dict[int, tuple[float, str]]) -> list[str]:
 
 
 def stop_run(
-    command: list[str], env: dict, cwd: Path, cache: Path, log: Path, sig: int, timeout: float
+    command: list[str] | Callable[[dict, Path], Any],
+    env: dict,
+    cwd: Path,
+    cache: Path,
+    log: Path,
+    sig: int,
+    timeout: float,
 ) -> StoppedRun:
-    """Run ``command``, send ``sig`` to it once it has committed a sample, and report (see the module)."""
+    """Run ``command``, send ``sig`` to it once it has committed a sample, and report (see the module).
+    ``command``: a command line, or ``start(env, log)`` that starts the run with its stderr to ``log`` and
+    returns it as ``subprocess.Popen`` would (``pid``, ``poll``, ``wait``, ``send_signal``, ``kill``: a child
+    of ``tests/analysis/forked_cli.py``, which has imported the CLI's modules already)."""
     start = len(committed(cache))
     env = {
         **env,
         WATCHDOG_VARIABLE: "1",
     }  # the run's own watchdog (the test session turns it off for its own)
-    with open(log, "w", encoding="utf-8") as handle:
-        run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=handle, env=env, cwd=cwd)
+    if callable(command):
+        run = command(env, log)
+    else:
+        with open(log, "w", encoding="utf-8") as handle:
+            run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=handle, env=env, cwd=cwd)
     try:
         deadline = time.monotonic() + timeout
         while len(committed(cache)) <= start:

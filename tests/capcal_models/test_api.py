@@ -22,7 +22,6 @@ import json
 import logging
 import re
 import sqlite3
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -663,7 +662,7 @@ KILL_AFTER = (1, 3, 6)  # cached requests (of 8) at which a run is killed
 
 @pytest.mark.slow
 def test_a_run_killed_at_several_points_resumes_to_the_uninterrupted_samples(
-    server: str, smollm2_path: Path, tmp_path: Path
+    server: str, smollm2_path: Path, tmp_path: Path, forked_cli
 ) -> None:
     """``capcal eval`` is SIGKILLed once 1, 3 and 6 of its 8 requests are cached, each re-run continuing the
     last; then a run completes. Its samples equal an uninterrupted run's; no cached sample changes or is
@@ -687,16 +686,13 @@ def test_a_run_killed_at_several_points_resumes_to_the_uninterrupted_samples(
     answered_at_kill: list[Counter[str]] = []  # the proxy's answers per request identity after each kill
     with FaultInjectingProxy(server) as proxy:
         proxy.delay_s = 0.5  # so that kills land mid-run
-        command = [
-            sys.executable,
-            "-c",
-            "from analysis.cli import main; "
-            f"raise SystemExit(main({arguments(proxy.base_url, 'resumed')!r}))",
-        ]
+        # each run in a child of forked_cli (the CLI's modules imported once per worker)
+        runner = (
+            f"from analysis.cli import main; raise SystemExit(main({arguments(proxy.base_url, 'resumed')!r}))"
+        )
         for kill_at in KILL_AFTER:
             log_path = tmp_path / f"killed-at-{kill_at}.log"
-            with open(log_path, "wb") as log:
-                run = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+            run = forked_cli.popen(runner, [], tmp_path, stdout=log_path, stderr=log_path)
             try:
                 # a hang guard (the run is alive but commits nothing), scaled: at load average 30-50 on
                 # 2 cores a run took over 240 s to its kill point (2026-11-28)

@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import sqlite3
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -246,7 +245,9 @@ LIMIT, K, MAX_GEN_TOKS, BATCH = 4, 4, 12, 1
 KILLS, STEP = 3, 3
 
 
-def _command(model: Path, cache: Path, output: Path, activations: Path, batch: int = BATCH) -> list[str]:
+def _runner(model: Path, cache: Path, output: Path, activations: Path, batch: int = BATCH) -> str:
+    """``capcal eval ...`` as a ``python -c`` program, run in a child of ``forked_cli`` (the CLI's modules
+    imported once per worker, not by each of the five runs)."""
     arguments = [
         "eval", "--model", "capcal-hf",
         "--model_args", f"pretrained={model},seed={RUN_SEED},cache_path={cache},activations={activations}",
@@ -254,7 +255,7 @@ def _command(model: Path, cache: Path, output: Path, activations: Path, batch: i
         "--gen_kwargs", f"max_gen_toks={MAX_GEN_TOKS}", "--batch_size", str(batch), "--apply_chat_template",
         "--log_samples", "--output_path", str(output),
     ]  # fmt: skip
-    return [sys.executable, "-c", f"from analysis.cli import main; raise SystemExit(main({arguments!r}))"]
+    return f"from analysis.cli import main; raise SystemExit(main({arguments!r}))"
 
 
 def _logged(output: Path) -> tuple[dict[tuple[int, int], str], dict]:
@@ -281,21 +282,23 @@ def _activations(folder: Path) -> dict[tuple[str, str], dict[str, torch.Tensor]]
 
 
 @pytest.mark.slow
-def test_a_run_killed_three_times_ends_like_an_uninterrupted_one(smollm2_path: Path, tmp_path: Path) -> None:
+def test_a_run_killed_three_times_ends_like_an_uninterrupted_one(
+    smollm2_path: Path, tmp_path: Path, forked_cli
+) -> None:
     total = LIMIT * K
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env}
     paths = {name: tmp_path / name for name in ("cache.sqlite", "out", "activations")}
     reference_paths = {name: tmp_path / f"reference-{name}" for name in paths}
     # alongside, all 16 samples in one batch
-    reference = subprocess.Popen(_command(smollm2_path, *reference_paths.values(), batch=total), **quiet)
+    reference_runner = _runner(smollm2_path, *reference_paths.values(), batch=total)
+    reference = forked_cli.popen(reference_runner, [], tmp_path, env)
 
     snapshots = []  # committed rows right after each kill
     partly_cached = []  # questions with some but not all repeats committed, at each kill
     try:
         for _ in range(KILLS):
             start = len(_rows(paths["cache.sqlite"]))
-            run = subprocess.Popen(_command(smollm2_path, *paths.values()), **quiet)
+            run = forked_cli.popen(_runner(smollm2_path, *paths.values()), [], tmp_path, env)
             deadline = time.monotonic() + 300
             while len(_rows(paths["cache.sqlite"])) < start + STEP and time.monotonic() < deadline:
                 assert run.poll() is None, "the run ended before it could be killed"
@@ -313,7 +316,7 @@ def test_a_run_killed_three_times_ends_like_an_uninterrupted_one(smollm2_path: P
         # prefill the questions whose samples are all cached.
         assert not (paths["activations"] / "index.json").exists()
 
-        final = subprocess.run(_command(smollm2_path, *paths.values()), **quiet, timeout=600)
+        final = forked_cli.run(_runner(smollm2_path, *paths.values()), [], tmp_path, 600, env)
         assert final.returncode == 0
         assert reference.wait(timeout=600) == 0
     finally:

@@ -17,7 +17,6 @@ import json
 import os
 import shlex
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -42,8 +41,10 @@ def _arguments(model: Path, cache: Path, output: Path, batch_size: int = 1) -> l
     ]  # fmt: skip
 
 
-def _command(arguments: list[str]) -> list[str]:
-    return [sys.executable, "-c", f"from analysis.cli import main; raise SystemExit(main({arguments!r}))"]
+def _runner(arguments: list[str]) -> str:
+    """``capcal ARGUMENTS`` as a ``python -c`` program (run in a child of ``forked_cli``: the CLI's modules
+    imported once per worker, not by each of the five runs)."""
+    return f"from analysis.cli import main; raise SystemExit(main({arguments!r}))"
 
 
 def logged_responses(output: Path, task: str) -> dict[tuple[int, int], str]:
@@ -58,22 +59,24 @@ def logged_responses(output: Path, task: str) -> dict[tuple[int, int], str]:
 
 
 def test_signals_stop_capcal_hf_leaving_nothing_and_the_rerun_completes(
-    smollm2_path: Path, tmp_path: Path
+    smollm2_path: Path, tmp_path: Path, forked_cli
 ) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     reference_arguments = _arguments(
         smollm2_path, tmp_path / "reference.sqlite", tmp_path / "reference", batch_size=LIMIT * K
     )
-    reference = subprocess.Popen(
-        _command(reference_arguments), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    reference = forked_cli.popen(_runner(reference_arguments), [], tmp_path, env)
     cache, output = tmp_path / "samples.sqlite", tmp_path / "out"
     arguments = _arguments(smollm2_path, cache, output)
+
+    def start(run_env: dict, log: Path):
+        return forked_cli.popen(_runner(arguments), [], tmp_path, run_env, stderr=log)
+
     stops = {}
     try:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL):
             stops[sig] = stopped = stop_run(
-                _command(arguments), env, tmp_path, cache, tmp_path / f"{sig.name}.log", sig, timeout=300
+                start, env, tmp_path, cache, tmp_path / f"{sig.name}.log", sig, timeout=300
             )
             assert stopped.exit_status == EXPECTED_STATUS[sig], stopped.log[-3000:]
             assert stopped.alive == [], (sig.name, stopped.tree)
@@ -91,9 +94,7 @@ def test_signals_stop_capcal_hf_leaving_nothing_and_the_rerun_completes(
         # the last re-run at batch size 16 (a resume may change it): the rest of the samples in one batch,
         # where batch size 1 pads each row's every step to the row floor
         final_arguments = _arguments(smollm2_path, cache, output, batch_size=LIMIT * K)
-        final = subprocess.run(
-            _command(final_arguments), env=env, capture_output=True, text=True, timeout=600
-        )
+        final = forked_cli.run(_runner(final_arguments), [], tmp_path, 600, env)
         assert final.returncode == 0, final.stderr[-3000:]
         assert reference.wait(timeout=600) == 0
     finally:

@@ -4,9 +4,6 @@ line. These tests run where torch has no CUDA device (the project's CPU machines
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import torch
 
@@ -33,12 +30,13 @@ def test_other_devices_and_models_are_left_alone():
 
 
 @pytest.mark.slow
-def test_capcal_eval_refuses_cuda_before_loading_the_model(smollm2_path, tmp_path):
-    """The real command: one line on stderr, exit status 2, no model loaded (no weights read)."""
-    command = [sys.executable, "-m", "analysis.cli", "eval", "--model", "capcal-hf", "--model_args"]
+def test_capcal_eval_refuses_cuda_before_loading_the_model(smollm2_path, tmp_path, forked_cli):
+    """The real command (in a child of ``forked_cli``): one line on stderr, exit status 2, no model loaded
+    (no weights read)."""
+    command = ["eval", "--model", "capcal-hf", "--model_args"]
     command += [f"pretrained={smollm2_path}", "--device", "cuda", "--tasks", "capcal_arithmetic"]
     command += ["--limit", "1", "--repeats", "1", "--apply_chat_template"]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    done = forked_cli.capcal(command, tmp_path, 300)
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert lines == [

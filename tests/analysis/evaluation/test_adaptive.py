@@ -30,7 +30,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -282,22 +281,21 @@ def test_without_log_samples_the_aggregates_are_saved_as_a_fixed_run_saves_them(
 
 @pytest.mark.slow
 def test_a_killed_adaptive_run_resumes_to_the_uninterrupted_one(
-    runs, smollm2_path: Path, forked_capcal
+    runs, smollm2_path: Path, forked_cli, forked_capcal
 ) -> None:
     folder = runs["folder"]
     arguments = _arguments(smollm2_path, folder / "resumed.sqlite", folder / "resumed")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    stopped = subprocess.Popen([sys.executable, "-m", "analysis.cli", *arguments], env=env,
-                               stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)  # fmt: skip
-    seen = []
+    log = folder / "killed.log"
+    stopped = forked_cli.popen_capcal(arguments, folder, env, stderr=log)
     deadline = time.monotonic() + 300
-    for line in stopped.stderr:  # kill once the first look is done, before the second is sampled
-        seen.append(line)
-        if "adaptive look 1/3" in line or time.monotonic() > deadline:
-            stopped.send_signal(signal.SIGKILL)
-            break
+    # kill once the first look is done, before the second is sampled
+    while "adaptive look 1/3" not in log.read_text(encoding="utf-8", errors="replace"):
+        assert stopped.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.02)
+    stopped.send_signal(signal.SIGKILL)
     stopped.wait(timeout=60)
-    assert stopped.returncode == -signal.SIGKILL, "".join(seen)[-3000:]
+    assert stopped.returncode == -signal.SIGKILL, log.read_text()[-3000:]
     assert not list((folder / "resumed").rglob("samples_*.jsonl"))  # nothing written yet
     again = forked_capcal(*arguments)
     assert again.returncode == 0, again.stderr[-3000:]

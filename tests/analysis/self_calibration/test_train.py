@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -68,7 +66,7 @@ def test_loss_falls_and_outputs_are_written(trained):
 
 
 @pytest.mark.slow
-def test_killed_run_resumes_from_its_checkpoint(trained, selfcal_data, smollm2_path, tmp_path):
+def test_killed_run_resumes_from_its_checkpoint(trained, selfcal_data, smollm2_path, tmp_path, forked_cli):
     """SIGKILL right after checkpoint-2; the second call resumes there (2 more steps) and ends with the
     adapter of the uninterrupted run."""
     import torch
@@ -77,7 +75,7 @@ def test_killed_run_resumes_from_its_checkpoint(trained, selfcal_data, smollm2_p
 
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     arguments = [str(selfcal_data.path), str(smollm2_path), str(tmp_path), json.dumps(CONFIG)]
-    killed = subprocess.run([sys.executable, "-c", KILL_AFTER_CHECKPOINT, *arguments], env=env, check=False)
+    killed = forked_cli.run(KILL_AFTER_CHECKPOINT, arguments, tmp_path, 600, env)  # torch imported once
     assert killed.returncode == -9
     assert (tmp_path / "checkpoints" / "checkpoint-2").is_dir() and not (tmp_path / "merged").exists()
     resumed = train_self_calibration(selfcal_data.path, smollm2_path, tmp_path, TrainConfig(**CONFIG))
