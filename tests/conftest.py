@@ -192,8 +192,10 @@ def forked_cli() -> Iterator:
     ``analysis/test_end_to_end.py``, ``capcal_tasks/test_sampled_task_runs.py`` and the small demo, whose
     models load in the child) runs its command in a child forked from it, instead of a fresh interpreter
     that imports lm-eval, datasets, transformers and torch again (5-6 s of CPU time a command). What those
-    imports print would be in every command's stderr: there must be nothing.
-    ``forked_cli.run(runner, args, cwd, timeout, env)``; ``forked_cli.capcal(args, cwd, timeout, env)``."""
+    imports print would be in every command's stderr: there must be nothing. The runs that tests stop with
+    signals start with ``popen`` (not waited for; ``subprocess.Popen``'s ``poll``, ``wait``, ``send_signal``).
+    ``forked_cli.run(runner, args, cwd, timeout, env)``; ``forked_cli.capcal(args, cwd, timeout, env)``;
+    ``forked_cli.popen(runner, args, cwd, env, stdout, stderr)``; ``forked_cli.popen_capcal(...)``."""
     helper = _load_helper("capcal_tests_forked_cli", Path(__file__).parent / "analysis" / "forked_cli.py")
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     server = helper.ForkedCli({**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}, REPO)
