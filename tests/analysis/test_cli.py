@@ -573,17 +573,10 @@ def test_lm_eval_dictionary_flags_and_seeds():
     assert parse_seed("1,2,3") == [1, 2, 3, 1234]
 
 
-def _capcal_in(folder: Path, *arguments: str) -> subprocess.CompletedProcess:
-    """``capcal ARGS`` run from ``folder`` (a folder outside any git work tree), in a fresh process."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-c", RUNNER, *arguments]
-    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
-
-
 @pytest.fixture(scope="module")
 def forked_capcal_in(forked_cli) -> Callable[..., subprocess.CompletedProcess]:
-    """``_capcal_in(folder, *arguments)`` in a process forked from ``forked_cli`` (lm-eval's dummy model and
-    the commands that read runs: no model is loaded)."""
+    """``capcal ARGS`` run from ``folder`` (a folder outside any git work tree), in a process forked from
+    ``forked_cli`` (a real run loads its model in that process)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return lambda folder, *arguments: forked_cli.run(RUNNER, list(arguments), folder, timeout=600, env=env)
 
@@ -649,13 +642,15 @@ def test_a_symlink_loop_is_one_line_in_analyze_check_and_report(tmp_path, forked
 
 
 @pytest.mark.slow
-def test_the_new_users_run_without_a_chat_template_is_explained_at_every_step(tmp_path, smollm2_path):
+def test_the_new_users_run_without_a_chat_template_is_explained_at_every_step(
+    tmp_path, smollm2_path, forked_capcal_in
+):
     """The issue's run, with --plain_prompts to get past the refusal: SmolLM2-Instruct answers (mostly)
     nothing; eval, check and report each say so and why."""
     flags = ["--model", "capcal-hf", "--model_args", f"pretrained={smollm2_path},sample_cache=False"]
     flags += ["--tasks", "capcal_arithmetic", "--repeats", "4", "--limit", "3", "--plain_prompts"]
     flags += ["--gen_kwargs", "max_gen_toks=16", "--log_samples", "--output_path", "out"]
-    run = _capcal_in(tmp_path, "eval", *flags)
+    run = forked_capcal_in(tmp_path, "eval", *flags)
     assert run.returncode == 0, run.stderr[-3000:]
     cause = "the model has a chat template and the run did not apply it (add --apply_chat_template)"
     # sampled at temperature 0.7, SmolLM2 without its template ends at once on most responses, not all
@@ -665,10 +660,10 @@ def test_the_new_users_run_without_a_chat_template_is_explained_at_every_step(tm
         run.stderr,
     )
     assert found and int(found[1]) > 6, run.stderr[-3000:]  # "mostly": above response_checks.MOSTLY = 0.5
-    check = _capcal_in(tmp_path, "check", "out")
+    check = forked_capcal_in(tmp_path, "check", "out")
     assert check.returncode == 1 and f"{found[1]} empty response(s) (likely cause: {cause})" in check.stdout
     flags = ["--activations", "acts", "--output", "report", "--resamples", "50"]
-    report = _capcal_in(tmp_path, "report", "out", *flags)
+    report = forked_capcal_in(tmp_path, "report", "out", *flags)
     warnings = [line for line in report.stderr.splitlines() if line.startswith("capcal report: warning: ")]
     assert "capcal report: warning: --activations acts: no such folder; the probe is left out" in warnings
     # its declared calibration split was not run
