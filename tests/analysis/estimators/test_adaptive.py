@@ -358,6 +358,20 @@ def test_replay_accepts_a_single_question():
         replay_stopping(np.zeros((0, 8), dtype=int), plan, 50)
 
 
+def _replayed_draws(
+    distribution: str, pool: list[float], plan, n_questions: int, n_replications: int, seed: int
+):
+    """The simulation's documented draws replayed, per replication: mu, the rank-matched confidences, the
+    cumulative successes at looks 2 and 4, and the plan's stopped (n, s)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(n_replications):
+        mu = draw_mu(distribution, n_questions, rng)
+        confidence = np.empty(n_questions)
+        confidence[np.argsort(mu, kind="stable")] = np.sort(rng.choice(pool, n_questions))
+        successes = np.cumsum(rng.binomial([[2, 2]], mu[:, None]), axis=1)
+        yield mu, confidence, successes, *stopped_counts(successes, plan)
+
+
 def test_simulation_averages_only_replications_where_both_runs_define_the_metric():
     """Two questions per replication leave skill and soft AUROC undefined in many replications, not always on
     both sides (the adaptive run's estimates can be all 0 while the fixed run's later samples are not): each
@@ -367,16 +381,11 @@ def test_simulation_averages_only_replications_where_both_runs_define_the_metric
     table = simulate_adaptive_metrics(
         "beta(0.5,3)", pool, plan, n_questions=n_questions, n_replications=n_replications, seed=0
     ).set_index("metric")
-    rng = np.random.default_rng(0)
     errors: dict[str, list[tuple[float, float]]] = {name: [] for name in ADAPTIVE_CAPABILITY_METRICS}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", cm.UndefinedMetricWarning)
-        for _ in range(n_replications):
-            mu = draw_mu("beta(0.5,3)", n_questions, rng)
-            confidence = np.empty(n_questions)
-            confidence[np.argsort(mu, kind="stable")] = np.sort(rng.choice(pool, n_questions))
-            successes = np.cumsum(rng.binomial([[2, 2]], mu[:, None]), axis=1)
-            n, s = stopped_counts(successes, plan)
+        draws = _replayed_draws("beta(0.5,3)", pool, plan, n_questions, n_replications, seed=0)
+        for mu, confidence, successes, n, s in draws:
             adaptive = metrics_from_estimates(confidence, adaptive_estimates(plan, n, s))
             fixed = {
                 "capability_brier_skill": cm.corrected_brier_skill_score(confidence, successes[:, -1] / 4, 4),
@@ -407,14 +416,10 @@ def test_simulation_se_ratio_divides_the_adaptive_values_spread_by_the_fixed_one
     table = simulate_adaptive_metrics(
         "beta(0.2,0.2)", pool, plan, n_questions=n_questions, n_replications=n_replications, seed=3
     ).set_index("metric")
-    rng = np.random.default_rng(3)
     adaptive_values, fixed_values = [], []
-    for _ in range(n_replications):
-        mu = draw_mu("beta(0.2,0.2)", n_questions, rng)
-        confidence = np.empty(n_questions)
-        confidence[np.argsort(mu, kind="stable")] = np.sort(rng.choice(pool, n_questions))
-        successes = np.cumsum(rng.binomial([[2, 2]], mu[:, None]), axis=1)
-        n, s = stopped_counts(successes, plan)
+    for _, confidence, successes, n, s in _replayed_draws(
+        "beta(0.2,0.2)", pool, plan, n_questions, n_replications, seed=3
+    ):
         with warnings.catch_warnings():  # skill is undefined in some replications; Brier is not
             warnings.simplefilter("ignore", cm.UndefinedMetricWarning)
             adaptive = metrics_from_estimates(confidence, adaptive_estimates(plan, n, s))
