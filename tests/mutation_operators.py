@@ -731,6 +731,13 @@ def draw(mutants: list[Mutant], size: int, seed: int) -> list[Mutant]:
     return random.Random(seed).sample(ordered, min(size, len(ordered)))
 
 
+def named(mutants: list[Mutant], names: Iterable[str]) -> list[Mutant]:
+    """The mutants named in ``names``, in name order, matched by ``loose_name`` (so that lines added above
+    one since it was drawn do not matter): a triage's re-run of a sample's survivors (``--only``)."""
+    wanted = {loose_name(name) for name in names}
+    return [mutant for mutant in sorted(mutants, key=lambda m: m.name) if loose_name(mutant.name) in wanted]
+
+
 def loose_name(name: str) -> tuple[str, ...]:
     """A mutant's name without its line (module, column, operator, description): the same mutant after
     lines were added above it."""
@@ -1062,6 +1069,12 @@ def main(argv: list[str] | None = None) -> int:
         help="launch no mutant after this clock time (HH:MM, today): the run stops with a uniform prefix",
     )
     parser.add_argument("--show", nargs="+", help="print these mutants (by name) as diffs, and stop")
+    parser.add_argument(
+        "--only",
+        type=Path,
+        help="run the mutants named in this file (names, or a --log) instead of a draw: a re-run of a "
+        "sample's survivors after tests were written from them (no longer a fresh measure)",
+    )
     arguments = parser.parse_args(argv)
 
     mutants = all_mutants()
@@ -1080,10 +1093,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     excluded = {loose_name(name) for path in arguments.exclude for name in sampled_names(path)}
-    sample = draw(
-        [mutant for mutant in mutants if loose_name(mutant.name) not in excluded],
-        arguments.sample,
-        arguments.seed,
+    sample = (
+        named(mutants, sampled_names(arguments.only))
+        if arguments.only
+        else draw(
+            [mutant for mutant in mutants if loose_name(mutant.name) not in excluded],
+            arguments.sample,
+            arguments.seed,
+        )
     )
     done: dict[str, dict] = {}
     if arguments.log and arguments.log.exists():

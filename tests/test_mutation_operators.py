@@ -23,6 +23,7 @@ from tests.mutation_operators import (
     judge,
     loose_name,
     mutants_of_source,
+    named,
     ordered_test_files,
     run_tests,
     sampled_names,
@@ -412,6 +413,24 @@ def test_the_draw_is_uniform_and_fixed_by_the_seed() -> None:
         for mutant in draw(mutants, 50, seed):
             counts[int(mutant.path[10:13])] += 1
     assert 55 < min(counts) and max(counts) < 145  # binomial(400, 1/4): sd 8.7, so 5 sd either side
+
+
+def test_named_mutants_are_found_after_lines_moved_and_only_those(tmp_path) -> None:
+    """``--only``'s selection: a survivors file's names (its diff lines skipped) pick those mutants, also when
+    lines were added above one since (its line number differs), and no other mutant of the same place."""
+    mutants = [
+        Mutant("analysis/a.py", "boundary", 10, 4, "< -> <= (0)", ""),
+        Mutant("analysis/a.py", "boundary", 10, 4, "< -> <= (1)", ""),  # the same place, another mutant
+        Mutant("analysis/b.py", "sibling_key", 3, 8, "x['a'] -> x['b']", ""),
+        Mutant("capcal_models/c.py", "drop_state", 7, 0, "self.x = 1 dropped", ""),
+    ]
+    survivors = tmp_path / "survivors.txt"
+    survivors.write_text(
+        "analysis.a:12:4:boundary:< -> <= (0)\n--- analysis/a.py\n+++ analysis/a.py\n-    if a < b:\n\n"
+        "capcal_models.c:7:0:drop_state:self.x = 1 dropped\n",
+        encoding="utf-8",
+    )
+    assert named(list(reversed(mutants)), sampled_names(survivors)) == [mutants[0], mutants[3]]
 
 
 def test_the_wilson_interval_matches_the_formula_worked_by_hand() -> None:
