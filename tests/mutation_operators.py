@@ -732,10 +732,20 @@ def draw(mutants: list[Mutant], size: int, seed: int) -> list[Mutant]:
 
 
 def named(mutants: list[Mutant], names: Iterable[str]) -> list[Mutant]:
-    """The mutants named in ``names``, in name order, matched by ``loose_name`` (so that lines added above
-    one since it was drawn do not matter): a triage's re-run of a sample's survivors (``--only``)."""
-    wanted = {loose_name(name) for name in names}
-    return [mutant for mutant in sorted(mutants, key=lambda m: m.name) if loose_name(mutant.name) in wanted]
+    """The mutants named in ``names``, in name order: a triage's re-run of a sample's survivors (``--only``).
+    A name matches its mutant exactly, or else by ``loose_name`` when exactly one mutant has that loose name
+    (lines added above it since it was drawn; the same change on several lines, such as a dropped
+    ``flush=``, is matched exactly only)."""
+    exact = {mutant.name for mutant in mutants}
+    loose: dict[tuple[str, ...], list[str]] = {}
+    for mutant in mutants:
+        loose.setdefault(loose_name(mutant.name), []).append(mutant.name)
+    chosen = set()
+    for name in names:
+        candidates = [name] if name in exact else loose.get(loose_name(name), [])
+        if len(candidates) == 1:
+            chosen.add(candidates[0])
+    return [mutant for mutant in sorted(mutants, key=lambda m: m.name) if mutant.name in chosen]
 
 
 def loose_name(name: str) -> tuple[str, ...]:

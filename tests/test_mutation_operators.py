@@ -417,20 +417,26 @@ def test_the_draw_is_uniform_and_fixed_by_the_seed() -> None:
 
 def test_named_mutants_are_found_after_lines_moved_and_only_those(tmp_path) -> None:
     """``--only``'s selection: a survivors file's names (its diff lines skipped) pick those mutants, also when
-    lines were added above one since (its line number differs), and no other mutant of the same place."""
+    lines were added above one since (its line number differs), and no other mutant of the same place; the
+    same change on two lines (a dropped ``flush=``) is picked by its exact name only."""
+    flush = "keyword_default:print(... flush= dropped)"
     mutants = [
         Mutant("analysis/a.py", "boundary", 10, 4, "< -> <= (0)", ""),
         Mutant("analysis/a.py", "boundary", 10, 4, "< -> <= (1)", ""),  # the same place, another mutant
         Mutant("analysis/b.py", "sibling_key", 3, 8, "x['a'] -> x['b']", ""),
         Mutant("capcal_models/c.py", "drop_state", 7, 0, "self.x = 1 dropped", ""),
+        Mutant("analysis/d.py", "keyword_default", 20, 4, "print(... flush= dropped)", ""),
+        Mutant("analysis/d.py", "keyword_default", 21, 4, "print(... flush= dropped)", ""),
     ]
     survivors = tmp_path / "survivors.txt"
     survivors.write_text(
         "analysis.a:12:4:boundary:< -> <= (0)\n--- analysis/a.py\n+++ analysis/a.py\n-    if a < b:\n\n"
-        "capcal_models.c:7:0:drop_state:self.x = 1 dropped\n",
+        "capcal_models.c:7:0:drop_state:self.x = 1 dropped\n"
+        f"analysis.d:21:4:{flush}\nanalysis.d:30:4:{flush}\n",  # line 30: no exact match, two loose ones
         encoding="utf-8",
     )
-    assert named(list(reversed(mutants)), sampled_names(survivors)) == [mutants[0], mutants[3]]
+    found = named(list(reversed(mutants)), sampled_names(survivors))
+    assert found == [mutants[0], mutants[5], mutants[3]]  # in name order
 
 
 def test_the_wilson_interval_matches_the_formula_worked_by_hand() -> None:

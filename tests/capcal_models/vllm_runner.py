@@ -132,6 +132,10 @@ def main() -> None:
     parser.add_argument("--data-dir", help="the wrapped task's local rows (CAPCAL_DATA_DIR)")
     args = parser.parse_args()
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # read when an engine is configured
+    # no torch.compile of vLLM's sampler helpers (the engines are eager already): compiling the kernel that
+    # ranks the sampled tokens' log-probabilities, which only this script asks for, took 10-17 s of it; every
+    # sample and log-probability was the same without it (2026-11-29)
+    os.environ["TORCHDYNAMO_DISABLE"] = "1"
 
     from lm_eval.api.registry import get_model
     from lm_eval.models.vllm_causallms import VLLM
