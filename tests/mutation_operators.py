@@ -757,12 +757,12 @@ def loose_name(name: str) -> tuple[str, ...]:
 
 def sampled_names(path: Path) -> list[str]:
     """The mutant names in ``path``: one per line, or a ``--log`` (JSON lines with ``name``); a survivors
-    file's diff lines are skipped."""
+    file's diff lines and lines starting with ``#`` are skipped."""
     names = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.startswith("{"):
             names.append(json.loads(line)["name"])
-        elif line.count(":") >= 4 and not line.startswith((" ", "+", "-", "@")):
+        elif line.count(":") >= 4 and not line.startswith((" ", "+", "-", "@", "#")):
             names.append(line)
     return names
 

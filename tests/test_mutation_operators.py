@@ -430,11 +430,18 @@ def test_named_mutants_are_found_after_lines_moved_and_only_those(tmp_path) -> N
     ]
     survivors = tmp_path / "survivors.txt"
     survivors.write_text(
+        "# analysis.x:1:2:boundary:a comment, not a name\n"
         "analysis.a:12:4:boundary:< -> <= (0)\n--- analysis/a.py\n+++ analysis/a.py\n-    if a < b:\n\n"
         "capcal_models.c:7:0:drop_state:self.x = 1 dropped\n"
         f"analysis.d:21:4:{flush}\nanalysis.d:30:4:{flush}\n",  # line 30: no exact match, two loose ones
         encoding="utf-8",
     )
+    assert sampled_names(survivors) == [
+        "analysis.a:12:4:boundary:< -> <= (0)",
+        "capcal_models.c:7:0:drop_state:self.x = 1 dropped",
+        f"analysis.d:21:4:{flush}",
+        f"analysis.d:30:4:{flush}",
+    ]  # no comment line, no diff line
     found = named(list(reversed(mutants)), sampled_names(survivors))
     assert found == [mutants[0], mutants[5], mutants[3]]  # in name order
 
